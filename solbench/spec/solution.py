@@ -1,0 +1,279 @@
+"""Candidate kernels: a build spec plus source files, from JSON or from a bare `.py` / `.cu` file."""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from solbench.spec.definition import Definition, check_keys
+from solbench.spec.errors import SpecError
+
+PYTHON_SUFFIXES = (".py",)
+COMPILED_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx", ".c", ".h", ".hpp", ".cuh")
+# A header line in a bare source file that names its problem, e.g. `# solbench: problem=rmsnorm_h4096`.
+_HEADER = re.compile(r"solbench:\s*problem\s*=\s*([A-Za-z0-9_.\-]+)")
+
+
+def check_source_path(path: str) -> str:
+    """Source paths are relative, inside the solution folder, and plain."""
+    if not isinstance(path, str) or not path.strip():
+        raise SpecError("source path must be a non-empty string")
+    if "\\" in path or "\x00" in path:
+        raise SpecError(f"source path {path!r} contains a backslash or NUL")
+    pure = PurePosixPath(path)
+    if pure.is_absolute() or re.match(r"^[A-Za-z]:", path):
+        raise SpecError(f"source path {path!r} is absolute")
+    if ".." in pure.parts:
+        raise SpecError(f"source path {path!r} leaves the solution folder ('..')")
+    if any(part.startswith(".") for part in pure.parts):
+        raise SpecError(f"source path {path!r} has a hidden component")
+    return str(pure)
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    path: str
+    content: str
+
+    def to_dict(self) -> dict:
+        return {"path": self.path, "content": self.content}
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    cflags: tuple[str, ...] = ()
+    cuda_cflags: tuple[str, ...] = ("-O3", "--use_fast_math")
+    ld_flags: tuple[str, ...] = ()
+
+    @classmethod
+    def from_dict(cls, data: dict | None) -> CompileOptions | None:
+        if data is None:
+            return None
+        if not isinstance(data, dict):
+            raise SpecError("compile_options must be an object")
+        check_keys(data, {"cflags", "cuda_cflags", "ld_flags"}, "compile_options")
+        values = {}
+        for key in ("cflags", "cuda_cflags", "ld_flags"):
+            if key in data:
+                flags = data[key]
+                if not isinstance(flags, list) or not all(isinstance(f, str) for f in flags):
+                    raise SpecError(f"compile_options.{key} must be a list of strings")
+                values[key] = tuple(flags)
+        return cls(**values)
+
+    def to_dict(self) -> dict:
+        return {"cflags": list(self.cflags), "cuda_cflags": list(self.cuda_cflags), "ld_flags": list(self.ld_flags)}
+
+
+@dataclass(frozen=True)
+class BuildSpec:
+    languages: tuple[str, ...]
+    entry_point: str  # "file::function"
+    target_hardware: tuple[str, ...] = ("LOCAL",)
+    dependencies: tuple[str, ...] = ()
+    destination_passing_style: bool = True
+    compile_options: CompileOptions | None = None
+
+    @classmethod
+    def from_dict(cls, data: dict) -> BuildSpec:
+        if not isinstance(data, dict):
+            raise SpecError("solution spec must be an object")
+        check_keys(data, {"languages", "language", "entry_point", "target_hardware", "dependencies",
+                          "destination_passing_style", "binding", "compile_options"}, "solution spec")
+        languages = data.get("languages", data.get("language"))
+        if isinstance(languages, str):
+            languages = [languages]
+        if not isinstance(languages, list) or not languages or not all(isinstance(x, str) for x in languages):
+            raise SpecError("solution spec.languages must be a non-empty list of language names")
+        entry = data.get("entry_point")
+        if not isinstance(entry, str) or entry.count("::") != 1 or not all(entry.split("::")):
+            raise SpecError(f"solution entry_point must look like 'file.py::function', got {entry!r}")
+        binding = data.get("binding")
+        if binding not in (None, "torch"):
+            raise SpecError(f"solution binding {binding!r} is not supported (only 'torch')")
+        dps = data.get("destination_passing_style", True)
+        if not isinstance(dps, bool):
+            raise SpecError("destination_passing_style must be true or false")
+        hardware = data.get("target_hardware") or ["LOCAL"]
+        deps = data.get("dependencies") or []
+        return cls(tuple(x.lower() for x in languages), entry, tuple(str(h) for h in hardware),
+                   tuple(str(d) for d in deps), dps, CompileOptions.from_dict(data.get("compile_options")))
+
+    def to_dict(self) -> dict:
+        out: dict[str, Any] = {"languages": list(self.languages), "target_hardware": list(self.target_hardware),
+                               "entry_point": self.entry_point, "dependencies": list(self.dependencies),
+                               "destination_passing_style": self.destination_passing_style}
+        if self.compile_options is not None:
+            out["compile_options"] = self.compile_options.to_dict()
+        return out
+
+    @property
+    def entry_file(self) -> str:
+        return self.entry_point.split("::")[0]
+
+    @property
+    def entry_function(self) -> str:
+        return self.entry_point.split("::")[1]
+
+
+@dataclass(frozen=True)
+class Solution:
+    name: str
+    definition: str
+    author: str
+    spec: BuildSpec
+    sources: tuple[SourceFile, ...]
+    description: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @classmethod
+    def from_dict(cls, data: dict, base_dir: Path | None = None) -> Solution:
+        """Build from JSON; sources without `content` are read from `path` under `base_dir`."""
+        if not isinstance(data, dict):
+            raise SpecError("solution must be a JSON object")
+        extra = check_keys(data, {"name", "definition", "author", "spec", "sources", "description"}, "solution")
+        for key in ("name", "definition", "spec", "sources"):
+            if key not in data:
+                raise SpecError(f"solution has no {key!r}")
+        raw_sources = data["sources"]
+        if not isinstance(raw_sources, list) or not raw_sources:
+            raise SpecError("solution needs at least one source")
+        sources = []
+        for item in raw_sources:
+            if not isinstance(item, dict):
+                raise SpecError("each solution source must be an object with path and content")
+            check_keys(item, {"path", "content"}, "solution source")
+            path = check_source_path(item.get("path"))  # checked before anything is read
+            content = item.get("content")
+            if not content:
+                if base_dir is None:
+                    raise SpecError(f"source {path!r} has no content and no folder to read it from")
+                file = Path(base_dir) / path
+                if not file.is_file():
+                    raise SpecError(f"source {path!r} has no content and {file} does not exist")
+                content = file.read_text()
+            if not isinstance(content, str):
+                raise SpecError(f"source {path!r} content must be text")
+            sources.append(SourceFile(path, content))
+        paths = [s.path for s in sources]
+        if len(set(paths)) != len(paths):
+            raise SpecError(f"solution has duplicate source paths: {paths}")
+        spec = BuildSpec.from_dict(data["spec"])
+        if spec.entry_file not in paths:
+            raise SpecError(f"entry point file {spec.entry_file!r} is not among the sources {paths}")
+        return cls(str(data["name"]), str(data["definition"]), str(data.get("author") or "unknown"), spec,
+                   tuple(sources), data.get("description"), extra)
+
+    def to_dict(self) -> dict:
+        out = {"name": self.name, "definition": self.definition, "author": self.author,
+               "spec": self.spec.to_dict(), "sources": [s.to_dict() for s in self.sources]}
+        if self.description is not None:
+            out["description"] = self.description
+        return out
+
+    def content_hash(self) -> str:
+        """Identity of what runs: build spec and sources, not name or author."""
+        payload = json.dumps({"spec": self.spec.to_dict(), "sources": sorted((s.path, s.content) for s in self.sources)},
+                             sort_keys=True)
+        return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+    def source(self, path: str) -> SourceFile:
+        return next(s for s in self.sources if s.path == path)
+
+
+# -- loading --------------------------------------------------------------------------------
+
+def load_solution(path: str | Path, definition: Definition | None = None) -> Solution:
+    """Load a solution JSON, or wrap a bare `.py` / `.cu` file as a single-source solution."""
+    path = Path(path)
+    if not path.is_file():
+        raise SpecError(f"solution file {path} does not exist")
+    if path.suffix == ".json":
+        try:
+            data = json.loads(path.read_text())
+        except json.JSONDecodeError as exc:
+            raise SpecError(f"{path}: not valid JSON: line {exc.lineno}: {exc.msg}") from None
+        try:
+            return Solution.from_dict(data, base_dir=path.parent)
+        except SpecError as exc:
+            raise exc.located(str(path)) from None
+    if path.suffix in PYTHON_SUFFIXES or path.suffix in COMPILED_SUFFIXES:
+        return solution_from_source(path.name, path.read_text(), definition)
+    raise SpecError(f"{path}: a solution is a .json, .py or .cu file")
+
+
+def problem_named_in(content: str) -> str | None:
+    """The problem a bare source file names in a `solbench: problem=NAME` header comment."""
+    for line in content.splitlines()[:30]:
+        match = _HEADER.search(line)
+        if match:
+            return match.group(1)
+    return None
+
+
+def solution_from_source(filename: str, content: str, definition: Definition | None,
+                         function: str = "run") -> Solution:
+    """A bare file as a solution; the calling convention is inferred from `run`'s signature."""
+    filename = check_source_path(filename)
+    suffix = PurePosixPath(filename).suffix
+    problem = problem_named_in(content) or (definition.name if definition else None)
+    if problem is None:
+        raise SpecError(f"{filename}: name the problem with a '# solbench: problem=NAME' header or pass one")
+    if suffix in PYTHON_SUFFIXES:
+        params = _python_params(content, function, filename)
+        language = "triton" if re.search(r"^\s*(import|from)\s+triton\b", content, re.M) else "pytorch"
+    else:
+        params = _cpp_params(content, function)
+        language = "cuda_cpp"
+    dps = infer_destination_passing(params, definition) if definition else True
+    stem = PurePosixPath(filename).stem
+    return Solution(name=stem, definition=problem, author="unknown",
+                    spec=BuildSpec((language,), f"{filename}::{function}", destination_passing_style=dps),
+                    sources=(SourceFile(filename, content),))
+
+
+def _python_params(content: str, function: str, filename: str) -> list[str] | None:
+    try:
+        tree = ast.parse(content)
+    except SyntaxError as exc:
+        raise SpecError(f"{filename}: does not parse: line {exc.lineno}: {exc.msg}") from None
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == function:
+            if node.args.vararg is not None:
+                return None  # *args: cannot tell
+            return [a.arg for a in node.args.posonlyargs + node.args.args]
+    raise SpecError(f"{filename}: has no top-level function {function!r}")
+
+
+def _cpp_params(content: str, function: str) -> list[str] | None:
+    """Parameter names of a C++ function `function(...)` with a body (best effort)."""
+    match = re.search(rf"\b{re.escape(function)}\s*\(([^)]*)\)\s*\{{", content)
+    if not match:
+        return None
+    params = [p.strip() for p in match.group(1).split(",") if p.strip()]
+    return [re.split(r"[\s*&]+", p)[-1] for p in params]
+
+
+def infer_destination_passing(params: list[str] | None, definition: Definition) -> bool:
+    """DPS when `run` takes inputs then outputs; value-returning when it takes the inputs only."""
+    n_in, n_out = len(definition.inputs), len(definition.outputs)
+    if params is None:
+        return True
+    if len(params) == n_in + n_out:
+        return True
+    if len(params) == n_in:
+        return False
+    raise SpecError(f"run takes {len(params)} parameters; the problem has {n_in} inputs and {n_out} outputs, "
+                    f"so it should take {n_in} (returning outputs) or {n_in + n_out} (writing into outputs)")
+
+
+def reference_solution(definition: Definition) -> Solution:
+    """The problem's own reference as a value-returning PyTorch solution."""
+    return Solution(name=f"reference_{definition.name}", definition=definition.name, author="reference",
+                    spec=BuildSpec(("pytorch",), "reference.py::run", destination_passing_style=False),
+                    sources=(SourceFile("reference.py", definition.reference),))

@@ -1,0 +1,219 @@
+"""Traces: one JSON object per (solution, workload) evaluation.
+
+Layout follows SOL-ExecBench's trace (`definition`, `workload`, `solution`, `evaluation{status,
+environment, timestamp, log, correctness, performance}`) so existing readers keep working; solbench
+adds latency statistics, the speed-of-light analysis and anti-cheat warnings. `schema` versions the
+format; docs/formats.md lists every change.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, fields
+from enum import Enum
+from typing import Any
+
+from solbench.spec.errors import SpecError
+
+TRACE_SCHEMA = "solbench.trace/1"
+
+
+class Status(str, Enum):
+    PASSED = "PASSED"
+    INCORRECT_SHAPE = "INCORRECT_SHAPE"
+    INCORRECT_DTYPE = "INCORRECT_DTYPE"
+    INCORRECT_NUMERICAL = "INCORRECT_NUMERICAL"
+    RUNTIME_ERROR = "RUNTIME_ERROR"
+    COMPILE_ERROR = "COMPILE_ERROR"
+    TIMEOUT = "TIMEOUT"
+    REWARD_HACK = "REWARD_HACK"
+    INVALID_REFERENCE = "INVALID_REFERENCE"
+    MISSING_DATA = "MISSING_DATA"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+def _finite_or_none(value: float | None) -> float | None:
+    """Strict JSON has no NaN/Inf: store them as null."""
+    if value is None or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _from_fields(cls, data: dict | None):
+    if data is None:
+        return None
+    names = {f.name for f in fields(cls)}
+    return cls(**{k: v for k, v in data.items() if k in names})
+
+
+@dataclass
+class LatencyStats:
+    """Per-iteration latencies of one timed block, summarised; every figure in milliseconds."""
+
+    median_ms: float
+    mean_ms: float
+    min_ms: float
+    max_ms: float
+    stdev_ms: float
+    n: int
+    ci_low_ms: float | None = None  # confidence interval of the median
+    ci_high_ms: float | None = None
+    ci_level: float | None = None
+    iqr_ms: float | None = None
+    warmup: int = 0
+    method: str = ""  # "cuda_events", "cupti", "cpu_clock"
+    flags: list[str] = field(default_factory=list)  # e.g. "wide_ci", "throttled"
+
+    @property
+    def rel_ci_halfwidth(self) -> float | None:
+        if self.ci_low_ms is None or self.ci_high_ms is None or self.median_ms <= 0:
+            return None
+        return (self.ci_high_ms - self.ci_low_ms) / 2 / self.median_ms
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict | None) -> LatencyStats | None:
+        return _from_fields(cls, data)
+
+
+@dataclass
+class Correctness:
+    max_absolute_error: float | None = 0.0
+    max_relative_error: float | None = 0.0
+    matched_ratio: float = 1.0
+    has_nan: bool = False
+    has_inf: bool = False
+    trials: int = 0
+    checked_timed_iterations: int = 0
+    output: str | None = None  # the output that decided the verdict
+    message: str | None = None
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["max_absolute_error"] = _finite_or_none(self.max_absolute_error)
+        d["max_relative_error"] = _finite_or_none(self.max_relative_error)
+        return d
+
+    @classmethod
+    def from_dict(cls, data: dict | None) -> Correctness | None:
+        return _from_fields(cls, data)
+
+
+@dataclass
+class Performance:
+    latency_ms: float
+    reference_latency_ms: float | None
+    speedup_factor: float | None
+    latency: LatencyStats | None = None
+    reference_latency: LatencyStats | None = None
+
+    def to_dict(self) -> dict:
+        return {"latency_ms": self.latency_ms, "reference_latency_ms": self.reference_latency_ms,
+                "speedup_factor": self.speedup_factor,
+                "latency": self.latency.to_dict() if self.latency else None,
+                "reference_latency": self.reference_latency.to_dict() if self.reference_latency else None}
+
+    @classmethod
+    def from_dict(cls, data: dict | None) -> Performance | None:
+        if data is None:
+            return None
+        return cls(data["latency_ms"], data.get("reference_latency_ms"), data.get("speedup_factor"),
+                   LatencyStats.from_dict(data.get("latency")), LatencyStats.from_dict(data.get("reference_latency")))
+
+
+@dataclass
+class Environment:
+    device: str = "cpu"  # "cuda" or "cpu"
+    hardware: str = ""  # GPU or CPU name
+    driver: str | None = None
+    cuda: str | None = None
+    torch: str | None = None
+    triton: str | None = None
+    python: str | None = None
+    hostname: str | None = None
+    clocks_start: dict[str, Any] | None = None
+    clocks_end: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["libs"] = {"torch": self.torch, "triton": self.triton, "cuda": self.cuda}  # SOL-ExecBench shape
+        return d
+
+    @classmethod
+    def from_dict(cls, data: dict | None) -> Environment | None:
+        return _from_fields(cls, data)
+
+
+@dataclass
+class Evaluation:
+    status: Status
+    timestamp: str
+    log: str = ""
+    environment: Environment | None = None
+    correctness: Correctness | None = None
+    performance: Performance | None = None
+    sol: dict[str, Any] | None = None  # speed-of-light analysis and scores (solbench.sol)
+    warnings: list[str] = field(default_factory=list)  # static-scan and telemetry findings
+    seconds: float | None = None  # harness wall time spent on this workload
+
+    def to_dict(self) -> dict:
+        return {"status": self.status.value, "timestamp": self.timestamp, "log": self.log,
+                "environment": self.environment.to_dict() if self.environment else None,
+                "correctness": self.correctness.to_dict() if self.correctness else None,
+                "performance": self.performance.to_dict() if self.performance else None,
+                "sol": self.sol, "warnings": list(self.warnings), "seconds": self.seconds}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Evaluation:
+        try:
+            status = Status(data["status"])
+        except (KeyError, ValueError):
+            raise SpecError(f"trace has unknown status {data.get('status')!r}") from None
+        return cls(status, data.get("timestamp", ""), data.get("log", ""),
+                   Environment.from_dict(data.get("environment")), Correctness.from_dict(data.get("correctness")),
+                   Performance.from_dict(data.get("performance")), data.get("sol"), list(data.get("warnings") or []),
+                   data.get("seconds"))
+
+
+@dataclass
+class Trace:
+    definition: str
+    workload: dict[str, Any]  # the workload as in workload.jsonl (uuid, axes, inputs, tolerance)
+    solution: str
+    solution_hash: str
+    evaluation: Evaluation
+    schema: str = TRACE_SCHEMA
+
+    @property
+    def workload_uuid(self) -> str:
+        return self.workload["uuid"]
+
+    @property
+    def status(self) -> Status:
+        return self.evaluation.status
+
+    def key(self) -> tuple[str, str, str]:
+        """What a resumed run uses to know this evaluation is done."""
+        return (self.definition, self.solution_hash, self.workload_uuid)
+
+    def to_dict(self) -> dict:
+        return {"schema": self.schema, "definition": self.definition, "workload": self.workload,
+                "solution": self.solution, "solution_hash": self.solution_hash,
+                "evaluation": self.evaluation.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Trace:
+        if not isinstance(data, dict):
+            raise SpecError("trace must be a JSON object")
+        try:
+            workload = data["workload"]
+            if not isinstance(workload, dict) or "uuid" not in workload:
+                raise SpecError("trace workload has no uuid")
+            return cls(data["definition"], workload, data.get("solution") or "", data.get("solution_hash") or "",
+                       Evaluation.from_dict(data["evaluation"]), data.get("schema", TRACE_SCHEMA))
+        except KeyError as exc:
+            raise SpecError(f"trace has no {exc.args[0]!r}") from None
