@@ -1,0 +1,44 @@
+"""Shared fixtures: where the shared dataset is, and clean skipping of GPU tests."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def _has_cuda() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+HAS_CUDA = _has_cuda()
+
+
+def pytest_collection_modifyitems(config, items):
+    if HAS_CUDA:
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (none visible)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    """The project's shared data folder (../shared beside the checkout, or $SOLBENCH_SHARED)."""
+    path = Path(os.environ.get("SOLBENCH_SHARED", REPO_ROOT.parent / "shared"))
+    if not (path / "sol-execbench").is_dir():
+        pytest.skip(f"shared data not found at {path} (set SOLBENCH_SHARED)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def sol_execbench_dir(shared_dir: Path) -> Path:
+    return shared_dir / "sol-execbench"
