@@ -156,7 +156,6 @@ def evaluate_workload(session: DeviceSession, problem: Problem, solution: Soluti
     # Timing: distinct input sets, interleaved reference/solution blocks, sampled outputs verified.
     seeds = [derive_seed(run_seed, workload.uuid, "timed", s) for s in range(config.timed_input_sets)]
     timing = timing_message(config, session.device)
-    sample = random.SystemRandom().sample(range(timing["iters"]), min(config.checked_timed_outputs, timing["iters"]))
     candidate_samples: list[float] = []
     reference_samples: list[float] = []
     checked = 0
@@ -168,13 +167,14 @@ def evaluate_workload(session: DeviceSession, problem: Problem, solution: Soluti
         if time_reference:
             try:
                 ref_reply = session.ask(session.reference, {"op": "time", "workload": wdata, "seeds": seeds,
-                                                            "config": timing}, config.timeout_s)
+                                                            "config": timing, "checked_outputs": 0},
+                                        config.timeout_s)
                 reference_samples += ref_reply["samples_ms"]
             except StepFailed as exc:
                 warnings = warnings + [f"reference timing failed ({exc.status.value}); no speedup reported"]
                 time_reference, reference_samples = False, []
         reply = session.ask(session.candidate, {"op": "time", "workload": wdata, "seeds": seeds, "config": timing,
-                                                "sample_iterations": sample}, config.timeout_s)
+                                                "checked_outputs": config.checked_timed_outputs}, config.timeout_s)
         candidate_samples += reply["samples_ms"]
         flags.update(reply.get("flags", []))
         candidate_info = reply

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import os
+import random
 import sys
 import threading
 import time
@@ -121,7 +122,8 @@ def load_reference_module(source: str):
 
 
 def make_call_inputs(state: WorkerState, workload_data: dict, seed: int):
-    from solbench.inputs.generate import InputError, MissingDataError, make_inputs
+    from solbench.inputs.errors import InputError, MissingDataError
+    from solbench.inputs.generate import make_inputs
     from solbench.spec.workload import Workload
 
     workload = Workload.from_dict(workload_data)
@@ -191,15 +193,30 @@ def handle_time(state: WorkerState, message: dict) -> dict:
     axes = generated[0][1]
     sets = [args for _, _, args in generated]
     slots = build_slots(state, sets, axes, message.get("max_slots", 8))
-    sample = set(message.get("sample_iterations", []))
+    # A uniform random sample (reservoir) of the calls in this block has its outputs kept for the judge.
+    # The choice for call i is made after it returns, from the OS's entropy: the call cannot know.
+    keep = int(message.get("checked_outputs", 3))
+    chooser = random.SystemRandom()
     stashed: dict[int, Any] = {}
     last: list = [None, None]
+    seen = [0]
 
     def stash_last() -> None:
         index, result = last
-        if index is not None and index in sample and index not in stashed:
-            stashed[index] = [o.detach().clone() if isinstance(o, torch.Tensor) else o for o in as_list(result)]
-        last[0] = None
+        last[0] = last[1] = None
+        if index is None or keep <= 0:
+            return
+        seen[0] += 1
+        if len(stashed) < keep:
+            victim = None
+        else:
+            slot = chooser.randrange(seen[0])
+            if slot >= keep:
+                return
+            victim = sorted(stashed)[slot]
+        if victim is not None:
+            del stashed[victim]
+        stashed[index] = [o.detach().clone() if isinstance(o, torch.Tensor) else o for o in as_list(result)]
 
     def prepare(i: int) -> None:
         stash_last()
@@ -234,13 +251,14 @@ def handle_time(state: WorkerState, message: dict) -> dict:
     if not state.destination_passing:
         from solbench.check.outputs import normalize_outputs
 
-        stashed = {i: normalize_outputs(v if len(v) != 1 else v[0], state.definition, axes) for i, v in stashed.items()}
+        stashed = {i: normalize_outputs(v[0] if len(v) == 1 else tuple(v), state.definition, axes)
+                   for i, v in stashed.items()}
     sampled = {i: ([o.to("cpu") if isinstance(o, torch.Tensor) else o for o in outs], i % len(sets))
                for i, outs in stashed.items()}
     return {"ok": True, "samples_ms": list(timing.samples_ms), "warmup": timing.warmup_done,
             "stop_reason": timing.stop_reason, "wall_s": timing.wall_s, "clocks_before": timing.clocks_before,
             "clocks_after": timing.clocks_after, "flags": list(timing.stats.flags), "sampled": sampled,
-            "slots": len(slots)}
+            "slots": len(slots), "energy_mj_per_call": timing.energy_mj_per_call}
 
 
 def as_list(result) -> list:
