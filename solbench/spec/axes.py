@@ -22,6 +22,7 @@ _COMPARE = {
     ast.Gt: operator.gt, ast.GtE: operator.ge,
 }
 _FUNCTIONS = {"min": min, "max": max, "abs": abs, "ceil": math.ceil, "floor": math.floor}
+_MAX_EXPONENT = 64
 _MAX_RESULT_BITS = 256  # axis sizes are far smaller; this keeps `((2 ** 64) ** 64) ** 64` from eating the machine
 
 
@@ -84,6 +85,8 @@ def _eval(node: ast.AST, values: dict, text: str):
         return values[node.id]
     if isinstance(node, ast.BinOp):
         left, right = _eval(node.left, values, text), _eval(node.right, values, text)
+        if isinstance(node.op, ast.Pow) and abs(right) > _MAX_EXPONENT:
+            raise SpecError(f"exponent {right} too large in {text!r}")
         if isinstance(node.op, ast.Pow) and abs(left) > 1 and right * math.log2(abs(left)) > _MAX_RESULT_BITS:
             raise SpecError(f"{left} ** {right} is too large in {text!r}")
         try:
