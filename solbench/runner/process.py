@@ -34,6 +34,10 @@ class WorkerTimeout(RuntimeError):
     """The worker did not reply in time; it has been killed."""
 
 
+class WorkerProtocolError(RuntimeError):
+    """The worker sent something the harness code never writes (forged or out of sequence); it is killed."""
+
+
 class OutputTail:
     """Keeps the last `cap` bytes written by the worker; counts the rest."""
 
@@ -88,6 +92,7 @@ class WorkerProcess:
         self.output = OutputTail()
         self.scratch: tempfile.TemporaryDirectory | None = None
         self._reader: threading.Thread | None = None
+        self._request_id = 0
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -142,6 +147,8 @@ class WorkerProcess:
         if not self.alive:
             self.start()
         assert self.conn is not None and self.proc is not None
+        self._request_id += 1
+        message = dict(message, id=self._request_id)
         try:
             self.conn.send(message)
         except (BrokenPipeError, ConnectionResetError, OSError):
@@ -155,7 +162,7 @@ class WorkerProcess:
                 raise WorkerTimeout(f"no reply within {timeout_s:.0f} s")
             try:
                 if self.conn.poll(min(remaining, 0.5)):
-                    return self.conn.recv()
+                    return self._receive(message["id"])
             except (EOFError, ConnectionResetError, OSError):
                 code = self._reap()
                 raise WorkerDied(f"worker exited ({describe_exit(code)})") from None
@@ -163,14 +170,36 @@ class WorkerProcess:
                 # Replies already in the socket are still readable after the process ended.
                 try:
                     if self.conn.poll(0):
-                        return self.conn.recv()
+                        return self._receive(message["id"])
                 except (EOFError, OSError):
                     pass
                 code = self._reap()
                 raise WorkerDied(f"worker exited ({describe_exit(code)})")
 
+    def _receive(self, request_id: int) -> dict[str, Any]:
+        """One reply, decoded without running code; it must answer `request_id`."""
+        from solbench.check.anticheat import ReplyError, decode
+
+        data = self.conn.recv_bytes()
+        try:
+            reply = decode(data)
+        except ReplyError as exc:
+            self.kill()
+            raise WorkerProtocolError(f"malformed reply: {exc}") from None
+        if type(reply) is not dict or reply.get("id") != request_id:
+            got = reply.get("id") if type(reply) is dict else type(reply).__name__
+            self.kill()
+            raise WorkerProtocolError(f"a reply to request {got!r} arrived while request {request_id} was open "
+                                      f"(a second writer on the channel)")
+        return reply
+
     def _reap(self) -> int | None:
-        code = self.proc.poll() if self.proc else None
+        code = None
+        if self.proc is not None:
+            try:  # the channel closes a moment before the process is gone: wait for its status
+                code = self.proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                code = None
         self.kill()
         return code
 

@@ -1,0 +1,254 @@
+"""Anti-cheat checks that do not trust the solution's process.
+
+Everything a worker sends back was produced in a process that also ran the solution, so the
+orchestrator treats a reply as data from an adversary:
+
+* `encode` / `decode`: the wire format of replies. A reply is reduced to plain data (dicts, lists,
+  tuples, strings, numbers, bytes) plus tensors as (dtype name, shape, raw bytes), and decoded by an
+  unpickler that refuses every global. Unpickling an arbitrary pickle would run code of the
+  solution's choosing in the orchestrator (`__reduce__`), which writes the traces.
+* `screen_failure`: which failure statuses a solution's worker may report. A worker claiming
+  `PASSED` as a failure, or blaming the reference (`INVALID_REFERENCE`, `MISSING_DATA`) after the
+  reference worker handled the same inputs, is not believed.
+* `check_time_reply`: the shape of a timing reply (types, sample counts consistent with the
+  requested configuration, finite non-negative samples, sampled outputs from calls that existed),
+  and the one timing bound the worker cannot influence: the samples cannot add up to more time than
+  the orchestrator itself saw pass while it waited for the reply.
+* `ProblemFiles`: a fingerprint of the problem folder, taken before the solution runs and compared
+  afterwards, so a solution that writes `definition.json` or `workload.jsonl` (to loosen tolerances
+  for later runs) is caught whatever happened inside its process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import math
+import os
+import pickle
+from pathlib import Path
+from typing import Any
+
+_TENSOR_TAG = "\x00solbench.tensor"
+_PLAIN_SCALARS = (type(None), bool, int, float, str, bytes)
+
+
+class ReplyError(ValueError):
+    """A reply that the harness code could not have written."""
+
+
+# -- wire format -------------------------------------------------------------------------------
+
+def _torch_dtypes() -> dict[str, Any]:
+    import torch
+
+    names = ("float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz",
+             "float8_e5m2fnuz", "float8_e8m0fnu", "float4_e2m1fn_x2", "int64", "int32", "int16", "int8", "uint8",
+             "uint16", "uint32", "uint64", "bool", "complex64", "complex128")
+    return {name: getattr(torch, name) for name in names if hasattr(torch, name)}
+
+
+def _plain(obj: Any, depth: int = 0) -> Any:
+    import torch
+
+    if depth > 32:
+        raise TypeError("reply nested too deeply")
+    if type(obj) in _PLAIN_SCALARS:
+        return obj
+    for kind in (bool, int, float, str, bytes):  # subclasses (e.g. torch's version string) as the base type
+        if isinstance(obj, kind) and not isinstance(obj, torch.Tensor):
+            return kind(obj)
+    if isinstance(obj, (list, tuple)):
+        return (list if isinstance(obj, list) else tuple)(_plain(x, depth + 1) for x in obj)
+    if isinstance(obj, dict):
+        return {_plain(k, depth + 1): _plain(v, depth + 1) for k, v in obj.items()}
+    if isinstance(obj, torch.Tensor):
+        if type(obj) is not torch.Tensor:
+            raise TypeError(f"reply holds a tensor subclass {type(obj).__qualname__}")
+        t = obj.detach().to("cpu").contiguous()
+        name = str(t.dtype).removeprefix("torch.")
+        flat = t.reshape(-1)
+        raw = flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b""
+        return {_TENSOR_TAG: (name, tuple(t.shape), raw)}
+    raise TypeError(f"reply holds a {type(obj).__module__}.{type(obj).__qualname__}")
+
+
+def encode(reply: Any) -> bytes:
+    """A reply as bytes: plain data only (TypeError for anything else)."""
+    return pickle.dumps(_plain(reply), protocol=5)
+
+
+class _NoGlobals(pickle.Unpickler):
+    def find_class(self, module: str, name: str):  # noqa: D102 - the whole point
+        raise ReplyError(f"the reply references {module}.{name}; replies are plain data")
+
+    def persistent_load(self, pid):  # noqa: D102
+        raise ReplyError("the reply uses persistent ids")
+
+
+def decode(data: bytes) -> Any:
+    """The reply encoded by `encode`; ReplyError for anything else (never runs code)."""
+    try:
+        obj = _NoGlobals(io.BytesIO(data)).load()
+    except ReplyError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - malformed bytes of any kind
+        raise ReplyError(f"undecodable reply: {type(exc).__name__}: {exc}") from None
+    return _rebuild(obj, _torch_dtypes())
+
+
+def _rebuild(obj: Any, dtypes: dict[str, Any], depth: int = 0) -> Any:
+    import torch
+
+    if depth > 64:
+        raise ReplyError("reply nested too deeply")
+    if type(obj) in _PLAIN_SCALARS:
+        return obj
+    if type(obj) in (list, tuple):
+        return type(obj)(_rebuild(x, dtypes, depth + 1) for x in obj)
+    if type(obj) is dict:
+        if _TENSOR_TAG in obj:
+            if len(obj) != 1:
+                raise ReplyError("malformed tensor in reply")
+            return _tensor(obj[_TENSOR_TAG], dtypes)
+        return {k: _rebuild(v, dtypes, depth + 1) for k, v in obj.items()}
+    raise ReplyError(f"reply holds a {type(obj).__name__}")
+
+
+def _tensor(fields: Any, dtypes: dict[str, Any]):
+    import torch
+
+    if type(fields) is not tuple or len(fields) != 3:
+        raise ReplyError("malformed tensor in reply")
+    name, shape, raw = fields
+    if name not in dtypes or type(shape) is not tuple or type(raw) is not bytes:
+        raise ReplyError(f"malformed tensor in reply (dtype {name!r})")
+    if not all(type(s) is int and s >= 0 for s in shape):
+        raise ReplyError("malformed tensor shape in reply")
+    dtype = dtypes[name]
+    numel = math.prod(shape)
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    if len(raw) != numel * itemsize:
+        raise ReplyError(f"tensor of shape {shape} and dtype {name} carries {len(raw)} bytes")
+    if numel == 0:
+        return torch.empty(shape, dtype=dtype)
+    return torch.frombuffer(bytearray(raw), dtype=torch.uint8).view(dtype).reshape(shape)
+
+
+# -- what a solution's worker may claim -----------------------------------------------------------
+
+# Statuses a solution's worker may report for a failed request. PASSED is never a failure, and the
+# reference-side statuses are decided by the reference worker, which saw the same inputs first.
+CANDIDATE_FAILURES = frozenset({"RUNTIME_ERROR", "TIMEOUT", "INCORRECT_SHAPE", "INCORRECT_DTYPE",
+                                "INCORRECT_NUMERICAL", "REWARD_HACK"})
+CANDIDATE_LOAD_FAILURES = CANDIDATE_FAILURES | {"COMPILE_ERROR", "SKIPPED"}
+
+
+def screen_failure(op: str | None, status: Any, *, needs_cuda_on_cpu: bool = False) -> tuple[str, str]:
+    """(status to record, note) for a failure a solution's worker reported for request `op`.
+
+    A status the solution's process has no business deciding becomes REWARD_HACK when it would
+    hide or excuse a result (PASSED, SKIPPED without cause, blaming the reference), with a note.
+    """
+    allowed = CANDIDATE_LOAD_FAILURES if op == "load" else CANDIDATE_FAILURES
+    if status == "SKIPPED" and op == "load" and not needs_cuda_on_cpu:
+        return "REWARD_HACK", "the solution's worker reported SKIPPED although this machine can run its language"
+    if isinstance(status, str) and status in allowed:
+        return status, ""
+    if status in ("INVALID_REFERENCE", "MISSING_DATA"):
+        return "RUNTIME_ERROR", (f"the solution's worker reported {status}, but the reference worker handled "
+                                 f"the same workload; counted as a failure of the solution")
+    return "REWARD_HACK", f"the solution's worker reported an impossible failure status {status!r}"
+
+
+def _is_number(x: Any) -> bool:
+    return type(x) in (int, float) and math.isfinite(x)
+
+
+def check_time_reply(reply: dict, config: dict, *, checked_outputs: int, elapsed_s: float,
+                     margin_s: float = 0.05) -> list[str]:
+    """Problems with a timing reply from a solution's worker (empty when it is plausible).
+
+    `config` is the TimingConfig dict that was sent; `elapsed_s` the time the orchestrator waited.
+    """
+    problems: list[str] = []
+    samples = reply.get("samples_ms")
+    if type(samples) is not list or not samples or not all(_is_number(s) and s >= 0 for s in samples):
+        return ["samples_ms is not a non-empty list of finite, non-negative numbers"]
+    iters, max_iters = int(config.get("iters", 1)), int(config.get("max_iters", config.get("iters", 1)))
+    adaptive = bool(config.get("adaptive", True))
+    n = len(samples)
+    if n < iters or n > max(iters, max_iters) or (not adaptive and n != iters):
+        problems.append(f"{n} timed samples for a block configured with iters={iters}, max_iters={max_iters}, "
+                        f"adaptive={adaptive}")
+    warmup = reply.get("warmup")
+    if type(warmup) is not int or warmup < int(config.get("warmup", 0)):
+        problems.append(f"warm-up count {warmup!r} below the configured {config.get('warmup')}")
+        warmup = 0
+    wall_s = reply.get("wall_s")
+    if not _is_number(wall_s) or wall_s < 0:
+        problems.append("wall_s is not a finite non-negative number")
+    elif wall_s > elapsed_s + margin_s:
+        problems.append(f"the worker claims a {wall_s:.3f} s timed block inside a request that took "
+                        f"{elapsed_s:.3f} s")
+    total_s = math.fsum(samples) / 1e3
+    if total_s > elapsed_s + margin_s:
+        problems.append(f"the timed samples add up to {total_s:.3f} s, more than the {elapsed_s:.3f} s the "
+                        f"whole request took")
+    flags = reply.get("flags", [])
+    if type(flags) is not list or not all(type(f) is str and len(f) < 100 for f in flags):
+        problems.append("flags is not a list of short strings")
+    sampled = reply.get("sampled")
+    calls = warmup + n
+    if type(sampled) is not dict:
+        problems.append("sampled outputs missing")
+    else:
+        wanted = min(checked_outputs, calls)
+        if len(sampled) < wanted:
+            problems.append(f"{len(sampled)} sampled outputs came back, {wanted} were asked for")
+        if len(sampled) > max(checked_outputs + 1, 1):
+            problems.append(f"{len(sampled)} sampled outputs, at most {checked_outputs + 1} were asked for")
+        for index, entry in sampled.items():
+            if type(index) is not int or not 0 <= index < calls:
+                problems.append(f"sampled output for call {index!r}, which was never made ({calls} calls)")
+            elif type(entry) not in (list, tuple) or len(entry) != 2 or type(entry[0]) is not list:
+                problems.append(f"malformed sampled output for call {index}")
+    return problems
+
+
+# -- the problem folder ----------------------------------------------------------------------------
+
+class ProblemFiles:
+    """Fingerprint of a problem folder: small files by content, large ones by size and mtime."""
+
+    def __init__(self, folder: Path | str | None, *, max_files: int = 2000, hash_limit_bytes: int = 4 << 20):
+        self.folder = Path(folder) if folder else None
+        self.max_files = max_files
+        self.hash_limit_bytes = hash_limit_bytes
+        self.before = self.snapshot()
+
+    def snapshot(self) -> dict[str, tuple]:
+        if self.folder is None or not self.folder.is_dir():
+            return {}
+        out: dict[str, tuple] = {}
+        for root, dirs, files in os.walk(self.folder):
+            dirs[:] = [d for d in dirs if d != "__pycache__"]
+            for name in files:
+                path = Path(root) / name
+                try:
+                    stat = path.stat()
+                    if stat.st_size <= self.hash_limit_bytes:
+                        out[str(path.relative_to(self.folder))] = ("sha256", hashlib.sha256(path.read_bytes()).hexdigest())
+                    else:
+                        out[str(path.relative_to(self.folder))] = ("stat", stat.st_size, stat.st_mtime_ns)
+                except OSError:
+                    continue
+                if len(out) >= self.max_files:
+                    return out
+        return out
+
+    def changes(self) -> list[str]:
+        """Files added, removed or changed since the fingerprint was taken."""
+        after = self.snapshot()
+        changed = sorted(k for k in set(self.before) | set(after) if self.before.get(k) != after.get(k))
+        return changed
