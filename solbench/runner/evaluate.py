@@ -14,7 +14,7 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 
 from solbench.runner.config import RunConfig
-from solbench.runner.process import WorkerDied, WorkerProcess, WorkerTimeout
+from solbench.runner.process import WorkerDied, WorkerProcess, WorkerProtocolError, WorkerTimeout
 from solbench.spec.problem import Problem
 from solbench.spec.solution import Solution, reference_solution
 from solbench.spec.trace import (
@@ -57,6 +57,7 @@ class DeviceSession:
 
     def ask(self, worker: WorkerProcess, message: dict, timeout_s: float) -> dict:
         mark = worker.output.mark()
+        asked = time.monotonic()
         try:
             reply = worker.request(message, timeout_s)
         except WorkerTimeout as exc:
@@ -65,13 +66,39 @@ class DeviceSession:
         except WorkerDied as exc:
             self._loaded.pop(id(worker), None)
             raise StepFailed(Status.RUNTIME_ERROR, f"{exc}\n{worker.output.since(mark)}") from None
+        except WorkerProtocolError as exc:
+            self._loaded.pop(id(worker), None)
+            raise StepFailed(Status.REWARD_HACK, f"{exc}\n{worker.output.since(mark)}") from None
         if not isinstance(reply, dict) or "ok" not in reply:
             raise StepFailed(Status.RUNTIME_ERROR, "the worker sent a malformed reply")
+        untrusted = worker is self.candidate
         if not reply["ok"]:
             output = worker.output.since(mark)
-            log = reply.get("log", "") + (f"\n--- output ---\n{output}" if output.strip() else "")
-            raise StepFailed(Status(reply.get("status", "RUNTIME_ERROR")), log)
+            log = str(reply.get("log", "")) + (f"\n--- output ---\n{output}" if output.strip() else "")
+            status = reply.get("status", "RUNTIME_ERROR")
+            if untrusted:
+                status, note = screen_candidate_failure(message, status, self.device)
+                log = f"{note}\n{log}" if note else log
+            if status not in Status.__members__:
+                status = "RUNTIME_ERROR"
+            if untrusted and status == Status.REWARD_HACK:
+                self.retire(worker)  # whatever it did may still be running or patched in that process
+            raise StepFailed(Status(status), log)
+        if untrusted and message.get("op") == "time":
+            from solbench.check.anticheat import check_time_reply
+
+            problems = check_time_reply(reply, message["config"], checked_outputs=message.get("checked_outputs", 0),
+                                        elapsed_s=time.monotonic() - asked)
+            if problems:
+                self.retire(worker)
+                raise StepFailed(Status.REWARD_HACK, "implausible timing reply from the solution's worker: "
+                                 + "; ".join(problems))
         return reply
+
+    def retire(self, worker: WorkerProcess) -> None:
+        """Kill a worker whose process can no longer be trusted; the next load starts a fresh one."""
+        worker.kill()
+        self._loaded.pop(id(worker), None)
 
     def load(self, worker: WorkerProcess, problem: Problem, solution: Solution) -> None:
         """Load a solution into a worker; untrusted code always gets a fresh process.
@@ -99,6 +126,22 @@ class DeviceSession:
         self._loaded[id(worker)] = (key, trusted)
         if self.environment is None:
             self.environment = self.ask(worker, {"op": "environment"}, 60)["environment"]
+
+
+def screen_candidate_failure(message: dict, status, device: str) -> tuple[str, str]:
+    """The failure status a solution's worker reported, unless that worker cannot decide it."""
+    from solbench.check.anticheat import screen_failure
+
+    needs_cuda_on_cpu = False
+    if message.get("op") == "load" and not device.startswith("cuda"):
+        from solbench.runner import languages
+
+        try:
+            needs_cuda_on_cpu = all(languages.get(name).needs_cuda
+                                    for name in message["solution"]["spec"]["languages"])
+        except Exception:  # noqa: BLE001 - an unknown language is reported by the loader
+            needs_cuda_on_cpu = False
+    return screen_failure(message.get("op"), status, needs_cuda_on_cpu=needs_cuda_on_cpu)
 
 
 def is_reference(solution: Solution, problem: Problem) -> bool:
@@ -195,10 +238,12 @@ def evaluate_workload(session: DeviceSession, problem: Problem, solution: Soluti
         candidate_samples += reply["samples_ms"]
         flags.update(reply.get("flags", []))
         candidate_info = reply
-        for index, (outputs, set_index) in reply["sampled"].items():
-            if set_index not in set_references:
-                set_references[set_index] = reference_call(session, wdata, seeds[set_index], config)
-            status, result = check_outputs(outputs, set_references[set_index], definition, workload.tolerance)
+        for index, (outputs, input_seed) in reply["sampled"].items():
+            if type(input_seed) is not int or not 0 <= input_seed < 2**63:
+                raise StepFailed(Status.REWARD_HACK, f"sampled timed call {index} names no valid input seed")
+            if input_seed not in set_references:
+                set_references[input_seed] = reference_call(session, wdata, input_seed, config)
+            status, result = check_outputs(outputs, set_references[input_seed], definition, workload.tolerance)
             checked += 1
             if status != Status.PASSED:
                 correctness.checked_timed_iterations = checked
