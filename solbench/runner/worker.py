@@ -184,30 +184,58 @@ def handle_call(state: WorkerState, message: dict) -> dict:
 
 
 def handle_time(state: WorkerState, message: dict) -> dict:
-    """Time the call over several distinct input sets at fresh addresses; keep sampled outputs."""
+    """Time the call on inputs it has never seen, at fresh addresses; keep sampled outputs.
+
+    Every call (warm-up and timed) gets a new input set drawn from a seed the OS's entropy picks in
+    `prepare`, so no answer can be cached by address or by value and replayed; the seed of each
+    kept output goes back so the judge can rebuild that call's inputs. Problems whose inputs do
+    not depend on the seed (all from files) rotate the requested sets instead.
+    """
+    from solbench.check.outputs import normalize_outputs, structural_check
     from solbench.timing.config import TimingConfig
     from solbench.timing.timer import integrity_violations, time_iterations
 
     torch = state.torch
-    generated = [make_call_inputs(state, message["workload"], seed) for seed in message["seeds"]]
+    seeds = list(message["seeds"])
+    generated = [make_call_inputs(state, message["workload"], seed) for seed in seeds]
     axes = generated[0][1]
     sets = [args for _, _, args in generated]
+    fresh = len(sets) < 2 or changed_tensors(snapshot_tensors(sets[0]), sets[1]) != []
     slots = build_slots(state, sets, axes, message.get("max_slots", 8))
-    # A uniform random sample (reservoir) of the calls in this block has its outputs kept for the judge.
-    # The choice for call i is made after it returns, from the OS's entropy: the call cannot know.
+    # A uniform random sample (reservoir) of the calls in this block has its outputs kept for the judge,
+    # and the last call's always. The choice for call i is made after it returns, from the OS's
+    # entropy: the call cannot know.
     keep = int(message.get("checked_outputs", 3))
     chooser = random.SystemRandom()
     stashed: dict[int, Any] = {}
-    last: list = [None, None]
+    last: list = [None, None, None]  # call index, its result, its input seed
     seen = [0]
 
-    def stash_last() -> None:
-        index, result = last
-        last[0] = last[1] = None
-        if index is None or keep <= 0:
+    def checked(result, slot_inputs) -> list:
+        """The call's outputs in definition order, refused if lazy, mis-shaped or aliasing its inputs."""
+        outs = (normalize_outputs(result, state.definition, axes) if not state.destination_passing
+                else as_list(result))
+        status, text = structural_check(outs, state.definition, axes, inputs=slot_inputs)
+        if status is not None:
+            raise Failure(str(status), f"a timed call returned: {text}")
+        return outs
+
+    def stash_last(final: bool = False) -> None:
+        index, result, seed = last
+        last[0] = last[1] = last[2] = None
+        if index is None:
+            return
+        outs = checked(result, slots[index % len(slots)][0])
+        leftover = [t.name for t in _thread_enumerate()
+                    if state.baseline_threads is not None and t.ident not in state.baseline_threads and t.is_alive()]
+        if leftover:
+            raise Failure("REWARD_HACK", f"a thread started by the solution outlived the call: {leftover}")
+        if keep <= 0:
             return
         seen[0] += 1
-        if len(stashed) < keep:
+        if final:
+            victim = None
+        elif len(stashed) < keep:
             victim = None
         else:
             slot = chooser.randrange(seen[0])
@@ -216,16 +244,22 @@ def handle_time(state: WorkerState, message: dict) -> dict:
             victim = sorted(stashed)[slot]
         if victim is not None:
             del stashed[victim]
-        stashed[index] = [o.detach().clone() if isinstance(o, torch.Tensor) else o for o in as_list(result)]
+        stashed[index] = ([o.detach().clone() if isinstance(o, torch.Tensor) else o for o in outs], seed)
 
     def prepare(i: int) -> None:
         stash_last()
         slot_inputs, slot_outputs = slots[i % len(slots)]
-        for dst, src in zip(slot_inputs, sets[i % len(sets)]):
+        if fresh:
+            seed = chooser.getrandbits(62)
+            source = make_call_inputs(state, message["workload"], seed)[2]
+        else:
+            seed, source = seeds[i % len(sets)], sets[i % len(sets)]
+        for dst, src in zip(slot_inputs, source):
             if isinstance(dst, torch.Tensor):
                 dst.copy_(src)
         if slot_outputs is not None:
             refill_outputs(slot_outputs)
+        last[2] = seed
 
     def run(i: int):
         slot_inputs, slot_outputs = slots[i % len(slots)]
@@ -236,8 +270,10 @@ def handle_time(state: WorkerState, message: dict) -> dict:
     config = TimingConfig(**message["config"])
     try:
         timing = time_iterations(run, prepare, state.device, config)
-        stash_last()
         state.synchronize()
+        stash_last(final=True)
+    except Failure:
+        raise
     except torch.cuda.OutOfMemoryError as exc:
         raise Failure("RUNTIME_ERROR", f"out of memory while timing: {exc}") from None
     except Exception as exc:  # noqa: BLE001
@@ -248,16 +284,12 @@ def handle_time(state: WorkerState, message: dict) -> dict:
     hidden = background_activity(state)
     if hidden:
         raise Failure("REWARD_HACK", hidden)
-    if not state.destination_passing:
-        from solbench.check.outputs import normalize_outputs
-
-        stashed = {i: normalize_outputs(v[0] if len(v) == 1 else tuple(v), state.definition, axes)
-                   for i, v in stashed.items()}
-    sampled = {i: ([o.to("cpu") if isinstance(o, torch.Tensor) else o for o in outs], i % len(sets))
-               for i, outs in stashed.items()}
+    sampled = {i: ([o.to("cpu") if isinstance(o, torch.Tensor) else o for o in outs], seed)
+               for i, (outs, seed) in stashed.items()}
+    flags = list(timing.stats.flags) + ([] if fresh else ["timed_inputs_fixed"])
     return {"ok": True, "samples_ms": list(timing.samples_ms), "warmup": timing.warmup_done,
             "stop_reason": timing.stop_reason, "wall_s": timing.wall_s, "clocks_before": timing.clocks_before,
-            "clocks_after": timing.clocks_after, "flags": list(timing.stats.flags), "sampled": sampled,
+            "clocks_after": timing.clocks_after, "flags": flags, "sampled": sampled,
             "slots": len(slots), "energy_mj_per_call": timing.energy_mj_per_call}
 
 
@@ -364,6 +396,19 @@ def format_exception(exc: BaseException, limit: int = 6000) -> str:
     return text[-limit:]
 
 
+def send_reply(channel: Connection, reply: dict, request_id) -> None:
+    """Replies travel as plain data (see solbench.check.anticheat), tagged with the request id."""
+    from solbench.check.anticheat import encode
+
+    reply["id"] = request_id
+    try:
+        data = encode(reply)
+    except Exception as exc:  # noqa: BLE001 - e.g. an object the wire format refuses
+        data = encode({"ok": False, "status": "RUNTIME_ERROR", "id": request_id,
+                       "log": f"the reply could not be encoded: {type(exc).__name__}: {exc}"})
+    channel.send_bytes(data)
+
+
 HANDLERS = {"load": handle_load, "call": handle_call, "time": handle_time, "environment": handle_environment}
 
 
@@ -380,7 +425,7 @@ def main() -> None:
             return
         op = message.get("op")
         if op == "shutdown":
-            channel.send({"ok": True})
+            send_reply(channel, {"ok": True}, message.get("id"))
             return
         gc.collect()
         try:
@@ -391,7 +436,7 @@ def main() -> None:
             reply = {"ok": False, "status": "RUNTIME_ERROR", "log": format_exception(exc)}
         if state.is_cuda:
             state.torch.cuda.empty_cache()
-        channel.send(reply)
+        send_reply(channel, reply, message.get("id"))
 
 
 if __name__ == "__main__":
