@@ -1,0 +1,138 @@
+"""The anti-cheat suite: a tiny fp32 problem, the hostile and legitimate solutions, and a runner.
+
+Each solution file under `hostile/` and `legit/` starts with a docstring saying what it does and
+header comments the tests read:
+
+    # solbench: problem=ac_axpy          (the problem; every file solves the same one)
+    # expect: REWARD_HACK                (the status every evaluated workload must end with; PASSED for legit)
+    # expect-log: some text              (optional, repeatable: each must appear in the first trace's log)
+    # device: gpu                        (optional: only on a CUDA machine)
+
+JSON solutions (several sources) carry the same headers in a top-level "x-expect" object.
+Used by the CPU tests (tests/anticheat/test_suite.py) and by benchmarks/anticheat_gpu.py.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import textwrap
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+PROBLEM = "ac_axpy"
+
+REFERENCE = '''
+import torch
+
+def run(x, y):
+    return x * 2.0 + y
+'''
+
+
+def write_problem(root: Path, sizes=(64, 96)) -> Path:
+    """`out = 2 x + y` over fp32 vectors: tiny, exact enough for tight tolerances, cheap to run."""
+    folder = root / PROBLEM
+    folder.mkdir(parents=True, exist_ok=True)
+    definition = {
+        "name": PROBLEM,
+        "description": "out = 2 x + y (anti-cheat suite)",
+        "axes": {"n": {"type": "var"}},
+        "inputs": {"x": {"shape": ["n"], "dtype": "float32"}, "y": {"shape": ["n"], "dtype": "float32"}},
+        "outputs": {"out": {"shape": ["n"], "dtype": "float32"}},
+        "reference": textwrap.dedent(REFERENCE).lstrip(),
+    }
+    (folder / "definition.json").write_text(json.dumps(definition, indent=2))
+    lines = [json.dumps({"uuid": f"ac{i}-{n}", "axes": {"n": n},
+                         "inputs": {"x": {"type": "random"}, "y": {"type": "random"}},
+                         "tolerance": {"max_atol": 1e-5, "max_rtol": 1e-5}}) for i, n in enumerate(sizes)]
+    (folder / "workload.jsonl").write_text("\n".join(lines) + "\n")
+    return folder
+
+
+@dataclass
+class Case:
+    path: Path
+    kind: str  # "hostile" or "legit"
+    expect: str
+    logs: list[str] = field(default_factory=list)
+    gpu: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.path.stem
+
+    @property
+    def id(self) -> str:
+        return f"{self.kind}/{self.name}"
+
+
+def _headers(text: str) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for key, value in re.findall(r"^#\s*(expect|expect-log|device):\s*(.+?)\s*$", text, re.M):
+        out.setdefault(key, []).append(value)
+    return out
+
+
+def discover(kind: str | None = None) -> list[Case]:
+    cases = []
+    for folder in ("hostile", "legit"):
+        if kind not in (None, folder):
+            continue
+        for path in sorted((HERE / folder).iterdir()):
+            if path.suffix == ".py" and not path.name.startswith("_"):
+                headers = _headers(path.read_text())
+            elif path.suffix == ".json":
+                headers = {k: v if isinstance(v, list) else [v]
+                           for k, v in json.loads(path.read_text()).get("x-expect", {}).items()}
+            else:
+                continue
+            if "expect" not in headers:
+                raise ValueError(f"{path} has no '# expect:' header")
+            cases.append(Case(path, folder, headers["expect"][0], headers.get("expect-log", []),
+                              headers.get("device", ["cpu"])[0] == "gpu"))
+    return cases
+
+
+def load_case(case: Case, definition):
+    """The case as a Solution (JSON solutions lose their x-expect block first)."""
+    from solbench.spec.solution import Solution, load_solution
+
+    if case.path.suffix == ".json":
+        data = json.loads(case.path.read_text())
+        data.pop("x-expect", None)
+        return Solution.from_dict(data, base_dir=case.path.parent)
+    return load_solution(case.path, definition)
+
+
+def fast_config(device: str = "cpu"):
+    from solbench.runner.config import RunConfig
+
+    # 12 timed calls: more than the worker's 8 argument slots, so addresses come back within a block.
+    return RunConfig(device=device, trials=2, warmup=1, iters=12, adaptive=False, timing_rounds=1,
+                     timed_input_sets=2, checked_timed_outputs=3, timeout_s=90, compile_timeout_s=300,
+                     max_workloads=1)
+
+
+def run_cases(cases: list[Case], problem_dir: Path, device: str = "cpu", config=None,
+              parallel: int = 1) -> dict[str, list]:
+    """Evaluate every case in one scheduler run; traces by case id.
+
+    `parallel` > 1 runs that many device sessions side by side on the same device (for CPU tests,
+    where timings do not matter; never for GPU measurements).
+    """
+    from solbench.runner.scheduler import Job, run_jobs
+    from solbench.spec.problem import load_problem
+
+    problem = load_problem(problem_dir)
+    jobs, ids = [], {}
+    for case in cases:
+        solution = load_case(case, problem.definition)
+        jobs.append(Job(problem, solution))
+        ids[solution.content_hash()] = case.id
+    traces = run_jobs(jobs, config or fast_config(device), [device] * parallel)
+    out: dict[str, list] = {case.id: [] for case in cases}
+    for trace in traces:
+        out[ids[trace.solution_hash]].append(trace)
+    return out

@@ -1,0 +1,61 @@
+"""Every hostile solution ends with its expected failure status (never PASSED); every legitimate but
+unusual one PASSES. All cases run in one scheduler run on a tiny fp32 CPU problem (one reference
+worker, a fresh worker per solution), so the suite stays fast; GPU-only cases run under `-m gpu`.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from solbench.spec.trace import Status
+from tests.anticheat.suite import Case, discover, run_cases, write_problem
+from tests.conftest import HAS_CUDA
+
+CPU_CASES = [c for c in discover() if not c.gpu]
+ALL_CASES = discover()
+
+
+@pytest.fixture(scope="module")
+def cpu_results(tmp_path_factory):
+    problem = write_problem(tmp_path_factory.mktemp("anticheat_cpu"))
+    return run_cases(CPU_CASES, problem, "cpu", parallel=3)
+
+
+def _describe(traces) -> str:
+    return "\n".join(f"{t.workload['uuid']}: {t.status} {t.evaluation.log[-1500:]}" for t in traces)
+
+
+def check_case(case: Case, traces) -> None:
+    assert traces, f"{case.id}: no traces"
+    statuses = [t.status for t in traces]
+    assert Status.PASSED not in statuses or case.kind == "legit", f"{case.id} PASSED:\n{_describe(traces)}"
+    assert all(s == Status(case.expect) for s in statuses), f"{case.id}: expected {case.expect}\n{_describe(traces)}"
+    for fragment in case.logs:
+        assert fragment in traces[0].evaluation.log, f"{case.id}: {fragment!r} not in the log\n{_describe(traces)}"
+
+
+def test_suite_is_big_enough():
+    hostile = [c for c in ALL_CASES if c.kind == "hostile"]
+    legit = [c for c in ALL_CASES if c.kind == "legit"]
+    assert len(hostile) >= 15 and len(legit) >= 6
+    assert all(c.expect != "PASSED" for c in hostile)
+    assert all(c.expect == "PASSED" for c in legit)
+
+
+@pytest.mark.parametrize("case", CPU_CASES, ids=lambda c: c.id)
+def test_cpu_case(case: Case, cpu_results):
+    check_case(case, cpu_results[case.id])
+
+
+@pytest.fixture(scope="module")
+def gpu_results(tmp_path_factory):
+    if not HAS_CUDA:
+        pytest.skip("needs a CUDA GPU")
+    problem = write_problem(tmp_path_factory.mktemp("anticheat_gpu"))
+    return run_cases(ALL_CASES, problem, "cuda")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", ALL_CASES, ids=lambda c: c.id)
+def test_gpu_case(case: Case, gpu_results):
+    check_case(case, gpu_results[case.id])
