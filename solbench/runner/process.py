@@ -93,6 +93,9 @@ class WorkerProcess:
         self.scratch: tempfile.TemporaryDirectory | None = None
         self._reader: threading.Thread | None = None
         self._request_id = 0
+        self.alarm_sock: socket.socket | None = None
+        self._alarm_backlog: list[str] = []
+        self._alarm_closed = False
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -103,10 +106,16 @@ class WorkerProcess:
     def start(self) -> None:
         self.scratch = tempfile.TemporaryDirectory(prefix="solbench_worker_")
         parent_sock, child_sock = socket.socketpair()
+        # A second channel that only the worker's audit hook writes: alarms arrive even when the reply
+        # path has been subverted, and closing it is visible here (see solbench.check.worker_guard).
+        alarm_parent, alarm_child = socket.socketpair()
+        alarm_parent.setblocking(False)
         env = dict(os.environ)
         env.update(self.extra_env)
         env["SOLBENCH_CHANNEL_FD"] = str(child_sock.fileno())
+        env["SOLBENCH_ALARM_FD"] = str(alarm_child.fileno())
         env["PYTHONUNBUFFERED"] = "1"
+        env["PYTHONDONTWRITEBYTECODE"] = "1"  # any .pyc written by a worker is then the solution's doing
         # Make the solbench that runs this orchestrator importable in the worker without
         # putting the worker's cwd or any solution folder ahead of the standard library.
         package_root = str(Path(__file__).resolve().parents[2])
@@ -126,9 +135,13 @@ class WorkerProcess:
         self.proc = subprocess.Popen(
             [sys.executable, "-P", "-m", "solbench.runner.worker"],
             cwd=self.scratch.name, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, pass_fds=(child_sock.fileno(),), start_new_session=True,
+            stderr=subprocess.STDOUT, pass_fds=(child_sock.fileno(), alarm_child.fileno()), start_new_session=True,
         )
         child_sock.close()
+        alarm_child.close()
+        self.alarm_sock = alarm_parent
+        self._alarm_backlog = []
+        self._alarm_closed = False
         self.conn = Connection(parent_sock.detach())
         self.output = OutputTail()
         self._reader = threading.Thread(target=self._drain, args=(self.proc.stdout, self.output), daemon=True)
@@ -193,6 +206,26 @@ class WorkerProcess:
                                       f"(a second writer on the channel)")
         return reply
 
+    def read_alarms(self) -> tuple[list[str], bool]:
+        """(alarm lines received so far and not yet read, whether the worker closed the alarm channel)."""
+        if self.alarm_sock is not None and not self._alarm_closed:
+            data = b""
+            while True:
+                try:
+                    chunk = self.alarm_sock.recv(65536)
+                except (BlockingIOError, InterruptedError):
+                    break
+                except OSError:
+                    self._alarm_closed = True
+                    break
+                if not chunk:
+                    self._alarm_closed = True
+                    break
+                data += chunk
+            self._alarm_backlog += [line for line in data.decode("utf-8", "replace").splitlines() if line.strip()]
+        lines, self._alarm_backlog = self._alarm_backlog, []
+        return lines, self._alarm_closed
+
     def _reap(self) -> int | None:
         code = None
         if self.proc is not None:
@@ -219,6 +252,11 @@ class WorkerProcess:
         if self.conn is not None:
             self.conn.close()
         self.conn = None
+        if self.alarm_sock is not None:
+            backlog, _ = self.read_alarms()  # keep what arrived before the end for the caller
+            self._alarm_backlog = backlog
+            self.alarm_sock.close()
+            self.alarm_sock = None
         self.proc = None
         if self.scratch is not None:
             self.scratch.cleanup()
