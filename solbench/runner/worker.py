@@ -21,6 +21,62 @@ from typing import Any
 
 _perf_counter = time.perf_counter
 _thread_enumerate = threading.enumerate
+_clock_gettime = time.clock_gettime
+_thread_cpu_clock = getattr(time, "pthread_getcpuclockid", None)
+
+
+def thread_cpu_s(thread: threading.Thread) -> float | None:
+    """CPU seconds a thread has used so far (None when unknown or it has ended)."""
+    if _thread_cpu_clock is None or thread.ident is None:
+        return None
+    try:
+        return _clock_gettime(_thread_cpu_clock(thread.ident))
+    except (OSError, ValueError, OverflowError):
+        return None
+
+
+class ThreadWatch:
+    """Threads of the solution around timed calls: they may persist (a pool), they may not work
+    while the call is over, and one that was alive after a call may not finish later (it was busy)."""
+
+    def __init__(self, state: WorkerState):
+        self.state = state
+        self.seen: dict[int, threading.Thread] = {}
+        self.marks: dict[int, float] = {}
+        self.window_start = 0.0
+
+    def extra(self) -> list[threading.Thread]:
+        base = self.state.baseline_threads or set()
+        return [t for t in _thread_enumerate() if t.ident not in base and t.is_alive()]
+
+    def call_returned(self) -> None:
+        """Right after a call: remember the solution's threads and their CPU clocks."""
+        self.marks = {}
+        for t in self.extra():
+            self.seen[t.ident] = t
+            used = thread_cpu_s(t)
+            if used is not None:
+                self.marks[t.ident] = used
+        self.window_start = _perf_counter()
+
+    def check_idle(self) -> None:
+        """Before the next call: no solution thread may have kept computing meanwhile."""
+        window = _perf_counter() - self.window_start
+        for ident, before in self.marks.items():
+            thread = self.seen[ident]
+            after = thread_cpu_s(thread)
+            if after is not None and after - before > max(50e-6, 0.5 * window):
+                raise Failure("REWARD_HACK", f"thread {thread.name!r} kept computing for {(after - before) * 1e6:.0f} us "
+                                             f"after the call had returned (work hidden from the timer)")
+        self.marks = {}
+
+    def check_end(self) -> None:
+        finished = [t.name for t in self.seen.values() if not t.is_alive()]
+        if finished:
+            raise Failure("REWARD_HACK", f"threads {finished} were still running after a call returned and "
+                                         f"finished later (work hidden from the timer)")
+        if self.state.baseline_threads is not None:  # idle persistent helpers (a pool) are part of the solution
+            self.state.baseline_threads |= set(self.seen)
 
 STDLIB_AND_HARNESS = frozenset(sys.stdlib_module_names) | {
     "torch", "triton", "numpy", "solbench", "pynvml", "safetensors", "pandas", "rich", "pytest", "cupti",
@@ -51,6 +107,7 @@ class WorkerState:
         self.baseline_threads: set[int] | None = None
         self.source_dir: Path | None = None
         self.data_roots: list[Path] = []
+        self.guard = None  # solbench.check.worker_guard.GuardState, set by main()
 
     def synchronize(self) -> None:
         if self.is_cuda:
@@ -68,6 +125,10 @@ def handle_load(state: WorkerState, message: dict) -> dict:
     state.definition = Definition.from_dict(message["definition"])
     solution = Solution.from_dict(message["solution"])
     state.data_roots = [Path(p) for p in message.get("data_roots", [])]
+    if state.guard is not None:  # the audit hook reports writes below these (and the harness package)
+        from solbench.check.worker_guard import installation_roots
+
+        state.guard.protect([str(p) for p in state.data_roots] + installation_roots())
     shadowing = shadowing_sources([s.path for s in solution.sources])
     if shadowing:
         raise Failure("REWARD_HACK", f"source files would shadow the standard library or the harness: {shadowing}")
@@ -210,6 +271,7 @@ def handle_time(state: WorkerState, message: dict) -> dict:
     stashed: dict[int, Any] = {}
     last: list = [None, None, None]  # call index, its result, its input seed
     seen = [0]
+    threads = ThreadWatch(state)
 
     def checked(result, slot_inputs) -> list:
         """The call's outputs in definition order, refused if lazy, mis-shaped or aliasing its inputs."""
@@ -226,10 +288,6 @@ def handle_time(state: WorkerState, message: dict) -> dict:
         if index is None:
             return
         outs = checked(result, slots[index % len(slots)][0])
-        leftover = [t.name for t in _thread_enumerate()
-                    if state.baseline_threads is not None and t.ident not in state.baseline_threads and t.is_alive()]
-        if leftover:
-            raise Failure("REWARD_HACK", f"a thread started by the solution outlived the call: {leftover}")
         if keep <= 0:
             return
         seen[0] += 1
@@ -247,6 +305,7 @@ def handle_time(state: WorkerState, message: dict) -> dict:
         stashed[index] = ([o.detach().clone() if isinstance(o, torch.Tensor) else o for o in outs], seed)
 
     def prepare(i: int) -> None:
+        threads.call_returned()
         stash_last()
         slot_inputs, slot_outputs = slots[i % len(slots)]
         if fresh:
@@ -260,6 +319,7 @@ def handle_time(state: WorkerState, message: dict) -> dict:
         if slot_outputs is not None:
             refill_outputs(slot_outputs)
         last[2] = seed
+        threads.check_idle()
 
     def run(i: int):
         slot_inputs, slot_outputs = slots[i % len(slots)]
@@ -270,8 +330,11 @@ def handle_time(state: WorkerState, message: dict) -> dict:
     config = TimingConfig(**message["config"])
     try:
         timing = time_iterations(run, prepare, state.device, config)
+        threads.call_returned()
         state.synchronize()
         stash_last(final=True)
+        threads.check_idle()
+        threads.check_end()
     except Failure:
         raise
     except torch.cuda.OutOfMemoryError as exc:
@@ -412,12 +475,51 @@ def send_reply(channel: Connection, reply: dict, request_id) -> None:
 HANDLERS = {"load": handle_load, "call": handle_call, "time": handle_time, "environment": handle_environment}
 
 
+PHASES = {"load": "load", "call": "call", "time": "timing"}
+
+
+def start_guard(state: WorkerState, alarm_fd: str | None):
+    """Import every harness module a request may use, snapshot them, install the audit hook.
+
+    Runs before any solution code: what the snapshot holds is what the harness was.
+    """
+    import importlib
+
+    from solbench.check import worker_guard
+
+    for name in ("solbench.timing.timer", "solbench.timing.config", "solbench.timing.stats", "solbench.check.outputs",
+                 "solbench.check.anticheat", "solbench.inputs", "solbench.inputs.generate", "solbench.inputs.custom",
+                 "solbench.inputs.errors", "solbench.runner.languages", "solbench.runner.languages.python_module",
+                 "solbench.runner.languages.cuda_extension", "solbench.runner.environment",
+                 "solbench.spec.definition", "solbench.spec.solution", "solbench.spec.workload"):
+        importlib.import_module(name)
+    import solbench.timing.timer as timer
+
+    checker = worker_guard.make_checker(worker_guard.take_snapshot(
+        {"HANDLERS": HANDLERS, "solbench.timing.timer._CAPTURED": timer._CAPTURED}))
+    guard = worker_guard.GuardState()
+    guard.protect(worker_guard.installation_roots())
+    worker_guard.install_audit_hook(int(alarm_fd) if alarm_fd else None, guard)
+    state.guard = guard
+    return guard, checker
+
+
+def handle_ping(state: WorkerState, message: dict) -> dict:
+    """Answered only when every earlier reply has gone out: the orchestrator's sequence check."""
+    return {"ok": True}
+
+
+HANDLERS["ping"] = handle_ping
+
+
 def main() -> None:
     channel = Connection(int(os.environ["SOLBENCH_CHANNEL_FD"]))
     os.environ.pop("SOLBENCH_CHANNEL_FD", None)
+    alarm_fd = os.environ.pop("SOLBENCH_ALARM_FD", None)
     state = WorkerState(os.environ.get("SOLBENCH_WORKER_DEVICE", "cpu"))
     import solbench.timing.timer  # noqa: F401  (binds the timing functions before solution code runs)
 
+    guard, integrity = start_guard(state, alarm_fd)
     while True:
         try:
             message = channel.recv()
@@ -428,12 +530,19 @@ def main() -> None:
             send_reply(channel, {"ok": True}, message.get("id"))
             return
         gc.collect()
+        guard.phase = PHASES.get(op, "idle")
         try:
             reply = HANDLERS[op](state, message)
         except Failure as failure:
             reply = {"ok": False, "status": failure.status, "log": str(failure)}
         except Exception as exc:  # noqa: BLE001 - harness bug or hostile code: report, keep serving
             reply = {"ok": False, "status": "RUNTIME_ERROR", "log": format_exception(exc)}
+        guard.phase = "idle"
+        changed = integrity()
+        if changed:
+            reply = {"ok": False, "status": "REWARD_HACK",
+                     "log": f"harness objects were replaced in the solution's process: {changed}"}
+        reply["audit"] = guard.take_warnings()
         if state.is_cuda:
             state.torch.cuda.empty_cache()
         send_reply(channel, reply, message.get("id"))
