@@ -48,6 +48,7 @@ class DeviceSession:
         self._loaded: dict[int, tuple] = {}  # id(worker) -> (what is loaded there, whether it is trusted)
         self._loads = 0
         self.environment: dict | None = None
+        self.runtime_warnings: list[str] = []  # what the solution's audit hook noticed (per solution)
 
     def close(self) -> None:
         self.reference.stop()
@@ -58,20 +59,31 @@ class DeviceSession:
     def ask(self, worker: WorkerProcess, message: dict, timeout_s: float) -> dict:
         mark = worker.output.mark()
         asked = time.monotonic()
+        untrusted = worker is self.candidate
         try:
             reply = worker.request(message, timeout_s)
         except WorkerTimeout as exc:
             self._loaded.pop(id(worker), None)
+            self.check_alarms(worker, untrusted)
             raise StepFailed(Status.TIMEOUT, f"{exc}\n{worker.output.since(mark)}") from None
         except WorkerDied as exc:
             self._loaded.pop(id(worker), None)
+            self.check_alarms(worker, untrusted)
             raise StepFailed(Status.RUNTIME_ERROR, f"{exc}\n{worker.output.since(mark)}") from None
         except WorkerProtocolError as exc:
             self._loaded.pop(id(worker), None)
+            self.check_alarms(worker, untrusted)
             raise StepFailed(Status.REWARD_HACK, f"{exc}\n{worker.output.since(mark)}") from None
         if not isinstance(reply, dict) or "ok" not in reply:
             raise StepFailed(Status.RUNTIME_ERROR, "the worker sent a malformed reply")
-        untrusted = worker is self.candidate
+        self.check_alarms(worker, untrusted)
+        if untrusted:
+            audit = reply.get("audit")
+            if isinstance(audit, list):
+                for note in audit[:50]:
+                    text = f"runtime: {str(note)[:300]}"
+                    if text not in self.runtime_warnings:
+                        self.runtime_warnings.append(text)
         if not reply["ok"]:
             output = worker.output.since(mark)
             log = str(reply.get("log", "")) + (f"\n--- output ---\n{output}" if output.strip() else "")
@@ -93,7 +105,22 @@ class DeviceSession:
                 self.retire(worker)
                 raise StepFailed(Status.REWARD_HACK, "implausible timing reply from the solution's worker: "
                                  + "; ".join(problems))
+            # Only a worker that has sent every earlier reply answers this next: a reply forged by a second
+            # writer on the channel makes the harness's own reply arrive out of sequence here.
+            self.ask(worker, {"op": "ping"}, min(timeout_s, 60))
         return reply
+
+    def check_alarms(self, worker: WorkerProcess, untrusted: bool) -> None:
+        """REWARD_HACK when the solution's audit hook raised an alarm or its alarm channel was closed."""
+        alarms, closed = worker.read_alarms()
+        if not untrusted:
+            return
+        if closed and worker.alive:
+            alarms.append("the alarm channel was closed from inside the solution's process")
+        if alarms:
+            self.retire(worker)
+            raise StepFailed(Status.REWARD_HACK, "the solution's process did something no kernel needs: "
+                             + "; ".join(alarms[:10]))
 
     def retire(self, worker: WorkerProcess) -> None:
         """Kill a worker whose process can no longer be trusted; the next load starts a fresh one."""
@@ -162,6 +189,23 @@ def evaluate_problem(session: DeviceSession, problem: Problem, solution: Solutio
     from solbench.check.static_scan import scan_solution
 
     warnings = scan_solution(solution)
+    session.runtime_warnings = []
+    from solbench.check.anticheat import ProblemFiles
+
+    files = ProblemFiles(problem.directory)  # a solution must leave the problem folder as it found it
+    for trace in _evaluate_workloads(session, problem, solution, config, workloads, skip, run_seed, warnings):
+        changed = files.changes()
+        if changed and trace.solution_hash != reference_solution(problem.definition).content_hash():
+            session.retire(session.candidate)
+            trace.evaluation.status = Status.REWARD_HACK
+            trace.evaluation.performance = None
+            trace.evaluation.log = (f"the solution changed the problem folder {problem.directory}: {changed[:10]}\n"
+                                    + trace.evaluation.log)[-16000:]
+        yield trace
+
+
+def _evaluate_workloads(session: DeviceSession, problem: Problem, solution: Solution, config: RunConfig,
+                        workloads: list[Workload], skip, run_seed: int, warnings: list[str]) -> Iterator[Trace]:
     load_failure: StepFailed | None = None
     for workload in workloads:
         if skip is not None and skip(workload):
@@ -308,7 +352,8 @@ def make_trace(problem: Problem, solution: Solution, workload: Workload, session
                             log=log[-16000:], environment=environment,
                             correctness=correctness,
                             performance=performance if status == Status.PASSED else None,
-                            warnings=list(warnings), seconds=round(time.monotonic() - started, 3))
+                            warnings=list(warnings) + list(session.runtime_warnings),
+                            seconds=round(time.monotonic() - started, 3))
     return Trace(definition=problem.name, workload=workload.to_dict(), solution=solution.name,
                  solution_hash=solution.content_hash(), evaluation=evaluation)
 
