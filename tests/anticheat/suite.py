@@ -125,9 +125,10 @@ def run_cases(cases: list[Case], problem_dir: Path, device: str = "cpu", config=
     from solbench.runner.scheduler import Job, run_jobs
     from solbench.spec.problem import load_problem
 
-    problem = load_problem(problem_dir)
     jobs, ids = [], {}
     for case in cases:
+        # Each case gets its own copy of the problem: one that writes into its folder touches no other.
+        problem = load_problem(write_problem(problem_dir.parent / "cases" / case.kind / case.name))
         solution = load_case(case, problem.definition)
         jobs.append(Job(problem, solution))
         ids[solution.content_hash()] = case.id
