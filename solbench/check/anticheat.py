@@ -98,8 +98,6 @@ def decode(data: bytes) -> Any:
 
 
 def _rebuild(obj: Any, dtypes: dict[str, Any], depth: int = 0) -> Any:
-    import torch
-
     if depth > 64:
         raise ReplyError("reply nested too deeply")
     if type(obj) in _PLAIN_SCALARS:
