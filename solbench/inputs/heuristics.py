@@ -24,7 +24,7 @@ In precedence order (first match wins; each is a small function below, each has 
 | `ssm_dt` | float `dt` described as a time step | U(0.001, 0.1) |
 | `decay_gate` | float `g` described as a decay | log-sigmoid of N(0,1) (negative) |
 | `probabilities` | float `probs`/`probabilities`/`attn_weights`/`attention_weights`/`attn_probs`/`attention_probs`/`routing_weights`/`p_attn`, any input when `op_type == "sampling"` and named `*probs`, or described as a softmax output; never when described as logits / before softmax | softmax of N(0,1) over the last dim (rows sum to 1) |
-| `weight_matrix` | float ≥2-D `weight`, `weight<digits>`, `*_weight(s)`, `*_proj(s)`, `*_weight_matrix` (not `grad_*`) | N(0,1)/sqrt(fan_in); fan_in = prod(shape[1:]) for convolutions, else shape[-1] |
+| `weight_matrix` | float ≥2-D `weight`, `weight<digits>`, `*_weight(s)`, `*_proj(s)`, `*_weight_matrix` (not `grad_*`, not the attention/routing names above, not described as logits) | N(0,1)/sqrt(fan_in); fan_in = prod(shape[1:]) for convolutions, else shape[-1] |
 | `position_ids` | integer `position_ids`/`positions`/`pos_ids` | arange along the last dim plus a random offset in [0, 1024) per row |
 | `index_like` | integer `*ids`/`*idx`/`*index`/`*indices` | U[0, 1024) (never negative) |
 
@@ -319,7 +319,7 @@ _WEIGHT = re.compile(r"(^weight\d*$|_weights?\d*$|_projs?$|_weight_matrix$)")
 
 def _weight_matrix_applies(ctx: InputContext) -> bool:
     return (ctx.is_float and len(ctx.shape) >= 2 and _WEIGHT.search(ctx.name) is not None
-            and not ctx.name.startswith("grad"))
+            and not ctx.name.startswith("grad") and ctx.name not in _PROB_NAMES and "logit" not in ctx.desc)
 
 
 def weight_matrix(ctx: InputContext) -> torch.Tensor:
