@@ -67,7 +67,6 @@ def test_warmup_runs_at_least_warmup_calls_and_min_time():
     calls = []
     result = time_iterations(lambda i: calls.append(i) or spin_ms(1.0), None, "cpu", config)
     assert result.warmup_done >= 4 and result.warmup_s >= 0.030
-    assert result.warmup_done >= 15  # 30 ms of ~1 ms calls (fewer only if the machine stalls 15 ms+)
     assert len(calls) == result.warmup_done + 3
     assert result.stats.warmup == result.warmup_done and result.clock_warmup == "off"
 
