@@ -257,7 +257,7 @@ def check_outputs(outputs: Sequence, references: Sequence, definition: Definitio
     warnings: list[str] = []
     for name, out, ref in zip(names, outputs, references):
         spec = definition.outputs[name]
-        problem = _reference_problem(name, ref, spec.dtype, shapes.get(name, "unknown"))
+        problem = _reference_problem(name, ref, spec.dtype, None if spec.shape is None else shapes.get(name, "unknown"))
         if problem:
             return Status.INVALID_REFERENCE, Correctness(matched_ratio=0.0, trials=1, output=name, message=problem)
         result = compare(out, ref, tolerance, spec.dtype, name=name)

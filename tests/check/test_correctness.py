@@ -319,6 +319,14 @@ def test_check_outputs_validates_reference_against_declaration():
     assert status == Status.INVALID_REFERENCE and "(5,)" in c.message
 
 
+def test_check_outputs_scalar_outputs():
+    d = build_definition({"loss": {"shape": None, "dtype": "float32"}})
+    assert check_outputs([1.0], [1.001], d, TOL)[0] == Status.PASSED
+    assert check_outputs([1.0], [1.001], d, TOL, axis_values={"n": 3})[0] == Status.PASSED
+    assert check_outputs([1.0], [2.0], d, TOL)[0] == Status.INCORRECT_NUMERICAL
+    assert check_outputs([1.0], [torch.ones(3)], d, TOL)[0] == Status.INVALID_REFERENCE
+
+
 def test_check_outputs_count_mismatch():
     a = torch.ones(4)
     assert check_outputs([a], [a, a], TWO, TOL)[0] == Status.INCORRECT_SHAPE
