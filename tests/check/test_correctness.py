@@ -3,8 +3,8 @@ import math
 
 import pytest
 import torch
-from check_builders import build_definition
 
+from check.check_builders import build_definition
 from solbench.check import correctness
 from solbench.check.correctness import check_outputs, compare, merge_trials
 from solbench.inputs import allocate_outputs

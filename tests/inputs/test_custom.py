@@ -3,8 +3,8 @@ import random
 import numpy
 import pytest
 import torch
-from inputs_builders import build_definition, build_workload, entrypoint_from
 
+from inputs.inputs_builders import build_definition, build_workload, entrypoint_from
 from solbench.inputs import make_inputs
 from solbench.inputs.custom import call_entrypoint
 from solbench.inputs.errors import InputError

@@ -4,8 +4,8 @@ import sys
 
 import pytest
 import torch
-from inputs_builders import build_definition, build_workload
 
+from inputs.inputs_builders import build_definition, build_workload
 from solbench.inputs import allocate_outputs, fill_value, make_inputs, needs_second_fill
 from solbench.inputs.errors import InputError
 from solbench.spec import dtypes
@@ -111,7 +111,7 @@ def test_meta_device_shapes_only():
 _CHILD = """
 import hashlib, sys, torch
 sys.path.insert(0, {tests!r})
-from inputs_builders import build_definition, build_workload
+from inputs.inputs_builders import build_definition, build_workload
 from solbench.inputs import make_inputs
 d = build_definition({{"x": {{"shape": ["n"], "dtype": "bfloat16"}}, "cos": {{"shape": ["n"], "dtype": "float32"}},
                       "w": {{"shape": ["n", "n"], "dtype": "float16"}}}}, axes={{"n": {{"type": "var"}}}})
@@ -127,7 +127,7 @@ print(h.hexdigest())
 def test_two_processes_regenerate_identical_inputs():
     import pathlib
 
-    code = _CHILD.format(tests=str(pathlib.Path(__file__).parent))
+    code = _CHILD.format(tests=str(pathlib.Path(__file__).resolve().parents[1]))
     root = str(pathlib.Path(__file__).resolve().parents[2])
     outs = [subprocess.run([sys.executable, "-c", code, str(s)], capture_output=True, text=True, check=True,
                            cwd=root).stdout for s in (1, 2)]

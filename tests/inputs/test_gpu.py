@@ -5,8 +5,8 @@ import sys
 
 import pytest
 import torch
-from inputs_builders import build_definition, build_workload, entrypoint_from
 
+from inputs.inputs_builders import build_definition, build_workload, entrypoint_from
 from solbench.check.correctness import compare
 from solbench.check.outputs import structural_check
 from solbench.inputs import allocate_outputs, make_inputs
@@ -70,7 +70,7 @@ def test_make_inputs_on_gpu_deterministic_and_isolated():
 _CHILD = """
 import hashlib, sys, torch
 sys.path.insert(0, {tests!r})
-import test_gpu
+from inputs import test_gpu
 h = hashlib.sha256()
 for v in test_gpu.gpu_inputs(5):
     h.update(v.cpu().view(torch.uint8).numpy().tobytes())
@@ -81,7 +81,7 @@ print(h.hexdigest())
 def test_two_gpu_processes_agree():
     import pathlib
 
-    code = _CHILD.format(tests=str(pathlib.Path(__file__).parent))
+    code = _CHILD.format(tests=str(pathlib.Path(__file__).resolve().parents[1]))
     root = str(pathlib.Path(__file__).resolve().parents[2])
     outs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root).stdout
             for _ in range(2)]
