@@ -49,7 +49,7 @@ from solbench.spec.definition import Definition
 from solbench.spec.trace import Correctness, Status
 from solbench.spec.workload import Tolerance
 
-CHUNK_ELEMENTS = 1 << 22
+CHUNK_ELEMENTS = 1 << 20  # float64 temporaries of a chunk stay around 100 MB
 REL_FLOOR = 1e-12
 
 

@@ -90,6 +90,17 @@ def test_scalar_conversion_rules():
     assert "'k'" in str(info.value) and "2.5" in str(info.value)
 
 
+def test_python_number_rejects_what_does_not_fit():
+    from solbench.inputs.generate import python_number
+
+    assert python_number("b", 1, "bool") is True
+    for value, dtype in ((2, "bool"), (float("inf"), "int32"), (float("nan"), "int64"), ("1", "float32"),
+                         (torch.zeros(2), "float32")):
+        with pytest.raises(InputError):
+            python_number("v", value, dtype)
+    assert python_number("f", torch.tensor(1.5, dtype=torch.float8_e4m3fn), "float32") == 1.5
+
+
 def test_zero_d_tensor_scalar():
     d = build_definition({"s": {"shape": [], "dtype": "float32"}})
     (s,) = make_inputs(d, build_workload({"s": {"type": "scalar", "value": 3}}), {}, seed=1, device="cpu")
