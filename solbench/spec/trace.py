@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, fields
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 from solbench.spec.errors import SpecError
@@ -18,7 +18,7 @@ from solbench.spec.errors import SpecError
 TRACE_SCHEMA = "solbench.trace/1"
 
 
-class Status(str, Enum):
+class Status(StrEnum):
     PASSED = "PASSED"
     INCORRECT_SHAPE = "INCORRECT_SHAPE"
     INCORRECT_DTYPE = "INCORRECT_DTYPE"
@@ -29,6 +29,11 @@ class Status(str, Enum):
     REWARD_HACK = "REWARD_HACK"
     INVALID_REFERENCE = "INVALID_REFERENCE"
     MISSING_DATA = "MISSING_DATA"
+    SKIPPED = "SKIPPED"  # cannot run on this machine (e.g. CUDA C++ without a GPU); not a failure
+
+    @property
+    def failed(self) -> bool:
+        return self not in (Status.PASSED, Status.SKIPPED)
 
     def __str__(self) -> str:
         return self.value
