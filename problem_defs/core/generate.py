@@ -146,14 +146,20 @@ def build(problem: dict) -> tuple[dict, list[dict]]:
     return definition, workloads
 
 
+def render(problem: dict) -> dict[str, str]:
+    """The text of each file of one problem folder."""
+    definition, workloads = build(problem)
+    return {"definition.json": json.dumps(definition, indent=2) + "\n",
+            "workload.jsonl": "".join(json.dumps(w) + "\n" for w in workloads)}
+
+
 def main() -> None:
     for problem in PROBLEMS:
-        definition, workloads = build(problem)
         folder = OUT / problem["name"]
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / "definition.json").write_text(json.dumps(definition, indent=2) + "\n")
-        (folder / "workload.jsonl").write_text("".join(json.dumps(w) + "\n" for w in workloads))
-        print(f"wrote {folder.relative_to(ROOT)} ({len(workloads)} workloads)")
+        for filename, text in render(problem).items():
+            (folder / filename).write_text(text)
+        print(f"wrote {folder.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":
