@@ -235,27 +235,36 @@ def test_triton_gemm_fp16_in_interpreter(m, n, k, tmp_path, monkeypatch):
 
 # -- GPU checks (skipped without CUDA) ------------------------------------------------------
 
-def _build_cuda(solution: Solution, tmp_path: Path):
+_BUILT: dict[str, object] = {}
+
+
+def _build_cuda(solution: Solution, build_root: Path):
+    """Compile a CUDA C++ example once per session as a torch extension; returns its run."""
     from torch.utils.cpp_extension import load
 
-    src = tmp_path / solution.spec.entry_file
-    src.write_text(solution.sources[0].content)
-    module = load(name=f"solbench_{Path(solution.spec.entry_file).stem}_{next(_counter)}", sources=[str(src)],
-                  extra_cuda_cflags=["-O3", "--use_fast_math"], build_directory=str(tmp_path), verbose=False)
-    return module.run
+    key = solution.content_hash()
+    if key not in _BUILT:
+        folder = build_root / key
+        folder.mkdir(parents=True, exist_ok=True)
+        src = folder / solution.spec.entry_file
+        src.write_text(solution.sources[0].content)
+        module = load(name=f"solbench_{src.stem}_{key}", sources=[str(src)],
+                      extra_cuda_cflags=["-O3", "--use_fast_math"], build_directory=str(folder), verbose=False)
+        _BUILT[key] = module.run
+    return _BUILT[key]
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("relative", sorted(EXPECTED))
 @pytest.mark.parametrize("workload_index", [0, 1, 2, 5])
-def test_example_on_gpu(relative, workload_index, tmp_path):
+def test_example_on_gpu(relative, workload_index, tmp_path, tmp_path_factory):
     solution, problem = load_example(relative)
     workload = problem.workloads[workload_index]
     axes = problem.definition.resolve_axes(workload.axes)
     inputs = make_inputs(problem.definition, axes, "cuda")
     expected = reference_run(problem.definition)(*[t.clone() for t in inputs])
     if solution.spec.languages == ("cuda_cpp",):
-        run = _build_cuda(solution, tmp_path)
+        run = _build_cuda(solution, tmp_path_factory.getbasetemp() / "cuda_builds")
     else:
         run = import_solution(solution, tmp_path)
     actual = call(run, solution, problem.definition, axes, inputs)
