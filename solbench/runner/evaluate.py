@@ -45,8 +45,15 @@ class DeviceSession:
         self.config = config
         self.reference = WorkerProcess(device)
         self.candidate = WorkerProcess(device)
-        self._loaded: dict[int, tuple] = {}  # id(worker) -> (definition name, solution hash) loaded there
+        self._loaded: dict[int, tuple] = {}  # id(worker) -> (what is loaded there, whether it is trusted)
+        self._loads = 0
         self.environment: dict | None = None
+
+    def prestart(self) -> None:
+        """Start both workers now, so their (slow) imports overlap."""
+        for worker in (self.reference, self.candidate):
+            if not worker.alive:
+                worker.start()
 
     def close(self) -> None:
         self.reference.stop()
@@ -67,28 +74,48 @@ class DeviceSession:
         if not isinstance(reply, dict) or "ok" not in reply:
             raise StepFailed(Status.RUNTIME_ERROR, "the worker sent a malformed reply")
         if not reply["ok"]:
+            status = Status(reply.get("status", "RUNTIME_ERROR"))
+            if worker is self.candidate and status in (Status.REWARD_HACK, Status.RUNTIME_ERROR):
+                worker.kill()  # whatever it left behind (threads, processes, CUDA errors) dies with it
+                self._loaded.pop(id(worker), None)
             output = worker.output.since(mark)
             log = reply.get("log", "") + (f"\n--- output ---\n{output}" if output.strip() else "")
-            raise StepFailed(Status(reply.get("status", "RUNTIME_ERROR")), log)
+            raise StepFailed(status, log)
         return reply
 
     def load(self, worker: WorkerProcess, problem: Problem, solution: Solution) -> None:
+        """Load a solution into a worker; untrusted code always gets a fresh process.
+
+        References are the problem's own code, so one worker process serves the references of
+        many problems in turn (starting a CUDA process costs seconds per problem otherwise).
+        """
         key = (problem.name, solution.content_hash(), id(problem))
-        if self._loaded.get(id(worker)) == key and worker.alive:
+        previous = self._loaded.get(id(worker))
+        if previous is not None and previous[0] == key and worker.alive:
             return
-        if worker.alive and id(worker) in self._loaded:
+        trusted = is_reference(solution, problem)
+        reuse = worker.alive and (worker.requests == 0 or (previous is not None and previous[1] and trusted))
+        if worker.alive and not reuse:
             worker.stop()  # a module cannot be unloaded: a new solution gets a new process
-        self._loaded.pop(id(worker), None)
-        message = {"op": "load", "definition": problem.definition.to_dict(), "solution": solution.to_dict(),
-                   "work_dir": None, "compile_timeout_s": self.config.compile_timeout_s,
-                   "data_roots": [str(p) for p in self.config.all_data_roots(problem.directory)]}
         if not worker.alive:
             worker.start()
-        message["work_dir"] = worker.scratch.name
+        self._loaded[id(worker)] = (None, trusted)  # from here on the process has seen this code
+        self._loads += 1
+        message = {"op": "load", "definition": problem.definition.to_dict(), "solution": solution.to_dict(),
+                   "work_dir": f"{worker.scratch.name}/load{self._loads}",
+                   "compile_timeout_s": self.config.compile_timeout_s,
+                   "data_roots": [str(p) for p in self.config.all_data_roots(problem.directory)]}
         self.ask(worker, message, self.config.compile_timeout_s + 60)
-        self._loaded[id(worker)] = key
+        self._loaded[id(worker)] = (key, trusted)
         if self.environment is None:
             self.environment = self.ask(worker, {"op": "environment"}, 60)["environment"]
+
+
+def is_reference(solution: Solution, problem: Problem) -> bool:
+    """The problem's own reference code (trusted), whatever the solution is called."""
+    sources = solution.sources
+    return (len(sources) == 1 and sources[0].content == problem.definition.reference
+            and solution.spec.languages == ("pytorch",) and not solution.spec.destination_passing_style)
 
 
 def evaluate_problem(session: DeviceSession, problem: Problem, solution: Solution | None,
@@ -102,6 +129,7 @@ def evaluate_problem(session: DeviceSession, problem: Problem, solution: Solutio
     from solbench.check.static_scan import scan_solution
 
     warnings = scan_solution(solution)
+    session.prestart()
     load_failure: StepFailed | None = None
     for workload in workloads:
         if skip is not None and skip(workload):
@@ -138,13 +166,15 @@ def evaluate_workload(session: DeviceSession, problem: Problem, solution: Soluti
     from solbench.inputs.seeds import derive_seed
 
     definition = problem.definition
+    axes = definition.resolve_axes(workload.axes)
     wdata = workload.to_dict()
     trial_results: list[Correctness] = []
     for trial in range(config.trials):
         seed = derive_seed(run_seed, workload.uuid, "trial", trial)
         reference_outputs = reference_call(session, wdata, seed, config)
         reply = session.ask(session.candidate, {"op": "call", "workload": wdata, "seed": seed}, config.timeout_s)
-        status, correctness = check_outputs(reply["outputs"], reference_outputs, definition, workload.tolerance)
+        status, correctness = check_outputs(reply["outputs"], reference_outputs, definition, workload.tolerance,
+                                            axes)
         trial_results.append(correctness)
         if status != Status.PASSED:
             merged = merge_trials(trial_results)
@@ -178,10 +208,10 @@ def evaluate_workload(session: DeviceSession, problem: Problem, solution: Soluti
         candidate_samples += reply["samples_ms"]
         flags.update(reply.get("flags", []))
         candidate_info = reply
-        for index, (outputs, set_index) in reply["sampled"].items():
+        for index, set_index, outputs in reply["sampled"]:
             if set_index not in set_references:
                 set_references[set_index] = reference_call(session, wdata, seeds[set_index], config)
-            status, result = check_outputs(outputs, set_references[set_index], definition, workload.tolerance)
+            status, result = check_outputs(outputs, set_references[set_index], definition, workload.tolerance, axes)
             checked += 1
             if status != Status.PASSED:
                 correctness.checked_timed_iterations = checked
