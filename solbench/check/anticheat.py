@@ -3,10 +3,8 @@
 Everything a worker sends back was produced in a process that also ran the solution, so the
 orchestrator treats a reply as data from an adversary:
 
-* `encode` / `decode`: the wire format of replies. A reply is reduced to plain data (dicts, lists,
-  tuples, strings, numbers, bytes) plus tensors as (dtype name, shape, raw bytes), and decoded by an
-  unpickler that refuses every global. Unpickling an arbitrary pickle would run code of the
-  solution's choosing in the orchestrator (`__reduce__`), which writes the traces.
+* (The wire format itself, `solbench.runner.wire`, is JSON plus raw tensor bytes: decoding a reply
+  never runs code in the orchestrator, which writes the traces.)
 * `screen_failure`: which failure statuses a solution's worker may report. A worker claiming
   `PASSED` as a failure, or blaming the reference (`INVALID_REFERENCE`, `MISSING_DATA`) after the
   reference worker handled the same inputs, is not believed.
@@ -22,116 +20,10 @@ orchestrator treats a reply as data from an adversary:
 from __future__ import annotations
 
 import hashlib
-import io
 import math
 import os
-import pickle
 from pathlib import Path
 from typing import Any
-
-_TENSOR_TAG = "\x00solbench.tensor"
-_PLAIN_SCALARS = (type(None), bool, int, float, str, bytes)
-
-
-class ReplyError(ValueError):
-    """A reply that the harness code could not have written."""
-
-
-# -- wire format -------------------------------------------------------------------------------
-
-def _torch_dtypes() -> dict[str, Any]:
-    import torch
-
-    names = ("float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz",
-             "float8_e5m2fnuz", "float8_e8m0fnu", "float4_e2m1fn_x2", "int64", "int32", "int16", "int8", "uint8",
-             "uint16", "uint32", "uint64", "bool", "complex64", "complex128")
-    return {name: getattr(torch, name) for name in names if hasattr(torch, name)}
-
-
-def _plain(obj: Any, depth: int = 0) -> Any:
-    import torch
-
-    if depth > 32:
-        raise TypeError("reply nested too deeply")
-    if type(obj) in _PLAIN_SCALARS:
-        return obj
-    for kind in (bool, int, float, str, bytes):  # subclasses (e.g. torch's version string) as the base type
-        if isinstance(obj, kind) and not isinstance(obj, torch.Tensor):
-            return kind(obj)
-    if isinstance(obj, (list, tuple)):
-        return (list if isinstance(obj, list) else tuple)(_plain(x, depth + 1) for x in obj)
-    if isinstance(obj, dict):
-        return {_plain(k, depth + 1): _plain(v, depth + 1) for k, v in obj.items()}
-    if isinstance(obj, torch.Tensor):
-        if type(obj) is not torch.Tensor:
-            raise TypeError(f"reply holds a tensor subclass {type(obj).__qualname__}")
-        t = obj.detach().to("cpu").contiguous()
-        name = str(t.dtype).removeprefix("torch.")
-        flat = t.reshape(-1)
-        raw = flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b""
-        return {_TENSOR_TAG: (name, tuple(t.shape), raw)}
-    raise TypeError(f"reply holds a {type(obj).__module__}.{type(obj).__qualname__}")
-
-
-def encode(reply: Any) -> bytes:
-    """A reply as bytes: plain data only (TypeError for anything else)."""
-    return pickle.dumps(_plain(reply), protocol=5)
-
-
-class _NoGlobals(pickle.Unpickler):
-    def find_class(self, module: str, name: str):  # noqa: D102 - the whole point
-        raise ReplyError(f"the reply references {module}.{name}; replies are plain data")
-
-    def persistent_load(self, pid):  # noqa: D102
-        raise ReplyError("the reply uses persistent ids")
-
-
-def decode(data: bytes) -> Any:
-    """The reply encoded by `encode`; ReplyError for anything else (never runs code)."""
-    try:
-        obj = _NoGlobals(io.BytesIO(data)).load()
-    except ReplyError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - malformed bytes of any kind
-        raise ReplyError(f"undecodable reply: {type(exc).__name__}: {exc}") from None
-    return _rebuild(obj, _torch_dtypes())
-
-
-def _rebuild(obj: Any, dtypes: dict[str, Any], depth: int = 0) -> Any:
-    if depth > 64:
-        raise ReplyError("reply nested too deeply")
-    if type(obj) in _PLAIN_SCALARS:
-        return obj
-    if type(obj) in (list, tuple):
-        return type(obj)(_rebuild(x, dtypes, depth + 1) for x in obj)
-    if type(obj) is dict:
-        if _TENSOR_TAG in obj:
-            if len(obj) != 1:
-                raise ReplyError("malformed tensor in reply")
-            return _tensor(obj[_TENSOR_TAG], dtypes)
-        return {k: _rebuild(v, dtypes, depth + 1) for k, v in obj.items()}
-    raise ReplyError(f"reply holds a {type(obj).__name__}")
-
-
-def _tensor(fields: Any, dtypes: dict[str, Any]):
-    import torch
-
-    if type(fields) is not tuple or len(fields) != 3:
-        raise ReplyError("malformed tensor in reply")
-    name, shape, raw = fields
-    if name not in dtypes or type(shape) is not tuple or type(raw) is not bytes:
-        raise ReplyError(f"malformed tensor in reply (dtype {name!r})")
-    if not all(type(s) is int and s >= 0 for s in shape):
-        raise ReplyError("malformed tensor shape in reply")
-    dtype = dtypes[name]
-    numel = math.prod(shape)
-    itemsize = torch.empty((), dtype=dtype).element_size()
-    if len(raw) != numel * itemsize:
-        raise ReplyError(f"tensor of shape {shape} and dtype {name} carries {len(raw)} bytes")
-    if numel == 0:
-        return torch.empty(shape, dtype=dtype)
-    return torch.frombuffer(bytearray(raw), dtype=torch.uint8).view(dtype).reshape(shape)
-
 
 # -- what a solution's worker may claim -----------------------------------------------------------
 
@@ -142,14 +34,15 @@ CANDIDATE_FAILURES = frozenset({"RUNTIME_ERROR", "TIMEOUT", "INCORRECT_SHAPE", "
 CANDIDATE_LOAD_FAILURES = CANDIDATE_FAILURES | {"COMPILE_ERROR", "SKIPPED"}
 
 
-def screen_failure(op: str | None, status: Any, *, needs_cuda_on_cpu: bool = False) -> tuple[str, str]:
+def screen_failure(op: str | None, status: Any, *, skip_plausible: bool = False) -> tuple[str, str]:
     """(status to record, note) for a failure a solution's worker reported for request `op`.
 
     A status the solution's process has no business deciding becomes REWARD_HACK when it would
     hide or excuse a result (PASSED, SKIPPED without cause, blaming the reference), with a note.
+    `skip_plausible`: the orchestrator's own view that this machine cannot run the solution.
     """
     allowed = CANDIDATE_LOAD_FAILURES if op == "load" else CANDIDATE_FAILURES
-    if status == "SKIPPED" and op == "load" and not needs_cuda_on_cpu:
+    if status == "SKIPPED" and op == "load" and not skip_plausible:
         return "REWARD_HACK", "the solution's worker reported SKIPPED although this machine can run its language"
     if isinstance(status, str) and status in allowed:
         return status, ""
@@ -198,7 +91,7 @@ def check_time_reply(reply: dict, config: dict, *, checked_outputs: int, elapsed
         problems.append("flags is not a list of short strings")
     sampled = reply.get("sampled")
     calls = warmup + n
-    if type(sampled) is not dict:
+    if type(sampled) is not list:
         problems.append("sampled outputs missing")
     else:
         wanted = min(checked_outputs, calls)
@@ -206,11 +99,17 @@ def check_time_reply(reply: dict, config: dict, *, checked_outputs: int, elapsed
             problems.append(f"{len(sampled)} sampled outputs came back, {wanted} were asked for")
         if len(sampled) > max(checked_outputs + 1, 1):
             problems.append(f"{len(sampled)} sampled outputs, at most {checked_outputs + 1} were asked for")
-        for index, entry in sampled.items():
-            if type(index) is not int or not 0 <= index < calls:
-                problems.append(f"sampled output for call {index!r}, which was never made ({calls} calls)")
-            elif type(entry) not in (list, tuple) or len(entry) != 2 or type(entry[0]) is not list:
-                problems.append(f"malformed sampled output for call {index}")
+        indices = set()
+        for entry in sampled:
+            if type(entry) is not list or len(entry) != 3 or type(entry[2]) is not list:
+                problems.append("malformed sampled output entry")
+                continue
+            index, seed = entry[0], entry[1]
+            if type(index) is not int or not 0 <= index < calls or index in indices:
+                problems.append(f"sampled output for call {index!r}, which was never made or came twice ({calls} calls)")
+            if type(seed) is not int or not 0 <= seed < 2**63:
+                problems.append(f"sampled output for call {index!r} names no valid input seed")
+            indices.add(index)
     return problems
 
 

@@ -129,9 +129,9 @@ def _make_hook(alarm_fd, cell):  # noqa: C901 - one closed function on purpose (
             level, detail = 2, f"replaced {args[1]} of {module}.{_getattr(target, '__qualname__', '?')}"
         elif event in _process:
             if phase == "timing":
-                level, detail = 2, f"{event}: started a process while being timed"
+                level, detail = 2, f"{event}: started child processes while being timed"
             else:
-                level, detail = 1, f"{event}: started a process"
+                level, detail = 1, f"{event}: started child processes"
         elif event in ("os.putenv", "os.unsetenv"):
             key = args[0] if _len(args) else ""
             if _isinstance(key, _bytes):

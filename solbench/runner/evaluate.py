@@ -50,6 +50,12 @@ class DeviceSession:
         self.environment: dict | None = None
         self.runtime_warnings: list[str] = []  # what the solution's audit hook noticed (per solution)
 
+    def prestart(self) -> None:
+        """Start both workers now, so their (slow) imports overlap."""
+        for worker in (self.reference, self.candidate):
+            if not worker.alive:
+                worker.start()
+
     def close(self) -> None:
         self.reference.stop()
         self.candidate.stop()
@@ -91,11 +97,10 @@ class DeviceSession:
             if untrusted:
                 status, note = screen_candidate_failure(message, status, self.device)
                 log = f"{note}\n{log}" if note else log
-            if status not in Status.__members__:
-                status = "RUNTIME_ERROR"
-            if untrusted and status == Status.REWARD_HACK:
-                self.retire(worker)  # whatever it did may still be running or patched in that process
-            raise StepFailed(Status(status), log)
+            status = Status(status) if status in Status.__members__ else Status.RUNTIME_ERROR
+            if untrusted and status in (Status.REWARD_HACK, Status.RUNTIME_ERROR):
+                self.retire(worker)  # whatever it left behind (threads, processes, CUDA errors) dies with it
+            raise StepFailed(status, log)
         if untrusted and message.get("op") == "time":
             from solbench.check.anticheat import check_time_reply
 
@@ -138,7 +143,7 @@ class DeviceSession:
         if previous is not None and previous[0] == key and worker.alive:
             return
         trusted = is_reference(solution, problem)
-        reuse = worker.alive and previous is not None and previous[1] and trusted
+        reuse = worker.alive and (worker.requests == 0 or (previous is not None and previous[1] and trusted))
         if worker.alive and not reuse:
             worker.stop()  # a module cannot be unloaded: a new solution gets a new process
         if not worker.alive:
@@ -159,16 +164,20 @@ def screen_candidate_failure(message: dict, status, device: str) -> tuple[str, s
     """The failure status a solution's worker reported, unless that worker cannot decide it."""
     from solbench.check.anticheat import screen_failure
 
-    needs_cuda_on_cpu = False
+    plausible = False
     if message.get("op") == "load" and not device.startswith("cuda"):
         from solbench.runner import languages
+        from solbench.spec.definition import Definition
 
         try:
-            needs_cuda_on_cpu = all(languages.get(name).needs_cuda
-                                    for name in message["solution"]["spec"]["languages"])
+            names = message["solution"]["spec"]["languages"]
+            definition = Definition.from_dict(message["definition"])
+            bf16 = any(t.dtype == "bfloat16" for t in {**definition.inputs, **definition.outputs}.values())
+            # The worker skips what needs CUDA, and Triton in bf16 (its CPU interpreter gets bf16 wrong).
+            plausible = all(languages.get(n).needs_cuda for n in names) or ("triton" in names and bf16)
         except Exception:  # noqa: BLE001 - an unknown language is reported by the loader
-            needs_cuda_on_cpu = False
-    return screen_failure(message.get("op"), status, needs_cuda_on_cpu=needs_cuda_on_cpu)
+            plausible = False
+    return screen_failure(message.get("op"), status, skip_plausible=plausible)
 
 
 def is_reference(solution: Solution, problem: Problem) -> bool:
@@ -206,6 +215,7 @@ def evaluate_problem(session: DeviceSession, problem: Problem, solution: Solutio
 
 def _evaluate_workloads(session: DeviceSession, problem: Problem, solution: Solution, config: RunConfig,
                         workloads: list[Workload], skip, run_seed: int, warnings: list[str]) -> Iterator[Trace]:
+    session.prestart()
     load_failure: StepFailed | None = None
     for workload in workloads:
         if skip is not None and skip(workload):
@@ -242,13 +252,15 @@ def evaluate_workload(session: DeviceSession, problem: Problem, solution: Soluti
     from solbench.inputs.seeds import derive_seed
 
     definition = problem.definition
+    axes = definition.resolve_axes(workload.axes)
     wdata = workload.to_dict()
     trial_results: list[Correctness] = []
     for trial in range(config.trials):
         seed = derive_seed(run_seed, workload.uuid, "trial", trial)
         reference_outputs = reference_call(session, wdata, seed, config)
         reply = session.ask(session.candidate, {"op": "call", "workload": wdata, "seed": seed}, config.timeout_s)
-        status, correctness = check_outputs(reply["outputs"], reference_outputs, definition, workload.tolerance)
+        status, correctness = check_outputs(reply["outputs"], reference_outputs, definition, workload.tolerance,
+                                            axes)
         trial_results.append(correctness)
         if status != Status.PASSED:
             merged = merge_trials(trial_results)
@@ -267,7 +279,8 @@ def evaluate_workload(session: DeviceSession, problem: Problem, solution: Soluti
     flags: set[str] = set()
     candidate_info: dict = {}
     time_reference = config.time_reference
-    for _ in range(max(1, config.timing_rounds)):
+    rounds = config.timing_rounds if session.device.startswith("cuda") else 1  # CPU timings are a smoke test
+    for _ in range(max(1, rounds)):
         if time_reference:
             try:
                 ref_reply = session.ask(session.reference, {"op": "time", "workload": wdata, "seeds": seeds,
@@ -282,12 +295,12 @@ def evaluate_workload(session: DeviceSession, problem: Problem, solution: Soluti
         candidate_samples += reply["samples_ms"]
         flags.update(reply.get("flags", []))
         candidate_info = reply
-        for index, (outputs, input_seed) in reply["sampled"].items():
+        for index, input_seed, outputs in reply["sampled"]:
             if type(input_seed) is not int or not 0 <= input_seed < 2**63:
                 raise StepFailed(Status.REWARD_HACK, f"sampled timed call {index} names no valid input seed")
             if input_seed not in set_references:
                 set_references[input_seed] = reference_call(session, wdata, input_seed, config)
-            status, result = check_outputs(outputs, set_references[input_seed], definition, workload.tolerance)
+            status, result = check_outputs(outputs, set_references[input_seed], definition, workload.tolerance, axes)
             checked += 1
             if status != Status.PASSED:
                 correctness.checked_timed_iterations = checked

@@ -23,6 +23,8 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from solbench.runner import wire
+
 LOG_CAP_BYTES = 64 * 1024
 
 
@@ -96,6 +98,7 @@ class WorkerProcess:
         self.alarm_sock: socket.socket | None = None
         self._alarm_backlog: list[str] = []
         self._alarm_closed = False
+        self.requests = 0
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -144,6 +147,7 @@ class WorkerProcess:
         self._alarm_closed = False
         self.conn = Connection(parent_sock.detach())
         self.output = OutputTail()
+        self.requests = 0  # a worker that has served nothing has seen no solution code
         self._reader = threading.Thread(target=self._drain, args=(self.proc.stdout, self.output), daemon=True)
         self._reader.start()
 
@@ -160,10 +164,11 @@ class WorkerProcess:
         if not self.alive:
             self.start()
         assert self.conn is not None and self.proc is not None
+        self.requests += 1
         self._request_id += 1
         message = dict(message, id=self._request_id)
         try:
-            self.conn.send(message)
+            wire.send(self.conn, message)
         except (BrokenPipeError, ConnectionResetError, OSError):
             code = self._reap()
             raise WorkerDied(f"worker exited before the request ({describe_exit(code)})") from None
@@ -191,12 +196,9 @@ class WorkerProcess:
 
     def _receive(self, request_id: int) -> dict[str, Any]:
         """One reply, decoded without running code; it must answer `request_id`."""
-        from solbench.check.anticheat import ReplyError, decode
-
-        data = self.conn.recv_bytes()
         try:
-            reply = decode(data)
-        except ReplyError as exc:
+            reply = wire.recv(self.conn)
+        except wire.WireError as exc:  # the harness never writes a malformed message
             self.kill()
             raise WorkerProtocolError(f"malformed reply: {exc}") from None
         if type(reply) is not dict or reply.get("id") != request_id:
@@ -227,18 +229,24 @@ class WorkerProcess:
         return lines, self._alarm_closed
 
     def _reap(self) -> int | None:
+        """The exit status of a worker whose channel closed (it may take a moment to exit)."""
         code = None
         if self.proc is not None:
-            try:  # the channel closes a moment before the process is gone: wait for its status
-                code = self.proc.wait(timeout=2)
+            try:
+                code = self.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 code = None
         self.kill()
         return code
 
     def kill(self) -> None:
-        """Kill the worker and everything it started (its whole process group)."""
+        """Kill the worker and everything it started (its process group and any descendants)."""
         if self.proc is not None:
+            for pid in descendants(self.proc.pid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
@@ -270,6 +278,24 @@ class WorkerProcess:
             except (WorkerDied, WorkerTimeout):
                 pass
         self.kill()
+
+
+def descendants(pid: int) -> list[int]:
+    """Child processes of `pid`, recursively (Linux /proc; empty elsewhere)."""
+    found, stack = [], [pid]
+    while stack:
+        current = stack.pop()
+        task_dir = Path(f"/proc/{current}/task")
+        if not task_dir.is_dir():
+            continue
+        for task in task_dir.iterdir():
+            try:
+                children = [int(c) for c in (task / "children").read_text().split()]
+            except OSError:
+                continue
+            found += children
+            stack += children
+    return found
 
 
 def describe_exit(code: int | None) -> str:

@@ -144,6 +144,9 @@ def handle_load(state: WorkerState, message: dict) -> dict:
         language = languages.for_solution(solution)
         if language.needs_cuda and not state.is_cuda:
             raise languages.LoadError(f"{language.name} solutions need a CUDA GPU; this machine has none", "SKIPPED")
+        if language.name == "triton" and not state.is_cuda and uses_bfloat16(state.definition):
+            raise languages.LoadError("Triton's CPU interpreter computes bfloat16 arithmetic wrongly (triton#11584); "
+                                      "this solution can only be judged on a GPU", "SKIPPED")
         state.function = language.load(solution, source_dir, state.device, float(message.get("compile_timeout_s", 300)))
     except languages.LoadError as exc:
         raise Failure(exc.status, str(exc)) from None
@@ -152,6 +155,10 @@ def handle_load(state: WorkerState, message: dict) -> dict:
     if violations:
         raise Failure("REWARD_HACK", f"harness functions were replaced while loading the solution: {violations}")
     return {"ok": True}
+
+
+def uses_bfloat16(definition) -> bool:
+    return any(t.dtype == "bfloat16" for t in {**definition.inputs, **definition.outputs}.values())
 
 
 def shadowing_sources(paths: list[str]) -> list[str]:
@@ -240,8 +247,7 @@ def handle_call(state: WorkerState, message: dict) -> dict:
         raise Failure("REWARD_HACK", f"the call wrote into its inputs {names}")
     if state.baseline_threads is None:
         state.baseline_threads = {t.ident for t in _thread_enumerate()}
-    host = [o.detach().to("cpu") if isinstance(o, torch.Tensor) else o for o in result]
-    return {"ok": True, "outputs": host, "call_s": call_s}
+    return {"ok": True, "outputs": list(result), "call_s": call_s}
 
 
 def handle_time(state: WorkerState, message: dict) -> dict:
@@ -347,8 +353,7 @@ def handle_time(state: WorkerState, message: dict) -> dict:
     hidden = background_activity(state)
     if hidden:
         raise Failure("REWARD_HACK", hidden)
-    sampled = {i: ([o.to("cpu") if isinstance(o, torch.Tensor) else o for o in outs], seed)
-               for i, (outs, seed) in stashed.items()}
+    sampled = [[i, seed, outs] for i, (outs, seed) in sorted(stashed.items())]
     flags = list(timing.stats.flags) + ([] if fresh else ["timed_inputs_fixed"])
     return {"ok": True, "samples_ms": list(timing.samples_ms), "warmup": timing.warmup_done,
             "stop_reason": timing.stop_reason, "wall_s": timing.wall_s, "clocks_before": timing.clocks_before,
@@ -460,16 +465,15 @@ def format_exception(exc: BaseException, limit: int = 6000) -> str:
 
 
 def send_reply(channel: Connection, reply: dict, request_id) -> None:
-    """Replies travel as plain data (see solbench.check.anticheat), tagged with the request id."""
-    from solbench.check.anticheat import encode
+    """Replies travel in the wire format (JSON + raw tensor bytes), tagged with the request id."""
+    from solbench.runner import wire
 
     reply["id"] = request_id
     try:
-        data = encode(reply)
-    except Exception as exc:  # noqa: BLE001 - e.g. an object the wire format refuses
-        data = encode({"ok": False, "status": "RUNTIME_ERROR", "id": request_id,
-                       "log": f"the reply could not be encoded: {type(exc).__name__}: {exc}"})
-    channel.send_bytes(data)
+        wire.send(channel, reply)
+    except (TypeError, ValueError) as exc:  # e.g. an object JSON cannot hold
+        wire.send(channel, {"ok": False, "status": "RUNTIME_ERROR", "id": request_id,
+                            "log": f"the reply could not be encoded: {type(exc).__name__}: {exc}"})
 
 
 HANDLERS = {"load": handle_load, "call": handle_call, "time": handle_time, "environment": handle_environment}
@@ -490,7 +494,7 @@ def start_guard(state: WorkerState, alarm_fd: str | None):
     for name in ("solbench.timing.timer", "solbench.timing.config", "solbench.timing.stats", "solbench.check.outputs",
                  "solbench.check.anticheat", "solbench.inputs", "solbench.inputs.generate", "solbench.inputs.custom",
                  "solbench.inputs.errors", "solbench.runner.languages", "solbench.runner.languages.python_module",
-                 "solbench.runner.languages.cuda_extension", "solbench.runner.environment",
+                 "solbench.runner.languages.cuda_extension", "solbench.runner.environment", "solbench.runner.wire",
                  "solbench.spec.definition", "solbench.spec.solution", "solbench.spec.workload"):
         importlib.import_module(name)
     import solbench.timing.timer as timer
@@ -516,13 +520,15 @@ def main() -> None:
     channel = Connection(int(os.environ["SOLBENCH_CHANNEL_FD"]))
     os.environ.pop("SOLBENCH_CHANNEL_FD", None)
     alarm_fd = os.environ.pop("SOLBENCH_ALARM_FD", None)
+    from solbench.runner import wire
+
     state = WorkerState(os.environ.get("SOLBENCH_WORKER_DEVICE", "cpu"))
     import solbench.timing.timer  # noqa: F401  (binds the timing functions before solution code runs)
 
     guard, integrity = start_guard(state, alarm_fd)
     while True:
         try:
-            message = channel.recv()
+            message = wire.recv(channel)
         except (EOFError, OSError):
             return
         op = message.get("op")

@@ -11,7 +11,7 @@ of sequence, which only a second writer on the channel can cause: REWARD_HACK.
 # expect-log: arrived while request
 import sys
 
-from solbench.check.anticheat import encode
+from solbench.runner import wire
 
 _forged = set()
 
@@ -34,7 +34,7 @@ def run(x, y):
         seed = local["last"][2]
         reply = {"ok": True, "samples_ms": [1e-4] * config["iters"], "warmup": config["warmup"],
                  "stop_reason": "fixed_iters", "wall_s": 1e-3, "clocks_before": None, "clocks_after": None,
-                 "flags": [], "sampled": {i: ([out.clone()], seed) for i in range(3)}, "slots": 2,
+                 "flags": [], "sampled": [[i, seed, [out.clone()]] for i in range(3)], "slots": 2,
                  "energy_mj_per_call": None, "id": main.f_locals["message"]["id"]}
-        main.f_locals["channel"].send_bytes(encode(reply))
+        wire.send(main.f_locals["channel"], reply)
     return out
