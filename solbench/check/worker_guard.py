@@ -93,6 +93,12 @@ class GuardState:
         real = [os.path.realpath(r) for r in roots if r]
         self.cell[1] = tuple(sorted(set(real)))
 
+    def note(self, text: str) -> None:
+        """A warning from the harness itself (reported once per process)."""
+        if text not in self.cell[3]:
+            self.cell[3].add(text)
+            self.cell[2].append(text)
+
     def take_warnings(self) -> list[str]:
         """Warnings collected since the last call (each construct reported once per process)."""
         out = list(self.cell[2])
@@ -259,6 +265,9 @@ def take_snapshot(extra: dict[str, dict] | None = None) -> tuple:
             if isinstance(value, type) and getattr(value, "__module__", None) == module.__name__:
                 _entries_for(f"{name}.{key}", value, False, entries, code_too=True)
     entries.append(("sys.modules", 0, vars(sys), "modules", sys.modules))
+    for name in ("cupti", "cupti.cupti"):  # the CUPTI cross-check's bindings, when installed
+        if name in sys.modules:
+            entries.append((f"sys.modules[{name!r}]", 0, sys.modules, name, sys.modules[name]))
     for label, space, callables_only in _third_party():
         _entries_for(label, space, callables_only, entries, code_too=False)
     for label, mapping in (extra or {}).items():
