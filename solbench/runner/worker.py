@@ -347,6 +347,7 @@ def handle_time(state: WorkerState, message: dict) -> dict:
         raise Failure("RUNTIME_ERROR", f"out of memory while timing: {exc}") from None
     except Exception as exc:  # noqa: BLE001
         raise Failure("RUNTIME_ERROR", "the solution raised while being timed:\n" + format_exception(exc)) from None
+    probe = escaped_work_probe(state, message, slots, seeds, sets, fresh) if state.is_cuda else None
     violations = integrity_violations()
     if violations:
         raise Failure("REWARD_HACK", f"timing functions were replaced: {violations}")
@@ -358,7 +359,41 @@ def handle_time(state: WorkerState, message: dict) -> dict:
     return {"ok": True, "samples_ms": list(timing.samples_ms), "warmup": timing.warmup_done,
             "stop_reason": timing.stop_reason, "wall_s": timing.wall_s, "clocks_before": timing.clocks_before,
             "clocks_after": timing.clocks_after, "flags": flags, "sampled": sampled,
-            "slots": len(slots), "energy_mj_per_call": timing.energy_mj_per_call}
+            "slots": len(slots), "energy_mj_per_call": timing.energy_mj_per_call,
+            "probe": probe.to_dict() if probe is not None else None}
+
+
+def escaped_work_probe(state: WorkerState, message: dict, slots: list, seeds: list, sets: list, fresh: bool):
+    """A few isolated calls after the timed block: did GPU work escape the timer's events?
+
+    See solbench.check.cupti_activity: a device synchronize that still waits after the call's end
+    event, or CUPTI activity beyond the event time, is work on a stream nobody waited for.
+    """
+    from solbench.check.cupti_activity import probe
+
+    torch = state.torch
+    slot_inputs, slot_outputs = slots[0]
+
+    def prepare(i: int) -> None:
+        source = (make_call_inputs(state, message["workload"], random.SystemRandom().getrandbits(62))[2] if fresh
+                  else sets[i % len(sets)])
+        for dst, src in zip(slot_inputs, source):
+            if isinstance(dst, torch.Tensor):
+                dst.copy_(src)
+        if slot_outputs is not None:
+            refill_outputs(slot_outputs)
+
+    try:
+        result = probe(prepare, lambda i: invoke(state, slot_inputs, slot_outputs), first_index=1 << 30)
+    except Exception as exc:  # noqa: BLE001 - the solution failed in a probe call
+        raise Failure("RUNTIME_ERROR", "the solution raised during the escaped-work probe:\n"
+                      + format_exception(exc)) from None
+    if result.cupti != "used" and state.guard is not None:
+        state.guard.note(f"cupti: {result.cupti} (escaped work checked by device synchronisation only)")
+    verdict = result.verdict()
+    if verdict:
+        raise Failure("REWARD_HACK", verdict)
+    return result
 
 
 def as_list(result) -> list:
@@ -495,10 +530,15 @@ def start_guard(state: WorkerState, alarm_fd: str | None):
                  "solbench.check.anticheat", "solbench.inputs", "solbench.inputs.generate", "solbench.inputs.custom",
                  "solbench.inputs.errors", "solbench.runner.languages", "solbench.runner.languages.python_module",
                  "solbench.runner.languages.cuda_extension", "solbench.runner.environment", "solbench.runner.wire",
+                 "solbench.check.cupti_activity",
                  "solbench.spec.definition", "solbench.spec.solution", "solbench.spec.workload"):
         importlib.import_module(name)
     import solbench.timing.timer as timer
 
+    if state.is_cuda:
+        from solbench.check.cupti_activity import load_cupti
+
+        load_cupti()  # bound now, so a solution cannot slip a fake `cupti` module in first
     checker = worker_guard.make_checker(worker_guard.take_snapshot(
         {"HANDLERS": HANDLERS, "solbench.timing.timer._CAPTURED": timer._CAPTURED}))
     guard = worker_guard.GuardState()
