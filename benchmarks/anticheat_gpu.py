@@ -24,6 +24,7 @@ from tests.anticheat.suite import discover, fast_config, run_cases, write_proble
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cuda")
+    parser.add_argument("--devices", nargs="*", help="spread the cases over these devices (e.g. cuda:0 cuda:1)")
     parser.add_argument("--only", nargs="*", help="case names to run (default: all)")
     parser.add_argument("--workloads", type=int, default=2, help="workloads per case (default 2)")
     args = parser.parse_args()
@@ -33,7 +34,7 @@ def main() -> int:
     config.max_workloads = args.workloads
     started = time.time()
     with tempfile.TemporaryDirectory(prefix="solbench_anticheat_") as root:
-        results = run_cases(cases, write_problem(Path(root)), args.device, config=config)
+        results = run_cases(cases, write_problem(Path(root)), args.device, config=config, devices=args.devices)
     wrong = 0
     cupti_notes = set()
     print(f"{'solution':<38} {'kind':<8} {'statuses':<40} {'expected':<20} ok  caught by")
@@ -50,8 +51,9 @@ def main() -> int:
     hostile = [c for c in cases if c.kind == "hostile"]
     legit = [c for c in cases if c.kind == "legit"]
     print(f"\n{len(hostile)} hostile, {len(legit)} legitimate, {wrong} not as expected, "
-          f"{time.time() - started:.0f} s on {args.device}")
-    print("cupti:", "; ".join(sorted(cupti_notes)) or "used (no 'unavailable' note in any trace)")
+          f"{time.time() - started:.0f} s on {', '.join(args.devices or [args.device])}")
+    if on_gpu:
+        print("cupti:", "; ".join(sorted(cupti_notes)) or "used (no 'unavailable' note in any trace)")
     return 1 if wrong else 0
 
 

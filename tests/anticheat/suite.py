@@ -116,11 +116,12 @@ def fast_config(device: str = "cpu"):
 
 
 def run_cases(cases: list[Case], problem_dir: Path, device: str = "cpu", config=None,
-              parallel: int = 1) -> dict[str, list]:
+              parallel: int = 1, devices: list[str] | None = None) -> dict[str, list]:
     """Evaluate every case in one scheduler run; traces by case id.
 
     `parallel` > 1 runs that many device sessions side by side on the same device (for CPU tests,
-    where timings do not matter; never for GPU measurements).
+    where timings do not matter; never for GPU measurements). `devices` spreads the cases over
+    several devices instead (one session each, e.g. ["cuda:0", "cuda:1"]).
     """
     from solbench.runner.scheduler import Job, run_jobs
     from solbench.spec.problem import load_problem
@@ -132,7 +133,7 @@ def run_cases(cases: list[Case], problem_dir: Path, device: str = "cpu", config=
         solution = load_case(case, problem.definition)
         jobs.append(Job(problem, solution))
         ids[solution.content_hash()] = case.id
-    traces = run_jobs(jobs, config or fast_config(device), [device] * parallel)
+    traces = run_jobs(jobs, config or fast_config(device), devices or [device] * parallel)
     out: dict[str, list] = {case.id: [] for case in cases}
     for trace in traces:
         out[ids[trace.solution_hash]].append(trace)
