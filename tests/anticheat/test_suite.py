@@ -8,17 +8,11 @@ from __future__ import annotations
 import pytest
 
 from solbench.spec.trace import Status
+from tests.anticheat.conftest import CPU_CASES
 from tests.anticheat.suite import Case, discover, run_cases, write_problem
 from tests.conftest import HAS_CUDA
 
-CPU_CASES = [c for c in discover() if not c.gpu]
 ALL_CASES = discover()
-
-
-@pytest.fixture(scope="module")
-def cpu_results(tmp_path_factory):
-    problem = write_problem(tmp_path_factory.mktemp("anticheat_cpu"))
-    return run_cases(CPU_CASES, problem, "cpu", parallel=3)
 
 
 def _describe(traces) -> str:

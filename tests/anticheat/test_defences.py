@@ -1,0 +1,221 @@
+"""Unit tests of the individual defences, and proofs that a defence is what stops its attack."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from solbench.check.anticheat import ProblemFiles, check_time_reply, screen_failure
+from solbench.check.static_scan import scan_solution, scan_source
+from tests.anticheat.suite import HERE, discover, load_case, write_problem
+
+REPO = Path(__file__).resolve().parents[2]
+
+# -- what a solution's worker may claim ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("op,status,expected", [
+    ("call", "PASSED", "REWARD_HACK"), ("time", "SKIPPED", "REWARD_HACK"), ("load", "SKIPPED", "REWARD_HACK"),
+    ("call", "INVALID_REFERENCE", "RUNTIME_ERROR"), ("time", "MISSING_DATA", "RUNTIME_ERROR"),
+    ("call", "made up", "REWARD_HACK"), ("call", None, "REWARD_HACK"),
+    ("call", "INCORRECT_SHAPE", "INCORRECT_SHAPE"), ("time", "REWARD_HACK", "REWARD_HACK"),
+    ("load", "COMPILE_ERROR", "COMPILE_ERROR"), ("call", "COMPILE_ERROR", "REWARD_HACK"),
+])
+def test_screen_failure(op, status, expected):
+    assert screen_failure(op, status)[0] == expected
+
+
+def test_skipped_load_is_believed_only_when_the_orchestrator_agrees():
+    assert screen_failure("load", "SKIPPED", skip_plausible=True) == ("SKIPPED", "")
+
+
+CONFIG = {"warmup": 2, "iters": 5, "max_iters": 5, "adaptive": False}
+
+
+def _reply(**overrides):
+    reply = {"ok": True, "samples_ms": [1.0] * 5, "warmup": 3, "wall_s": 0.01, "flags": [],
+             "sampled": [[i, 123, []] for i in (1, 4, 7)]}
+    reply.update(overrides)
+    return reply
+
+
+def test_plausible_time_reply_passes():
+    assert check_time_reply(_reply(), CONFIG, checked_outputs=3, elapsed_s=0.5) == []
+
+
+@pytest.mark.parametrize("overrides,fragment", [
+    ({"samples_ms": [1.0] * 4}, "timed samples"),
+    ({"samples_ms": [1.0] * 4 + [float("nan")]}, "finite"),
+    ({"samples_ms": [-1.0] * 5}, "non-negative"),
+    ({"warmup": 0}, "warm-up"),
+    ({"wall_s": 9.0}, "claims"),
+    ({"samples_ms": [400.0] * 5, "wall_s": 0.4}, "add up"),
+    ({"sampled": [[1, 123, []]]}, "asked for"),
+    ({"sampled": [[1, 1, []], [99, 1, []], [2, 1, []]]}, "never made"),
+    ({"sampled": [[1, -5, []], [2, 1, []], [3, 1, []]]}, "seed"),
+    ({"flags": [{"x": 1}]}, "flags"),
+])
+def test_implausible_time_reply_is_refused(overrides, fragment):
+    problems = check_time_reply(_reply(**overrides), CONFIG, checked_outputs=3, elapsed_s=0.5)
+    assert any(fragment in p for p in problems), problems
+
+
+def test_problem_files_fingerprint(tmp_path):
+    folder = write_problem(tmp_path)
+    files = ProblemFiles(folder)
+    assert files.changes() == []
+    (folder / "workload.jsonl").write_text("{}\n")
+    (folder / "extra.txt").write_text("x")
+    assert files.changes() == ["extra.txt", "workload.jsonl"]
+
+
+# -- static scan ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("snippet,fragment", [
+    ("import gc\n", "imports gc"),
+    ("import sys\nf = sys._getframe(1).f_back.f_locals\n", "f_back"),
+    ("import os\nos.dup2(3, 4)\n", "os.dup2"),
+    ("import sys\nm = sys.modules['__main__']\n", "sys.modules['__main__']"),
+    ("import torch\nclass L(torch.Tensor):\n    pass\n", "tensor subclass"),
+    ("def f():\n    pass\nf.__code__ = (lambda: 0).__code__\n", "assigns .__code__"),
+    ("print('PASSED')\n", "trace status"),
+    ("open('/proc/self/fd')\n", "/proc"),
+    ("import torch\ns = torch.cuda.Stream()\n", "side streams"),
+    ("from solbench.timing import timer\n", "imports the harness"),
+])
+def test_static_scan_flags(snippet, fragment):
+    findings = scan_source("k.py", snippet)
+    assert any(fragment in f for f in findings), findings
+
+
+def test_static_scan_is_quiet_on_plain_kernels():
+    for case in discover("legit"):
+        if case.name in ("inplace_destination", "lookup_table", "multi_file", "torch_compile"):
+            from solbench.spec.problem import load_problem
+
+            problem = load_problem(write_problem(Path(os.environ.get("TMPDIR", "/tmp")) / "ac_quiet"))
+            assert scan_solution(load_case(case, problem.definition)) == [], case.name
+
+
+def test_scan_flags_shipped_problem_files():
+    data = json.loads((HERE / "hostile" / "stray_problem_files.json").read_text())
+    data.pop("x-expect")
+    from solbench.spec.solution import Solution
+
+    assert any("problem file" in f for f in scan_solution(Solution.from_dict(data)))
+
+
+def test_static_and_runtime_warnings_reach_traces(cpu_results):
+    def warnings(case_id):
+        return " | ".join(w for t in cpu_results[case_id] for w in t.evaluation.warnings)
+
+    assert "f_back" in warnings("hostile/frame_forge_reply")
+    assert "imports gc" in warnings("hostile/gc_find_channel")
+    assert "reseeds the global RNG" in warnings("hostile/reseed_and_predict")
+    # the audit hook's warnings (not alarms) for a legitimate solution: torch.compile's own env writes
+    assert "runtime: os.putenv" in warnings("legit/torch_compile")
+
+
+# -- the worker's in-process guards ------------------------------------------------------------------------
+
+def test_integrity_checker_sees_rebinding_and_code_swaps():
+    import solbench.timing.timer as timer
+    from solbench.check import worker_guard
+
+    check = worker_guard.make_checker(worker_guard.take_snapshot({"probe": {"k": len}}))
+    assert check() == []
+    saved_clock, saved_code = timer._perf_counter_ns, timer.integrity_violations.__code__
+    try:
+        timer._perf_counter_ns = lambda: 0
+        timer.integrity_violations.__code__ = (lambda: []).__code__
+        changed = check()
+    finally:
+        timer._perf_counter_ns = saved_clock
+        timer.integrity_violations.__code__ = saved_code
+    assert "solbench.timing.timer._perf_counter_ns" in changed
+    assert "solbench.timing.timer.integrity_violations.__code__" in changed
+    assert check() == []
+
+
+HOOK_SCRIPT = textwrap.dedent('''
+    import gc, os, sys
+    from solbench.check import worker_guard
+    import solbench.timing.timer as timer
+    state = worker_guard.GuardState()
+    state.protect([sys.argv[2]])
+    worker_guard.install_audit_hook(int(sys.argv[1]), state)
+    state.phase = "call"
+    os.environ["HARMLESS_VAR"] = "1"
+    os.environ["SOLBENCH_WORKER_DEVICE"] = "meta"
+    gc.get_referrers(timer)
+    timer.integrity_violations.__code__ = (lambda: []).__code__
+    open(os.path.join(sys.argv[2], "definition.json"), "w").close()
+    open(os.path.join(sys.argv[2], "notes.txt"), "r").close() if False else None
+    state.phase = "timing"
+    os.system("true")
+    print("warnings:", state.take_warnings())
+''')
+
+
+def test_audit_hook_alarms_on_a_separate_channel(tmp_path):
+    parent, child = socket.socketpair()
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.run([sys.executable, "-c", HOOK_SCRIPT, str(child.fileno()), str(tmp_path)], env=env,
+                          pass_fds=(child.fileno(),), capture_output=True, text=True, timeout=120)
+    child.close()
+    assert proc.returncode == 0, proc.stderr
+    parent.settimeout(5)
+    data = b""
+    while chunk := parent.recv(65536):
+        data += chunk
+    alarms = data.decode()
+    for fragment in ("SOLBENCH_WORKER_DEVICE", "gc.get_referrers", "replaced __code__ of solbench.timing.timer",
+                     "definition.json", "os.system: started child processes while being timed"):
+        assert fragment in alarms, alarms
+    assert "HARMLESS_VAR" not in alarms and "HARMLESS_VAR" in proc.stdout  # a warning, not an alarm
+
+
+# -- proof that fresh timed inputs are what stops value caching --------------------------------------------
+
+def _time_in_process(tmp_path, monkeypatch, rotate: bool):
+    """Load cache_by_value.py into an in-process worker state, time it, and judge its sampled outputs."""
+    from solbench.runner import worker
+    from solbench.runner.config import RunConfig
+    from solbench.runner.evaluate import timing_message
+    from solbench.spec.problem import load_problem
+
+    problem = load_problem(write_problem(tmp_path / "p"))
+    case = next(c for c in discover("hostile") if c.name == "cache_by_value")
+    solution = load_case(case, problem.definition)
+    if rotate:  # the defence switched off: the harness believes new seeds do not change the inputs
+        monkeypatch.setattr(worker, "changed_tensors", lambda before, after: [])
+    state = worker.WorkerState("cpu")
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    worker.handle_load(state, {"definition": problem.definition.to_dict(), "solution": solution.to_dict(),
+                               "work_dir": str(tmp_path / "w")})
+    wdata = problem.workloads[0].to_dict()
+    for seed in (11, 12):
+        worker.handle_call(state, {"workload": wdata, "seed": seed})
+    config = RunConfig(device="cpu", warmup=1, iters=24, adaptive=False)
+    reply = worker.handle_time(state, {"workload": wdata, "seeds": [21, 22], "config": timing_message(config, "cpu"),
+                                       "checked_outputs": 8})
+    wrong = 0
+    for _index, seed, outputs in reply["sampled"]:
+        _, _, (x, y) = worker.make_call_inputs(state, wdata, seed)
+        wrong += not bool((outputs[0] - (x * 2.0 + y)).abs().max() <= 1e-5)
+    return wrong, len(reply["sampled"])
+
+
+def test_fresh_timed_inputs_are_what_stops_value_caching(tmp_path, monkeypatch):
+    wrong, sampled = _time_in_process(tmp_path / "on", monkeypatch, rotate=False)
+    assert sampled >= 8 and wrong > 0  # defended: replayed answers are wrong and verified
+    monkeypatch.undo()
+    wrong, sampled = _time_in_process(tmp_path / "off", monkeypatch, rotate=True)
+    assert sampled >= 8 and wrong == 0  # rotating two fixed sets: every replay is right, the cache wins
