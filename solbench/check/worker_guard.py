@@ -234,7 +234,9 @@ def _third_party() -> list[tuple[str, object, bool]]:
 
 
 # Names torch itself rebinds at run time (importing Dynamo wraps torch.manual_seed); the harness does not use them.
-_LEGITIMATELY_REBOUND = frozenset({"torch.manual_seed"})
+# Process-wide hooks libraries legitimately install (the harness does not rely on them) are left out too.
+_LEGITIMATELY_REBOUND = frozenset({"torch.manual_seed", "sys.excepthook", "sys.displayhook", "sys.breakpointhook",
+                                   "sys.unraisablehook", "threading.excepthook", "os.register_at_fork"})
 
 
 def _entries_for(label: str, space: object, callables_only: bool, entries: list, code_too: bool) -> None:
