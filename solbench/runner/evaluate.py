@@ -162,19 +162,15 @@ def evaluate_problem(session: DeviceSession, problem: Problem, solution: Solutio
 
 def evaluate_workload(session: DeviceSession, problem: Problem, solution: Solution, workload: Workload,
                       config: RunConfig, run_seed: int, started: float, warnings: list[str]) -> Trace:
-    from solbench.check.correctness import check_outputs, merge_trials
+    from solbench.check.correctness import merge_trials
     from solbench.inputs.seeds import derive_seed
 
-    definition = problem.definition
-    axes = definition.resolve_axes(workload.axes)
     wdata = workload.to_dict()
     trial_results: list[Correctness] = []
     for trial in range(config.trials):
         seed = derive_seed(run_seed, workload.uuid, "trial", trial)
-        reference_outputs = reference_call(session, wdata, seed, config)
         reply = session.ask(session.candidate, {"op": "call", "workload": wdata, "seed": seed}, config.timeout_s)
-        status, correctness = check_outputs(reply["outputs"], reference_outputs, definition, workload.tolerance,
-                                            axes)
+        status, correctness = judge(session, wdata, seed, reply["outputs"], config)
         trial_results.append(correctness)
         if status != Status.PASSED:
             merged = merge_trials(trial_results)
@@ -189,12 +185,12 @@ def evaluate_workload(session: DeviceSession, problem: Problem, solution: Soluti
     candidate_samples: list[float] = []
     reference_samples: list[float] = []
     checked = 0
-    set_references: dict[int, list] = {}
     flags: set[str] = set()
     candidate_info: dict = {}
     time_reference = config.time_reference
-    rounds = config.timing_rounds if session.device.startswith("cuda") else 1  # CPU timings are a smoke test
-    for _ in range(max(1, rounds)):
+    rounds = max(1, config.timing_rounds if session.device.startswith("cuda") else 1)  # CPU timings: a smoke test
+    per_round_checks = -(-config.checked_timed_outputs // rounds)
+    for _ in range(rounds):
         if time_reference:
             try:
                 ref_reply = session.ask(session.reference, {"op": "time", "workload": wdata, "seeds": seeds,
@@ -205,14 +201,12 @@ def evaluate_workload(session: DeviceSession, problem: Problem, solution: Soluti
                 warnings = warnings + [f"reference timing failed ({exc.status.value}); no speedup reported"]
                 time_reference, reference_samples = False, []
         reply = session.ask(session.candidate, {"op": "time", "workload": wdata, "seeds": seeds, "config": timing,
-                                                "checked_outputs": config.checked_timed_outputs}, config.timeout_s)
+                                                "checked_outputs": per_round_checks}, config.timeout_s)
         candidate_samples += reply["samples_ms"]
         flags.update(reply.get("flags", []))
         candidate_info = reply
         for index, set_index, outputs in reply["sampled"]:
-            if set_index not in set_references:
-                set_references[set_index] = reference_call(session, wdata, seeds[set_index], config)
-            status, result = check_outputs(outputs, set_references[set_index], definition, workload.tolerance, axes)
+            status, result = judge(session, wdata, seeds[set_index], outputs, config)
             checked += 1
             if status != Status.PASSED:
                 correctness.checked_timed_iterations = checked
@@ -240,14 +234,21 @@ def evaluate_workload(session: DeviceSession, problem: Problem, solution: Soluti
                       performance=performance, started=started, warnings=warnings, clocks=clocks)
 
 
-def reference_call(session: DeviceSession, wdata: dict, seed: int, config: RunConfig) -> list:
+def judge(session: DeviceSession, wdata: dict, seed: int, outputs: list, config: RunConfig):
+    """Compare a solution's outputs with the reference's for the same seed, in the reference worker.
+
+    The reference worker regenerates the inputs, runs the reference and compares on its device:
+    large outputs are compared on the GPU, and reference outputs never exist anywhere the
+    solution's process can reach.
+    """
     try:
-        reply = session.ask(session.reference, {"op": "call", "workload": wdata, "seed": seed,
-                                                "allow_input_mutation": True}, config.timeout_s)
+        reply = session.ask(session.reference, {"op": "judge", "workload": wdata, "seed": seed, "outputs": outputs},
+                            config.timeout_s)
     except StepFailed as exc:
         status = exc.status if exc.status == Status.MISSING_DATA else Status.INVALID_REFERENCE
         raise StepFailed(status, f"the reference failed ({exc.status.value}): {exc.log}") from None
-    return reply["outputs"]
+    correctness = Correctness.from_dict(reply["correctness"])
+    return Status(reply["status"]), correctness
 
 
 def timing_message(config: RunConfig, device: str) -> dict:

@@ -189,6 +189,24 @@ def handle_call(state: WorkerState, message: dict) -> dict:
     return {"ok": True, "outputs": list(result), "call_s": call_s}
 
 
+def handle_judge(state: WorkerState, message: dict) -> dict:
+    """In the reference worker: run the reference on the seed's inputs and judge the given outputs."""
+    from solbench.check.correctness import check_outputs
+    from solbench.check.outputs import normalize_outputs
+
+    torch = state.torch
+    workload, axes, args = make_call_inputs(state, message["workload"], message["seed"])
+    try:
+        reference = normalize_outputs(invoke(state, args, None), state.definition, axes)
+        state.synchronize()
+    except Exception as exc:  # noqa: BLE001
+        raise Failure("INVALID_REFERENCE", "the reference raised:\n" + format_exception(exc)) from None
+    del args
+    candidate = [o.to(state.device) if isinstance(o, torch.Tensor) else o for o in message["outputs"]]
+    status, correctness = check_outputs(candidate, reference, state.definition, workload.tolerance, axes)
+    return {"ok": True, "status": status.value, "correctness": correctness.to_dict()}
+
+
 def handle_time(state: WorkerState, message: dict) -> dict:
     """Time the call over several distinct input sets at fresh addresses; keep sampled outputs."""
     from solbench.timing.config import TimingConfig
@@ -369,7 +387,8 @@ def format_exception(exc: BaseException, limit: int = 6000) -> str:
     return text[-limit:]
 
 
-HANDLERS = {"load": handle_load, "call": handle_call, "time": handle_time, "environment": handle_environment}
+HANDLERS = {"load": handle_load, "call": handle_call, "judge": handle_judge, "time": handle_time,
+            "environment": handle_environment}
 
 
 def main() -> None:
