@@ -44,6 +44,7 @@ class Validator:
         overrides: dict = {"num_hidden_layers": max(k.index for k in traced.kinds) + 1}
         if "vocab_size" in facts:
             overrides["vocab_size"] = min(facts["vocab_size"], VALIDATION_VOCAB)
+            overrides["pad_token_id"] = None
         biggest = max(parameter_count(k.module) for k in traced.kinds)
         self.reduced = biggest > max_layer_params
         self.axis_overrides: dict[str, int] = {}
@@ -69,6 +70,9 @@ class Validator:
             cfg = hf_config(self.traced.config, **self.overrides)
             meta = instantiate(cfg, self.traced.is_encoder, device="meta", dtype=torch.float32)
             self._model = meta.to_empty(device="cpu").eval()
+            for module in self._model.modules():  # constant buffers that to_empty left uninitialised
+                if hasattr(module, "scalar_embed_scale") and hasattr(module, "embed_scale"):
+                    module.embed_scale.fill_(module.scalar_embed_scale)
         return self._model
 
     def module(self, ref: str) -> nn.Module:

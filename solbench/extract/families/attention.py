@@ -87,7 +87,7 @@ def attention_info(module: nn.Module, hf_cfg, layer_type: str | None) -> Attenti
         hidden=hidden, heads=heads, kv_heads=kv_heads, head_dim=head_dim, scale=float(module.scaling),
         window=window, sinks=hasattr(module, "sinks"), causal=bool(getattr(module, "is_causal", True)),
         fused_qkv=fused, qkv_bias=qkv_bias, o_bias=module.o_proj.bias is not None, qk_norm=qk_norm, rope=rope,
-        eager=hf_cfg._attn_implementation == "eager")
+        eager=module.config._attn_implementation == "eager")
 
 
 def _rope_style(module: nn.Module, head_dim: int) -> str:
@@ -96,7 +96,8 @@ def _rope_style(module: nn.Module, head_dim: int) -> str:
     if apply is None:
         raise SpecError(f"{type(module).__name__}: cannot find its apply_rotary_pos_emb")
     q = torch.randn(1, 2, 3, head_dim)
-    for style, width in (("half", head_dim // 2), ("full", head_dim)):
+    # full first: some helpers (Phi-3) accept a narrower table as partial rotary, which is not "half"
+    for style, width in (("full", head_dim), ("half", head_dim // 2)):
         try:
             out, _ = apply(q, q, torch.randn(1, 3, width), torch.randn(1, 3, width))
         except RuntimeError:
@@ -139,7 +140,8 @@ def attention_helper(info: AttentionInfo) -> str:
              "    q_len, kv_len = q.shape[2], k.shape[2]",
              "    q_pos = torch.arange(kv_len - q_len, kv_len, device=q.device)[:, None]",
              "    k_pos = torch.arange(kv_len, device=q.device)[None, :]",
-             "    allowed = k_pos <= q_pos" + (" & (q_pos - k_pos < SLIDING_WINDOW)" if info.window else ""),
+             "    allowed = (k_pos <= q_pos) & (q_pos - k_pos < SLIDING_WINDOW)" if info.window
+             else "    allowed = k_pos <= q_pos",
              "    groups = q.shape[1] // k.shape[1]",
              "    k = k.repeat_interleave(groups, dim=1)",
              "    v = v.repeat_interleave(groups, dim=1)"]
