@@ -81,7 +81,7 @@ class Draft:
             imports.append("import torch.nn.functional as F")
         header = (f"# solbench: problem={self.name}\n"
                   f'"""{self.description}\n\nExtracted by `solbench extract`; edit the extractor, not this file."""\n')
-        return "\n".join([header, *imports, "", "", self.get_inputs_source(), "", self.code.strip(), ""])
+        return "\n".join([header, *imports, "", "", self.get_inputs_source(), "", "", self.code.strip(), ""])
 
     def definition(self, provenance: dict[str, Any]) -> dict[str, Any]:
         axes: dict[str, Any] = {}

@@ -40,10 +40,12 @@ def extract_model(model_id: str, config_path: str | Path | None = None, *, valid
     result = ModelResult(config, found.drafts, found.skipped, layer_kinds=len(traced.kinds),
                          layers=len(traced.layers))
     result.trace_seconds = time.perf_counter() - start
-    if validate and dtype == "bfloat16":
+    if validate:
+        import torch
+
         t0 = time.perf_counter()
         validator = Validator(traced)
-        result.validations = validator.validate_all(found.drafts)
+        result.validations = validator.validate_all(found.drafts, low_precision=getattr(torch, dtype))
         result.validate_seconds = time.perf_counter() - t0
     result.seconds = time.perf_counter() - start
     return result

@@ -15,6 +15,9 @@ from solbench.extract.trace import TracedModel
 from solbench.spec.errors import SpecError
 
 
+DTYPE_SUFFIX = {"float16": "fp16", "float32": "fp32", "bfloat16": "bf16"}
+
+
 @dataclass
 class Drafts:
     drafts: list[Draft] = field(default_factory=list)
@@ -51,6 +54,9 @@ def drafts_for(traced: TracedModel, dtype: str = "bfloat16") -> Drafts:
         head = traced.lm_head()
         if head is not None:
             out.add(embedding.lm_head_draft(head, dtype))
+    if dtype != "bfloat16":  # names must not collide with the bf16 problems
+        for draft in out.drafts:
+            draft.name += "_" + DTYPE_SUFFIX[dtype]
     return out
 
 

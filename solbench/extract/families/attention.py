@@ -43,8 +43,6 @@ class AttentionInfo:
 
     def core_suffix(self) -> str:
         parts = []
-        if not self.causal:
-            parts.append("bidir")
         if self.window:
             parts.append(f"sw{self.window}")
         if self.sinks:
@@ -323,7 +321,7 @@ def block_name(info: AttentionInfo, phase: str) -> str:
         parts.append("ropehalf")
     suffix = info.core_suffix().lstrip("_")
     if suffix:
-        parts.append(suffix.replace("bidir_", "").replace("bidir", "") or "")
+        parts.append(suffix)
     return "_".join(p for p in parts if p)
 
 
