@@ -46,6 +46,8 @@ def extract_model(model_id: str, config_path: str | Path | None = None, *, valid
         t0 = time.perf_counter()
         validator = Validator(traced)
         result.validations = validator.validate_all(found.drafts, low_precision=getattr(torch, dtype))
+        failed = {v.problem for v in result.validations if not v.passed}
+        result.drafts = [d for d in found.drafts if d.name not in failed]  # never emit a mismatch
         result.validate_seconds = time.perf_counter() - t0
     result.seconds = time.perf_counter() - start
     return result

@@ -121,7 +121,12 @@ class Validator:
             for draft in drafts:
                 if dtype != torch.float32 and draft.op_type.endswith("_backward"):
                     continue
-                self.validate(draft, (dtype,), results[draft.name])
+                try:
+                    self.validate(draft, (dtype,), results[draft.name])
+                except Exception as exc:  # noqa: BLE001 - a broken check is a failed validation, reported
+                    result = results[draft.name]
+                    result.passed = False
+                    result.message += f"{str(dtype).removeprefix('torch.')}: {type(exc).__name__}: {exc}; "
         return [results[d.name] for d in drafts]
 
     def validate(self, draft: Draft, dtypes: tuple[torch.dtype, ...] = (torch.float32, torch.bfloat16),

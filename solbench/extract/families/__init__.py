@@ -7,6 +7,7 @@ Parts that no family recognises are reported, never silently dropped.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 
 from solbench.extract.draft import Draft
@@ -70,17 +71,10 @@ def _layer_drafts(out: Drafts, traced: TracedModel, index: int, lay, ref: str, d
     attn_name = layer.attention_child(lay)
     attn = getattr(lay, attn_name)
     attn_info = None
-    if mla.is_mla(attn):
-        if "position_embeddings" not in str(type(attn).forward.__code__.co_varnames):
-            raise SpecError("MLA variant without (cos, sin) position embeddings is not supported yet")
-        out.add(*mla.mla_drafts(mla.mla_info(attn, cfg), ref + attn_name, dtype))
-    elif attention.is_attention(attn):
-        attn_info = attention.attention_info(attn, cfg, layer_type)
-        out.add(*attention.core_drafts(attn_info, ref + attn_name, dtype, fixed_seq))
-        out.add(*attention.block_drafts(attn_info, ref + attn_name, dtype, fixed_seq))
-        out.add(attention.core_backward_draft(attn_info, ref + attn_name, dtype))
-    else:
-        out.skipped.append(f"layer {index}: attention {type(attn).__name__} not recognised")
+    try:
+        attn_info = _attention_drafts(out, attn, ref + attn_name, cfg, dtype, fixed_seq, layer_type, index)
+    except SpecError as exc:
+        out.skipped.append(f"layer {index}: attention: {exc}")
     ffn = layer.FfnParts()
     block = getattr(lay, "mlp", None)
     if block is not None and moe.is_moe(block):
@@ -103,6 +97,24 @@ def _layer_drafts(out: Drafts, traced: TracedModel, index: int, lay, ref: str, d
         out.add(layer.layer_draft(lay, attn_info, ffn, ref.rstrip(":") + ":", dtype, fixed_seq))
     else:
         out.skipped.append(f"layer {index}: fused layer problem needs standard attention (MLA layers: not yet)")
+
+
+def _attention_drafts(out: Drafts, attn, ref: str, cfg, dtype: str, fixed_seq: int | None,
+                      layer_type: str | None, index: int):
+    """Attention problems of one layer kind; returns the AttentionInfo when a fused layer can be built."""
+    if mla.is_mla(attn):
+        if not hasattr(sys.modules[type(attn).__module__], "apply_rotary_pos_emb"):
+            raise SpecError(f"{type(attn).__name__} rotates with complex frequencies, not (cos, sin) tables; "
+                            f"not supported yet")
+        out.add(*mla.mla_drafts(mla.mla_info(attn, cfg), ref, dtype))
+        return None
+    if not attention.is_attention(attn):
+        raise SpecError(f"{type(attn).__name__} not recognised")
+    info = attention.attention_info(attn, cfg, layer_type)
+    out.add(*attention.core_drafts(info, ref, dtype, fixed_seq))
+    out.add(*attention.block_drafts(info, ref, dtype, fixed_seq))
+    out.add(attention.core_backward_draft(info, ref, dtype))
+    return info
 
 
 def _final_norm(model, traced: TracedModel):

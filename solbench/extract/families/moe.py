@@ -28,6 +28,7 @@ class RouterInfo:
     groups: int = 1
     topk_groups: int = 1
     scaling: float = 1.0
+    fp32_logits: bool = False  # the router projection runs in float32 (DeepSeek)
 
     @property
     def name(self) -> str:
@@ -39,7 +40,9 @@ class RouterInfo:
             base += "_renorm"
         if self.scaling != 1.0:
             base += f"_scale{fmt_float(self.scaling)}"
-        if self.style == "softmax_topk" and self.weights_dtype == "float32":
+        if self.style == "softmax_topk" and self.fp32_logits:
+            base += "_f32logits"
+        elif self.style == "softmax_topk" and self.weights_dtype == "float32":
             base += "_f32weights"
         return base
 
@@ -96,6 +99,11 @@ def router_info(module: nn.Module, hf_cfg) -> RouterInfo:
     if hasattr(router, "e_score_correction_bias"):
         return RouterInfo("sigmoid_grouped", hidden, experts, top_k, bool(router.norm_topk_prob), wdtype,
                           router.num_group, router.topk_group, float(router.routed_scaling_factor))
+    if hasattr(router, "topk_method"):
+        if router.topk_method != "greedy":
+            raise SpecError(f"router top-k method {router.topk_method!r} is not supported yet")
+        return RouterInfo("softmax_topk", hidden, experts, top_k, False, wdtype,
+                          scaling=float(router.routed_scaling_factor), fp32_logits=True)
     if getattr(router, "bias", None) is not None:
         return RouterInfo("topk_softmax", hidden, experts, top_k, True, wdtype)
     return RouterInfo("softmax_topk", hidden, experts, top_k, bool(getattr(router, "norm_topk_prob", True)), wdtype)
@@ -117,6 +125,8 @@ def experts_info(module: nn.Module, router: RouterInfo) -> ExpertsInfo:
 
 def router_constants(info: RouterInfo) -> str:
     lines = [f"TOP_K = {info.top_k}"]
+    if info.style == "softmax_topk" and info.scaling != 1.0:
+        lines.append(f"ROUTED_SCALING = {info.scaling!r}")
     if info.style == "sigmoid_grouped":
         lines += [f"NUM_GROUPS = {info.groups}", f"TOPK_GROUPS = {info.topk_groups}",
                   f"ROUTED_SCALING = {info.scaling!r}"]
@@ -128,13 +138,16 @@ def router_helper(info: RouterInfo) -> str:
         renorm = ("    topk_weights = topk_weights / topk_weights.sum(dim=-1, keepdim=True)\n"
                   if info.normalize else "")
         cast = ".to(logits.dtype)" if info.weights_dtype != "float32" else ""
+        scale = " * ROUTED_SCALING" if info.scaling != 1.0 else ""
+        logits = ("F.linear(x.float(), router_weight.float())" if info.fp32_logits
+                  else "F.linear(x, router_weight)")
         return f'''def route(x, router_weight):
     """Softmax over all experts in float32, keep the TOP_K largest{', renormalised to sum to 1' if info.normalize else ''}.
     Expert ids are sorted by descending weight."""
-    logits = F.linear(x, router_weight)
+    logits = {logits}
     probs = torch.softmax(logits.float(), dim=-1)
     topk_weights, topk_ids = torch.topk(probs, TOP_K, dim=-1)
-{renorm}    return topk_weights{cast}, topk_ids'''
+{renorm}    return topk_weights{scale}{cast}, topk_ids'''
     if info.style == "topk_softmax":
         return '''def route(x, router_weight, router_bias):
     """Keep the TOP_K largest logits, then softmax over just those. Expert ids are sorted by descending weight."""
