@@ -19,7 +19,7 @@ from solbench.extract import workloads as wl
 from solbench.extract.draft import Draft
 from solbench.extract.trace import TracedModel, find_layers, hf_config, instantiate, parameter_count
 
-DEFAULT_MAX_LAYER_PARAMS = 450_000_000
+DEFAULT_MAX_LAYER_PARAMS = 300_000_000  # summed over layer kinds: keeps a model under ~15 s
 VALIDATION_VOCAB = 4096
 _EXPERT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts")
 
@@ -45,8 +45,8 @@ class Validator:
         if "vocab_size" in facts:
             overrides["vocab_size"] = min(facts["vocab_size"], VALIDATION_VOCAB)
             overrides["pad_token_id"] = None
-        biggest = max(parameter_count(k.module) for k in traced.kinds)
-        self.reduced = biggest > max_layer_params
+        total = sum(parameter_count(k.module) for k in traced.kinds)
+        self.reduced = total > max_layer_params
         self.axis_overrides: dict[str, int] = {}
         if "vocab_size" in overrides:
             self.axis_overrides["vocab_size"] = overrides["vocab_size"]

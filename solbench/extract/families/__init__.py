@@ -15,7 +15,6 @@ from solbench.extract.families import attention, embedding, layer, mla, mlp, moe
 from solbench.extract.trace import TracedModel
 from solbench.spec.errors import SpecError
 
-
 DTYPE_SUFFIX = {"float16": "fp16", "float32": "fp32", "bfloat16": "bf16"}
 
 

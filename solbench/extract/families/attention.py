@@ -123,10 +123,10 @@ def attention_helper(info: AttentionInfo) -> str:
     doc = ('    """Scaled-dot-product attention. q: [batch, heads, q_len, head_dim], k/v: [batch, kv_heads, '
            'kv_len, head_dim].\n\n    Queries are the last q_len positions of the kv_len keys')
     if not info.causal:
-        return (f"def attention(q, k, v):\n"
-                f'    """Bidirectional attention. q: [batch, heads, len, head_dim], k/v: [batch, kv_heads, len, '
-                f'head_dim]."""\n'
-                f"    return F.scaled_dot_product_attention(q, k, v, scale=SCALE, enable_gqa=True)")
+        return ("def attention(q, k, v):\n"
+                '    """Bidirectional attention. q: [batch, heads, len, head_dim], k/v: [batch, kv_heads, len, '
+                'head_dim]."""\n'
+                "    return F.scaled_dot_product_attention(q, k, v, scale=SCALE, enable_gqa=True)")
     if not info.window and not info.sinks:
         return (f"def attention(q, k, v):\n{doc}; a single query (decode) sees the whole cache.\"\"\"\n"
                 f"    return F.scaled_dot_product_attention(q, k, v, is_causal=q.shape[2] > 1, scale=SCALE, "
@@ -195,7 +195,7 @@ def _interface(module):
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
     impl = module.config._attn_implementation
-    fallback = getattr(sys.modules[type(module).__module__], "eager_attention_forward")
+    fallback = sys.modules[type(module).__module__].eager_attention_forward
     return ALL_ATTENTION_FUNCTIONS.get_interface(impl, fallback)
 
 
@@ -367,7 +367,8 @@ def block_inputs(info: AttentionInfo, dtype: str, prefix: str = "") -> tuple[lis
 
 def projection_source(info: AttentionInfo, x: str, p: str = "", indent: str = "    ") -> str:
     """Source computing q, k, v as [batch, heads, seq, head_dim] from `x` [batch, seq, hidden]."""
-    b = (lambda n: f", {p}{n}_bias" if info.qkv_bias else "")
+    def b(n):
+        return (f", {p}{n}_bias" if info.qkv_bias else "")
     lines = [f"batch, seq = {x}.shape[0], {x}.shape[1]"]
     if info.fused_qkv:
         bias = f", {p}qkv_bias" if info.qkv_bias else ""

@@ -106,7 +106,8 @@ def helper(info: MlpInfo, name: str = "mlp") -> str:
     """`def mlp(x, <weights>)`: the block as a function (used by standalone and layer problems)."""
     w, _ = weights(info, "bfloat16")
     sig = ", ".join(["x"] + [a.name for a in w])
-    b = (lambda n: f", {n}_bias" if info.bias else "")
+    def b(n):
+        return (f", {n}_bias" if info.bias else "")
     if not info.gated:
         body = [f"h = F.linear(x, fc1_weight{b('fc1')})", f"return F.linear({info.act('h')}, fc2_weight{b('fc2')})"]
         doc = "Two-layer MLP"
