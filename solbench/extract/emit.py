@@ -123,6 +123,8 @@ def check(problems: dict[str, Problem], problems_root: Path, references_root: Pa
     drift = Drift()
     expected: set[Path] = set()
     for problem in problems.values():
+        if not complete:  # a partial check asks "would writing these models change anything?"
+            _absorb_existing(problem, problems_root)
         for rel, content in problem.files().items():
             path = _place(rel, problems_root, references_root)
             expected.add(path.resolve())
