@@ -51,12 +51,16 @@ class Validator:
         if "vocab_size" in overrides:
             self.axis_overrides["vocab_size"] = overrides["vocab_size"]
         if self.reduced:
-            for key, cap in (("intermediate_size", 2048), ("moe_intermediate_size", 512)):
+            has_experts = any(key in facts for key in _EXPERT_KEYS)
+            caps = (("intermediate_size", 1024 if has_experts else 2048), ("moe_intermediate_size", 512))
+            for key, cap in caps:
                 if key in facts:
                     overrides[key] = min(facts[key], cap)
+            # enough experts for top-k and for group-limited routing (two per group)
+            keep = max(8, 2 * facts.get("n_group", 1) or 2, 2 * facts.get("num_experts_per_tok", 1))
             for key in _EXPERT_KEYS:
                 if key in facts:
-                    overrides[key] = min(facts[key], 16)
+                    overrides[key] = min(facts[key], keep)
                     self.axis_overrides["num_experts"] = overrides[key]
         self.overrides = overrides
         self._model: nn.Module | None = None
