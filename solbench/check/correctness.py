@@ -10,8 +10,9 @@ Rules, per output (each one has a test in tests/check/test_correctness.py):
    tolerance (atol, rtol, matched ratio) does not apply. An off-by-one index is wrong, whatever the
    share of such elements. `matched_ratio` still reports the share of equal elements.
 4. A NaN anywhere in a float output fails (`has_nan`); so does +inf, and -inf except at positions
-   where the reference is -inf too and `allow_negative_inf` is set (`has_inf`). The matched ratio
-   cannot excuse non-finite values: they are what unwritten (NaN-prefilled) elements look like.
+   where the reference is -inf too and `allow_negative_inf` is set (`has_inf`); a reference -inf
+   must be matched by an output -inf. The matched ratio cannot excuse any of these: non-finite
+   values are what unwritten (NaN-prefilled) elements look like.
 5. Float outputs are compared in float64 (float64 outputs keep their precision; fp8 goes through
    float32; packed fp4 is unpacked to its values first). An element matches when
    `|out - ref| <= max_atol + max_rtol * |ref|`. The output fails when
@@ -48,7 +49,7 @@ from solbench.spec.definition import Definition
 from solbench.spec.trace import Correctness, Status
 from solbench.spec.workload import Tolerance
 
-CHUNK_ELEMENTS = 1 << 22
+CHUNK_ELEMENTS = 1 << 20  # float64 temporaries of a chunk stay around 100 MB
 REL_FLOOR = 1e-12
 
 
@@ -149,6 +150,7 @@ class _Stats:
     ref_nan: int = 0
     ref_pos_inf: int = 0
     ref_neg_inf: int = 0
+    ref_neg_inf_missed: int = 0
     out_nonzero: bool = False
     ref_above_atol: bool = False
     ref_max_abs: float = 0.0
@@ -185,6 +187,9 @@ def _compare_float(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance, packed_
     if s.out_bad_inf:
         result.message = f"{name}: {s.out_bad_inf} infinite values in the output where the reference has none"
         return result
+    if s.ref_neg_inf_missed:
+        result.message = f"{name}: {s.ref_neg_inf_missed} positions where the reference is -inf and the output is not"
+        return result
     if not s.out_nonzero and s.ref_above_atol:
         result.message = (f"{name}: output is all zeros but the reference reaches |{_fmt(s.ref_max_abs)}| "
                           f"(> atol {_fmt(atol)})")
@@ -218,6 +223,7 @@ def _accumulate(s: _Stats, o: torch.Tensor, r: torch.Tensor, base: int, atol: fl
     s.ref_nan += int(r_nan.sum())
     s.ref_pos_inf += int((r == math.inf).sum())
     s.ref_neg_inf += int(r_neg_inf.sum())
+    s.ref_neg_inf_missed += int((r_neg_inf & ~joint_neg_inf).sum())
     both = o_fin & r_fin
     diff = torch.where(both, (o - r).abs(), torch.zeros_like(o))
     r_abs = torch.where(r_fin, r.abs(), torch.zeros_like(r))
@@ -251,7 +257,7 @@ def check_outputs(outputs: Sequence, references: Sequence, definition: Definitio
     warnings: list[str] = []
     for name, out, ref in zip(names, outputs, references):
         spec = definition.outputs[name]
-        problem = _reference_problem(name, ref, spec.dtype, shapes.get(name, "unknown"))
+        problem = _reference_problem(name, ref, spec.dtype, None if spec.shape is None else shapes.get(name, "unknown"))
         if problem:
             return Status.INVALID_REFERENCE, Correctness(matched_ratio=0.0, trials=1, output=name, message=problem)
         result = compare(out, ref, tolerance, spec.dtype, name=name)

@@ -33,6 +33,7 @@ in the trace log).
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -126,7 +127,7 @@ def python_number(name: str, value: Any, dtype_name: str) -> int | float | bool:
         if value not in (0, 1):
             raise InputError(f"input {name!r} is bool but got {value!r}")
         return bool(value)
-    if float(value) != int(value):
+    if not math.isfinite(float(value)) or float(value) != int(value):
         raise InputError(f"input {name!r} is {kind} but got non-integral {value!r}")
     return int(value)
 

@@ -83,6 +83,9 @@ def handle_load(state: WorkerState, message: dict) -> dict:
         language = languages.for_solution(solution)
         if language.needs_cuda and not state.is_cuda:
             raise languages.LoadError(f"{language.name} solutions need a CUDA GPU; this machine has none", "SKIPPED")
+        if language.name == "triton" and not state.is_cuda and uses_bfloat16(state.definition):
+            raise languages.LoadError("Triton's CPU interpreter computes bfloat16 arithmetic wrongly (triton#11584); "
+                                      "this solution can only be judged on a GPU", "SKIPPED")
         state.function = language.load(solution, source_dir, state.device, float(message.get("compile_timeout_s", 300)))
     except languages.LoadError as exc:
         raise Failure(exc.status, str(exc)) from None
@@ -91,6 +94,10 @@ def handle_load(state: WorkerState, message: dict) -> dict:
     if violations:
         raise Failure("REWARD_HACK", f"harness functions were replaced while loading the solution: {violations}")
     return {"ok": True}
+
+
+def uses_bfloat16(definition) -> bool:
+    return any(t.dtype == "bfloat16" for t in {**definition.inputs, **definition.outputs}.values())
 
 
 def shadowing_sources(paths: list[str]) -> list[str]:

@@ -68,6 +68,7 @@ if _CUDA_SYNC_PRIMITIVE is not None:
                                                _CUDA_SYNC_PRIMITIVE)
 
 FLAG_EVENTS_EXCEED_WALL = "events_exceed_wall"
+FLAG_FUNCTIONS_REPLACED = "timing_functions_replaced"  # integrity_violations() was non-empty after the block
 STOP_FIXED = "fixed_iters"  # adaptive off: exactly `iters`
 STOP_CI = "ci_target"  # the median's CI reached target_rel_ci
 STOP_MAX_ITERS = "max_iters"
@@ -329,6 +330,8 @@ def time_iterations(run: Callable[[int], object], prepare: Callable[[int], None]
         stats.flags.append(FLAG_EVENTS_EXCEED_WALL)
     if is_throttled(clocks_before) or is_throttled(clocks_after):
         stats.flags.append(FLAG_THROTTLED)
+    if integrity_violations():
+        stats.flags.append(FLAG_FUNCTIONS_REPLACED)
     return TimingResult(
         samples_ms=samples, stats=stats, warmup_done=warmup_done, stop_reason=stop_reason, wall_s=wall_s,
         clocks_before=clocks_before, clocks_after=clocks_after, events_total_ms=events_total_ms,

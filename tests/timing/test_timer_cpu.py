@@ -38,11 +38,10 @@ def spin_ms(ms: float) -> None:
 
 
 def test_prepare_is_outside_the_window():
-    result = time_iterations(lambda i: spin_ms(0.2), lambda i: time.sleep(0.02), "cpu",
+    result = time_iterations(lambda i: None, lambda i: time.sleep(0.02), "cpu",
                              TimingConfig.cpu(iters=10, adaptive=False, **FAST))
     assert len(result.samples_ms) == 10
-    assert result.stats.median_ms < 10.0  # 20 ms of prepare would dominate every sample
-    assert result.stats.median_ms >= 0.2
+    assert result.stats.median_ms < 5.0  # 20 ms of prepare would dominate every sample
     assert result.wall_s >= 10 * 0.02  # ...but it did happen, inside the block's wall time
 
 
@@ -66,8 +65,8 @@ def test_warmup_runs_at_least_warmup_calls_and_min_time():
     config = TimingConfig.cpu(iters=3, adaptive=False, warmup=4, min_warmup_ms=30.0, l2_flush=False)
     calls = []
     result = time_iterations(lambda i: calls.append(i) or spin_ms(1.0), None, "cpu", config)
-    assert result.warmup_done >= 4 and result.warmup_s >= 0.030
-    assert result.warmup_done >= 15  # 30 ms of ~1 ms calls (fewer only if the machine stalls 15 ms+)
+    assert result.warmup_done >= 4
+    assert result.warmup_s >= 0.030  # 4 calls of 1 ms would take ~4 ms: min_warmup_ms extended it
     assert len(calls) == result.warmup_done + 3
     assert result.stats.warmup == result.warmup_done and result.clock_warmup == "off"
 
@@ -170,6 +169,19 @@ def test_integrity_detects_replaced_perf_counter_and_timer_ignores_it(monkeypatc
     # the timer keeps its own reference: samples are still real
     result = time_iterations(lambda i: spin_ms(0.3), None, "cpu", TimingConfig.cpu(iters=6, adaptive=False, **FAST))
     assert result.stats.median_ms >= 0.3
+    assert "timing_functions_replaced" in result.flags
+
+
+def test_replacement_during_the_block_is_flagged(monkeypatch):
+    def run(i):
+        if i == 3:
+            monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+
+    result = time_iterations(run, None, "cpu", TimingConfig.cpu(iters=6, adaptive=False, **FAST))
+    assert "timing_functions_replaced" in result.flags
+    monkeypatch.undo()
+    clean = time_iterations(lambda i: None, None, "cpu", TimingConfig.cpu(iters=6, adaptive=False, **FAST))
+    assert "timing_functions_replaced" not in clean.flags
 
 
 def test_integrity_detects_replaced_cuda_event_and_methods(monkeypatch):

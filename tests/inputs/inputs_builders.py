@@ -1,8 +1,6 @@
-"""Small builders for definitions and workloads used by the input-generation tests."""
+"""Builders for definitions and workloads used by the input-generation tests (imported by name)."""
 
 from __future__ import annotations
-
-import pytest
 
 from solbench.spec.definition import Definition
 from solbench.spec.workload import Workload
@@ -36,13 +34,3 @@ def entrypoint_from(definition: Definition):
     namespace: dict = {}
     exec(compile(definition.reference, "<reference>", "exec"), namespace)  # test-only, trusted text
     return namespace[definition.custom_inputs_entrypoint]
-
-
-@pytest.fixture
-def definition_factory():
-    return build_definition
-
-
-@pytest.fixture
-def workload_factory():
-    return build_workload
