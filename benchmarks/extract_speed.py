@@ -49,7 +49,9 @@ def main(argv: list[str] | None = None) -> int:
         rows.append({"model": model_id, "problems": len(result.drafts), "trace_s": round(result.trace_seconds, 2),
                      "validate_s": round(result.validate_seconds, 2), "wall_s": round(wall, 2),
                      "cpu_s": round(cpu, 2), "validated": len(result.validations), "ok": ok,
-                     "reduced_validation": any(v.reduced for v in result.validations)})
+                     "reduced_validation": any(v.reduced for v in result.validations),
+                     "max_abs_error": {v.problem: v.max_abs_error for v in result.validations},
+                     "bit_exact": {v.problem: v.exact for v in result.validations}})
         print(f"{model_id:40s} {len(result.drafts):8d} {result.trace_seconds:8.1f} {result.validate_seconds:8.1f} "
               f"{wall:7.1f} {cpu:7.1f}  {'yes' if ok else 'NO'}")
     total = time.perf_counter() - t0

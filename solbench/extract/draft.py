@@ -182,5 +182,10 @@ def _rope_lines(arg: Arg, by_name: dict[str, Arg]) -> list[str]:
 
 
 def fmt_float(value: float) -> str:
-    """A short, stable spelling of a float for problem names (1e-06 -> 1e-06, 0.125 -> 0.125)."""
+    """A short, stable spelling of a float for text (1e-06 -> 1e-06, 0.125 -> 0.125)."""
     return f"{value:g}"
+
+
+def name_float(value: float) -> str:
+    """A float inside a problem name: no dots, so names stay plain file and folder names (2.5 -> 2p5)."""
+    return fmt_float(value).replace(".", "p")

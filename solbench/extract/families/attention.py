@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from solbench.extract.draft import Arg, Check, Draft, fmt_float
+from solbench.extract.draft import Arg, Check, Draft, fmt_float, name_float
 from solbench.extract.families.norms import WEIGHT_INIT, NormInfo, norm_info
 from solbench.spec.errors import SpecError
 
@@ -48,7 +48,7 @@ class AttentionInfo:
         if self.sinks:
             parts.append("sinks")
         if abs(self.scale - self.head_dim ** -0.5) > 1e-12:
-            parts.append(f"scale{fmt_float(self.scale)}")
+            parts.append(f"scale{name_float(self.scale)}")
         return "".join("_" + p for p in parts)
 
     def rope_dim(self) -> int:
@@ -313,7 +313,7 @@ def block_name(info: AttentionInfo, phase: str) -> str:
         parts.append("obias")
     if info.qk_norm:
         style = {"rms": "", "rms_fp32mul": "fp32mul", "rms_oneplus": "oneplus"}[info.qk_norm.style]
-        eps = "" if info.qk_norm.eps == 1e-6 else f"eps{fmt_float(info.qk_norm.eps)}"
+        eps = "" if info.qk_norm.eps == 1e-6 else f"eps{name_float(info.qk_norm.eps)}"
         parts.append("qknorm" + style + eps)
     if info.rope is None:
         parts.append("norope")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from solbench.extract.draft import Arg, Check, Draft, fmt_float
+from solbench.extract.draft import Arg, Check, Draft, fmt_float, name_float
 
 
 def embedding_draft(module: nn.Module, dtype: str = "bfloat16") -> Draft:
@@ -13,7 +13,7 @@ def embedding_draft(module: nn.Module, dtype: str = "bfloat16") -> Draft:
     if scale is None and hasattr(module, "embed_scale"):
         scale = float(module.embed_scale) if module.embed_scale.device.type != "meta" else None
     if scale is not None and float(scale) != 1.0:
-        name = f"scaled_embedding_v{vocab}_h{hidden}_scale{fmt_float(float(scale))}"
+        name = f"scaled_embedding_v{vocab}_h{hidden}_scale{name_float(float(scale))}"
         consts = f"EMBED_SCALE = {float(scale)!r}\n\n\n"
         body = ("    # the scale is rounded to the table's dtype before multiplying\n"
                 "    return F.embedding(input_ids, weight) * torch.tensor(EMBED_SCALE, dtype=weight.dtype)")

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from torch import nn
 
-from solbench.extract.draft import Arg, Check, Draft, fmt_float
+from solbench.extract.draft import Arg, Check, Draft, name_float
 from solbench.extract.families import attention as attn_mod
 from solbench.extract.families import mlp as mlp_mod
 from solbench.extract.families import moe as moe_mod
@@ -164,7 +164,7 @@ def run({names}):
     """hidden_states: [batch, seq, hidden] -> [batch, seq, hidden]."""
 {body_src}
 '''
-    eps = fmt_float(next(iter(norm_infos.values())).eps)
+    eps = name_float(next(iter(norm_infos.values())).eps)
     style = next(iter(norm_infos.values())).style
     style_tag = {"rms": "", "rms_fp32mul": "fp32mul", "rms_oneplus": "oneplus", "layernorm": "ln"}[style]
     attn_tag = attn_mod.block_name(info, "x").removeprefix("attention_block_x_")

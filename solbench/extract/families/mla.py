@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from solbench.extract.draft import Arg, Check, Draft, fmt_float
+from solbench.extract.draft import Arg, Check, Draft, name_float
 from solbench.extract.families.attention import ROPE_HELPERS
 from solbench.extract.families.norms import WEIGHT_INIT, NormInfo, norm_info
 
@@ -41,7 +41,7 @@ class MlaInfo:
         q = f"qr{self.q_lora_rank}" if self.q_lora_rank else "qfull"
         return (f"mla_attention_block_{phase}_hs{self.hidden}_h{self.heads}_{q}_kvr{self.kv_lora_rank}"
                 f"_nope{self.nope_dim}_rope{self.rope_dim}_v{self.v_dim}{'_ropeinterleave' if self.interleaved else ''}"
-                f"_scale{fmt_float(self.scale)}")
+                f"_scale{name_float(self.scale)}")
 
 
 def is_mla(module: nn.Module) -> bool:

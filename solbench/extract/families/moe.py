@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from solbench.extract.draft import Arg, Check, Draft, fmt_float
+from solbench.extract.draft import Arg, Check, Draft, fmt_float, name_float
 from solbench.extract.families.mlp import ACTIVATIONS, GATED_NAMES, activation_of
 from solbench.spec.errors import SpecError
 
@@ -39,7 +39,7 @@ class RouterInfo:
         if self.normalize and self.style != "topk_softmax":
             base += "_renorm"
         if self.scaling != 1.0:
-            base += f"_scale{fmt_float(self.scaling)}"
+            base += f"_scale{name_float(self.scaling)}"
         if self.style == "softmax_topk" and self.fp32_logits:
             base += "_f32logits"
         elif self.style == "softmax_topk" and self.weights_dtype == "float32":

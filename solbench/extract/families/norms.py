@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from solbench.extract.draft import Arg, Check, Draft, fmt_float
+from solbench.extract.draft import Arg, Check, Draft, fmt_float, name_float
 from solbench.spec.errors import SpecError
 
 # The helper each style contributes to a reference; every style is called `norm(x, weight, eps)`.
@@ -116,7 +116,7 @@ def _probe_style(module: nn.Module) -> str:
 def norm_draft(info: NormInfo, module_ref: str, dtype: str = "bfloat16") -> Draft:
     """A standalone norm over a flat token axis."""
     eps = fmt_float(info.eps)
-    name = f"{NAME_PART[info.style]}_h{info.size}_eps{eps}"
+    name = f"{NAME_PART[info.style]}_h{info.size}_eps{name_float(info.eps)}"
     inputs = [Arg("hidden_states", ("num_tokens", "hidden_size"), dtype, "Activations to normalise"),
               Arg("weight", ("hidden_size",), dtype, "Norm scale", init=WEIGHT_INIT[info.style])]
     params = {"weight": "weight"}
@@ -185,7 +185,7 @@ def run(hidden_states, weight, grad_output):
         return {"grad_hidden_states": grads[0], "grad_weight": grads[1]}
 
     return Draft(
-        name=f"rmsnorm_backward_h{info.size}_eps{eps}", op_type="norm_backward",
+        name=f"rmsnorm_backward_h{info.size}_eps{name_float(info.eps)}", op_type="norm_backward",
         description=f"Backward of RMSNorm over hidden size {info.size} (eps {eps}): gradients for the input and "
                     f"the weight; the normalisation statistics are recomputed.",
         axes={"num_tokens": ("var", "Tokens in the micro-batch"),
