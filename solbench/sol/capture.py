@@ -86,6 +86,7 @@ class MatmulEvent:
     flops: float
     dtype: str  # definition dtype name of the operands (narrowest origin)
     active: float = 1.0  # fraction of the work left once masks are applied
+    flops_solar: float | None = None  # the published convention's count, where it differs
 
 
 @dataclass
@@ -346,7 +347,7 @@ class _Tracer(TorchDispatchMode):
                 _torch_dtype_name(operands[0].dtype)
         flops = opcost.MATMUL_OPS[name](args, outs[0])
         active = min([self.active.get(t, 1.0) for t in operands] or [1.0])
-        self.matmuls.append(MatmulEvent(name, float(flops), dtype, active))
+        self.matmuls.append(MatmulEvent(name, float(flops), dtype, active, opcost.solar_matmul_flops(name, args)))
         if name in ("addmm", "baddbmm", "addbmm", "addmv", "_addmm_activation"):
             self.flops_other += outs[0].numel()  # the bias / accumulate add
         for o in outs[:1]:
