@@ -45,6 +45,7 @@ class WorkloadCost:
     unknown_ops: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     byte_width: float | None = None  # solar: the single width used
+    flops_matmul_provable: float = 0.0  # matmul FLOPs every correct kernel must do (see reject.py)
 
     @property
     def exact(self) -> bool:
@@ -193,8 +194,9 @@ def cost_from_capture(capture: Capture, convention: str) -> WorkloadCost:
         flops_other = 0.0
     if capture.method == "declared-io":
         pass  # the note from the capture already says FLOPs are unknown
+    provable = sum(e.flops * e.active for e in capture.matmuls if e.provable) if capture.exact else 0.0
     return WorkloadCost(convention, capture.method, flops_mm, float(flops_other), float(sum(by_tensor.values())),
-                        by_tensor, float(output_bytes), unknown, notes, width)
+                        by_tensor, float(output_bytes), unknown, notes, width, float(provable))
 
 
 def sol_time_ms(cost: WorkloadCost, hw: HardwareSpec, convention: str | None = None) -> SolBound:

@@ -87,6 +87,7 @@ class MatmulEvent:
     dtype: str  # definition dtype name of the operands (narrowest origin)
     active: float = 1.0  # fraction of the work left once masks are applied
     flops_solar: float | None = None  # the published convention's count, where it differs
+    provable: bool = True  # both operands come from inputs and no input-dependent mask touched it
 
 
 @dataclass
@@ -150,6 +151,8 @@ class _Tracer(TorchDispatchMode):
         self.producer = WeakIdKeyDictionary()  # tensor -> indices of matmul events it came from
         self.const_nz = WeakIdKeyDictionary()  # meta constant -> (nonzero fraction, value of nonzeros)
         self.tainted = WeakIdKeyDictionary()  # real tensors written with unknown values
+        self.derived = WeakIdKeyDictionary()  # tensors whose values depend on some input
+        self.unknown_mask = WeakIdKeyDictionary()  # tensors masked by something input-dependent
         self.inputs: dict[str, InputUse] = {}
         self.matmuls: list[MatmulEvent] = []
         self.flops_other = 0.0
@@ -283,6 +286,7 @@ class _Tracer(TorchDispatchMode):
 
     def add_input(self, name: str, t: torch.Tensor, declared_dtype: str) -> None:
         self.roots[t] = name
+        self.derived[t] = True
         self.inputs[name] = InputUse(name, declared_dtype, t.numel())
         if _is_float(t.dtype):
             self.origin[t] = declared_dtype
@@ -303,6 +307,12 @@ class _Tracer(TorchDispatchMode):
             return
         tensor_args = [a for a in pytree.tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)]
         first = args[0] if args and isinstance(args[0], torch.Tensor) else None
+        if any(t in self.derived for t in tensor_args):
+            for o in outs:
+                self.derived[o] = True
+        if any(t in self.unknown_mask for t in tensor_args):
+            for o in outs:
+                self.unknown_mask[o] = True
         if func.is_view or name in VIEW_LIKE:
             self._propagate_view(first if first is not None else (tensor_args[0] if tensor_args else None), outs,
                                  func, args)
@@ -347,7 +357,9 @@ class _Tracer(TorchDispatchMode):
                 _torch_dtype_name(operands[0].dtype)
         flops = opcost.MATMUL_OPS[name](args, outs[0])
         active = min([self.active.get(t, 1.0) for t in operands] or [1.0])
-        self.matmuls.append(MatmulEvent(name, float(flops), dtype, active, opcost.solar_matmul_flops(name, args)))
+        provable = all(t in self.derived and t not in self.unknown_mask for t in operands)
+        self.matmuls.append(MatmulEvent(name, float(flops), dtype, active, opcost.solar_matmul_flops(name, args),
+                                        provable))
         if name in ("addmm", "baddbmm", "addbmm", "addmv", "_addmm_activation"):
             self.flops_other += outs[0].numel()  # the bias / accumulate add
         for o in outs[:1]:
@@ -437,6 +449,12 @@ class _Tracer(TorchDispatchMode):
         active = min([self.active.get(t, 1.0) for t in same] or [1.0])
         producer = set().union(*[self.producer.get(t, set()) for t in same]) if same else set()
         keep = self._mask_keep(name, args, kwargs)
+        if keep is None and name in ("masked_fill", "where") and out.device.type == "meta":
+            # a mask we cannot evaluate: a kernel may legitimately skip what it switches off
+            for i in producer:
+                self.matmuls[i].provable = False
+            for o in outs:
+                self.unknown_mask[o] = True
         if keep is not None and out.device.type == "meta":
             active = min(active, keep * active)
             for i in producer:
@@ -530,7 +548,9 @@ class _Redirect(TorchFunctionMode):
         if tracer.recording and not tracer.suppress:
             origins = [o for o in (tracer._origin_of(t) for t in (q, k, v)) if o]
             dtype = max(origins, key=lambda o: _WIDTH.get(_family(o), 32)) if origins else _torch_dtype_name(q.dtype)
-            tracer.matmuls.append(MatmulEvent("scaled_dot_product_attention", flops, dtype, active))
+            provable = mask is None or (not isinstance(mask, torch.Tensor)) or mask not in tracer.derived
+            tracer.matmuls.append(MatmulEvent("scaled_dot_product_attention", flops, dtype, active, None,
+                                              provable and all(t in tracer.derived for t in (q, k, v))))
             tracer.flops_other += 4.0 * batch * lq * lk * active
         with tracer.suppressed():
             out = func(*args, **kwargs)
