@@ -22,7 +22,8 @@ _COMPARE = {
     ast.Gt: operator.gt, ast.GtE: operator.ge,
 }
 _FUNCTIONS = {"min": min, "max": max, "abs": abs, "ceil": math.ceil, "floor": math.floor}
-_MAX_POWER = 64  # keeps `2 ** 10 ** 10` from eating the machine
+_MAX_EXPONENT = 64
+_MAX_RESULT_BITS = 256  # axis sizes are far smaller; this keeps `((2 ** 64) ** 64) ** 64` from eating the machine
 
 
 def parse(expression: str) -> ast.Expression:
@@ -57,7 +58,22 @@ def names(expression: str) -> set[str]:
 
 def evaluate(expression: str, values: dict[str, int | float]):
     """Evaluate `expression` with axis `values`; unknown names raise SpecError."""
-    return _eval(parse(expression).body, values, expression)
+    try:
+        result = _eval(parse(expression).body, values, expression)
+    except (OverflowError, TypeError, ValueError) as exc:
+        raise SpecError(f"cannot evaluate {expression!r}: {exc}") from None
+    _check_number(result, expression)
+    return result
+
+
+def _check_number(value, text: str):
+    if isinstance(value, complex):
+        raise SpecError(f"expression {text!r} gives a complex number")
+    if isinstance(value, int) and value.bit_length() > _MAX_RESULT_BITS:
+        raise SpecError(f"expression {text!r} gives a number too large for an axis")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise SpecError(f"expression {text!r} gives {value}")
+    return value
 
 
 def _eval(node: ast.AST, values: dict, text: str):
@@ -69,14 +85,16 @@ def _eval(node: ast.AST, values: dict, text: str):
         return values[node.id]
     if isinstance(node, ast.BinOp):
         left, right = _eval(node.left, values, text), _eval(node.right, values, text)
-        if isinstance(node.op, ast.Pow) and abs(right) > _MAX_POWER:
+        if isinstance(node.op, ast.Pow) and abs(right) > _MAX_EXPONENT:
             raise SpecError(f"exponent {right} too large in {text!r}")
+        if isinstance(node.op, ast.Pow) and abs(left) > 1 and right * math.log2(abs(left)) > _MAX_RESULT_BITS:
+            raise SpecError(f"{left} ** {right} is too large in {text!r}")
         try:
-            return _BINARY[type(node.op)](left, right)
+            return _check_number(_BINARY[type(node.op)](left, right), text)
         except ZeroDivisionError:
             raise SpecError(f"division by zero in {text!r} with {values}") from None
     if isinstance(node, ast.UnaryOp):
-        return _UNARY[type(node.op)](_eval(node.operand, values, text))
+        return _check_number(_UNARY[type(node.op)](_eval(node.operand, values, text)), text)
     if isinstance(node, ast.BoolOp):
         results = [_eval(v, values, text) for v in node.values]
         return all(results) if isinstance(node.op, ast.And) else any(results)

@@ -88,8 +88,9 @@ class BuildSpec:
         languages = data.get("languages", data.get("language"))
         if isinstance(languages, str):
             languages = [languages]
-        if not isinstance(languages, list) or not languages or not all(isinstance(x, str) for x in languages):
-            raise SpecError("solution spec.languages must be a non-empty list of language names")
+        if (not isinstance(languages, list) or not languages
+                or not all(isinstance(x, str) and x.strip() for x in languages)):
+            raise SpecError("solution spec.languages must be a non-empty list of non-empty language names")
         entry = data.get("entry_point")
         if not isinstance(entry, str) or entry.count("::") != 1 or not all(entry.split("::")):
             raise SpecError(f"solution entry_point must look like 'file.py::function', got {entry!r}")
@@ -101,7 +102,7 @@ class BuildSpec:
             raise SpecError("destination_passing_style must be true or false")
         hardware = data.get("target_hardware") or ["LOCAL"]
         deps = data.get("dependencies") or []
-        return cls(tuple(x.lower() for x in languages), entry, tuple(str(h) for h in hardware),
+        return cls(tuple(x.strip().lower() for x in languages), entry, tuple(str(h) for h in hardware),
                    tuple(str(d) for d in deps), dps, CompileOptions.from_dict(data.get("compile_options")))
 
     def to_dict(self) -> dict:
@@ -240,8 +241,8 @@ def solution_from_source(filename: str, content: str, definition: Definition | N
 def _python_params(content: str, function: str, filename: str) -> list[str] | None:
     try:
         tree = ast.parse(content)
-    except SyntaxError as exc:
-        raise SpecError(f"{filename}: does not parse: line {exc.lineno}: {exc.msg}") from None
+    except SyntaxError:
+        return None  # the loader reports it as a COMPILE_ERROR for every workload
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name == function:
             if node.args.vararg is not None:

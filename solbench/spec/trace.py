@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, fields
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 from solbench.spec.errors import SpecError
@@ -18,7 +18,7 @@ from solbench.spec.errors import SpecError
 TRACE_SCHEMA = "solbench.trace/1"
 
 
-class Status(str, Enum):
+class Status(StrEnum):
     PASSED = "PASSED"
     INCORRECT_SHAPE = "INCORRECT_SHAPE"
     INCORRECT_DTYPE = "INCORRECT_DTYPE"
@@ -29,6 +29,11 @@ class Status(str, Enum):
     REWARD_HACK = "REWARD_HACK"
     INVALID_REFERENCE = "INVALID_REFERENCE"
     MISSING_DATA = "MISSING_DATA"
+    SKIPPED = "SKIPPED"  # cannot run on this machine (e.g. CUDA C++ without a GPU); not a failure
+
+    @property
+    def failed(self) -> bool:
+        return self not in (Status.PASSED, Status.SKIPPED)
 
     def __str__(self) -> str:
         return self.value
@@ -73,7 +78,7 @@ class LatencyStats:
         return (self.ci_high_ms - self.ci_low_ms) / 2 / self.median_ms
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {k: _finite_or_none(v) if isinstance(v, float) else v for k, v in asdict(self).items()}
 
     @classmethod
     def from_dict(cls, data: dict | None) -> LatencyStats | None:
@@ -112,8 +117,9 @@ class Performance:
     reference_latency: LatencyStats | None = None
 
     def to_dict(self) -> dict:
-        return {"latency_ms": self.latency_ms, "reference_latency_ms": self.reference_latency_ms,
-                "speedup_factor": self.speedup_factor,
+        return {"latency_ms": _finite_or_none(self.latency_ms),
+                "reference_latency_ms": _finite_or_none(self.reference_latency_ms),
+                "speedup_factor": _finite_or_none(self.speedup_factor),
                 "latency": self.latency.to_dict() if self.latency else None,
                 "reference_latency": self.reference_latency.to_dict() if self.reference_latency else None}
 
@@ -145,6 +151,13 @@ class Environment:
 
     @classmethod
     def from_dict(cls, data: dict | None) -> Environment | None:
+        if data is None:
+            return None
+        data = dict(data)
+        libs = data.get("libs") or {}
+        for key in ("torch", "triton", "cuda"):  # SOL-ExecBench keeps versions under "libs"
+            if data.get(key) is None and libs.get(key) is not None:
+                data[key] = libs[key]
         return _from_fields(cls, data)
 
 
@@ -213,6 +226,8 @@ class Trace:
             workload = data["workload"]
             if not isinstance(workload, dict) or "uuid" not in workload:
                 raise SpecError("trace workload has no uuid")
+            if not isinstance(data.get("evaluation"), dict):
+                raise SpecError("trace has no evaluation (a trace of a run that never finished?)")
             return cls(data["definition"], workload, data.get("solution") or "", data.get("solution_hash") or "",
                        Evaluation.from_dict(data["evaluation"]), data.get("schema", TRACE_SCHEMA))
         except KeyError as exc:

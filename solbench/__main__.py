@@ -1,0 +1,5 @@
+import sys
+
+from solbench.cli import main
+
+sys.exit(main())

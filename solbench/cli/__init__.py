@@ -1,0 +1,39 @@
+"""`solbench` command line: one module per sub-command, each exposing `register(subparsers)`."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+
+from solbench import __version__
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="solbench", description="Grade GPU kernels against the speed of light.")
+    parser.add_argument("--version", action="version", version=f"solbench {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    package = sys.modules[__name__]
+    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        if hasattr(module, "register"):
+            module.register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        print("interrupted; finished workloads are in the trace file", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,133 @@
+"""`solbench run`: evaluate solutions (or references) on problems and write traces."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from solbench.report.table import summary_table, workload_table
+from solbench.report.traces import TraceFile
+from solbench.runner.config import RunConfig, visible_cuda_devices
+from solbench.runner.jobs import build_jobs, repo_default
+from solbench.runner.scheduler import run_jobs
+from solbench.spec.errors import SpecError
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "run", help="evaluate a solution (or the reference) on a problem or a whole dataset",
+        description="With no PROBLEM: run the shipped example solutions (solutions/) on the shipped problems "
+                    "(problem_defs/). With a dataset folder and no --solution: every problem's reference.")
+    p.add_argument("problem", nargs="?", type=Path, help="problem folder, or a folder of problems (dataset)")
+    p.add_argument("--solution", "-s", type=Path, action="append",
+                   help="solution file (.json, .py, .cu) or folder of them; repeatable")
+    p.add_argument("-o", "--output", type=Path, help="append traces here (JSON Lines); re-running resumes")
+    p.add_argument("--json", action="store_true", help="print traces as JSON lines on stdout instead of tables")
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default: auto)")
+    p.add_argument("--devices", help="comma-separated CUDA device indices to spread the work over "
+                                      "(default: all visible when --device is auto or cuda)")
+    p.add_argument("--max-workloads", type=int, help="only the first N workloads of each problem")
+    p.add_argument("--trials", type=int, default=3, help="correctness trials per workload (default 3)")
+    p.add_argument("--warmup", type=int, help="minimum warm-up calls per timed block")
+    p.add_argument("--iters", type=int, help="minimum timed iterations per timed block")
+    p.add_argument("--no-adaptive", action="store_true", help="time exactly --iters iterations")
+    p.add_argument("--target-ci", type=float, help="stop timing when the median's CI half-width is below this "
+                                                   "fraction of the median (default: the timer's)")
+    p.add_argument("--no-reference-timing", action="store_true", help="do not time the reference")
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds per worker request (default 300)")
+    p.add_argument("--compile-timeout", type=float, default=600.0, help="seconds to build a CUDA solution")
+    p.add_argument("--data-root", type=Path, action="append", default=[],
+                   help="folder to resolve safetensors inputs against; repeatable")
+    p.add_argument("--seed", type=int, help="input seed (default: a secret random seed per run)")
+    p.add_argument("--hw", help="hardware spec for speed-of-light figures (default: detect)")
+    p.set_defaults(func=run_command)
+
+
+def config_from_args(args: argparse.Namespace) -> RunConfig:
+    if args.trials < 1:
+        raise SpecError("--trials must be at least 1")
+    if args.max_workloads is not None and args.max_workloads < 1:
+        raise SpecError("--max-workloads must be at least 1")
+    return RunConfig(device=args.device, trials=args.trials, warmup=args.warmup, iters=args.iters,
+                     adaptive=not args.no_adaptive, target_rel_ci=args.target_ci,
+                     time_reference=not args.no_reference_timing, timeout_s=args.timeout,
+                     compile_timeout_s=args.compile_timeout, max_workloads=args.max_workloads,
+                     data_roots=list(args.data_root), seed=args.seed, hw=args.hw)
+
+
+def pick_devices(config: RunConfig, devices_arg: str | None) -> list[str]:
+    device = config.resolved_device()
+    if device == "cpu":
+        if devices_arg:
+            raise SpecError("--devices needs CUDA devices, but the run is on the CPU")
+        return ["cpu"]
+    visible = visible_cuda_devices()
+    if devices_arg:
+        wanted = [f"cuda:{d.strip()}" for d in devices_arg.split(",") if d.strip()]
+        unknown = [d for d in wanted if d not in visible]
+        if unknown:
+            raise SpecError(f"devices {unknown} are not visible (visible: {visible or 'none'})")
+        return wanted
+    if config.device in ("auto", "cuda"):
+        return visible or ["cpu"]
+    if device not in visible:
+        raise SpecError(f"device {device} is not visible (visible: {visible or 'none'})")
+    return [device]
+
+
+def run_command(args: argparse.Namespace) -> int:
+    console = Console(stderr=True)
+    try:
+        config = config_from_args(args)
+        if args.problem is None:
+            target, solutions = repo_default("problem_defs"), args.solution or [repo_default("solutions")]
+            if not target.is_dir():
+                raise SpecError("no PROBLEM given and no shipped problem_defs/ found")
+        else:
+            target, solutions = args.problem, args.solution
+        if not target.exists():
+            raise SpecError(f"{target} does not exist")
+        jobs = build_jobs(target, solutions)
+        devices = pick_devices(config, args.devices)
+        trace_file = TraceFile(args.output) if args.output else None
+    except (SpecError, OSError) as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        return EXIT_BAD_INPUT
+
+    total = sum(len(j.problem.workloads[: config.max_workloads] if config.max_workloads else j.problem.workloads)
+                for j in jobs)
+    if trace_file is not None and trace_file.done_count:
+        console.print(f"resuming: {trace_file.done_count} workloads already in {trace_file.path}")
+    console.print(f"{len(jobs)} job(s), {total} workload(s) on {', '.join(devices)}")
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        console=console, transient=False, disable=args.json and not console.is_terminal)
+    task = progress.add_task("evaluating", total=total)
+
+    def on_trace(job, trace) -> None:
+        if args.json:
+            sys.stdout.write(json.dumps(trace.to_dict(), allow_nan=False) + "\n")
+            sys.stdout.flush()
+        progress.update(task, advance=1, description=f"{trace.definition[:40]} {trace.status.value}")
+
+    def on_job_start(job, device) -> None:
+        progress.update(task, description=f"{job.problem.name[:40]} on {device}")
+
+    with progress:
+        traces = run_jobs(jobs, config, devices, trace_file=trace_file, on_trace=on_trace, on_job_start=on_job_start)
+    if not args.json:
+        out = Console()
+        if len(traces) <= 60:
+            out.print(workload_table(traces))
+        out.print(summary_table(traces))
+    failed = sum(t.status.failed for t in traces)
+    passed = sum(not t.status.failed for t in traces)
+    console.print(f"{passed}/{len(traces)} workloads passed or skipped; {failed} failed"
+                  + (f"; traces in {trace_file.path}" if trace_file else ""))
+    return EXIT_FAILED if failed else EXIT_OK

@@ -1,0 +1,1 @@
+"""Turning traces into files, tables, leaderboards and reports."""

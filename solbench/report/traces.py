@@ -1,0 +1,89 @@
+"""Trace files (JSON Lines): appended and flushed per workload, read back for resume and reports."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+
+from solbench.spec.errors import SpecError
+from solbench.spec.trace import Trace
+
+
+class TraceFile:
+    """An append-only trace file that survives being killed mid-write.
+
+    Each trace is one line, written with a single `write`, flushed and fsync'ed before the next
+    workload starts. A line cut short by a kill is dropped when the file is reopened, so a resumed
+    run neither loses finished results nor duplicates them.
+    """
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._repair_tail()
+        self.skipped_lines = 0
+        self._done = {t.key() for t in self._read_existing()}
+
+    def _repair_tail(self) -> None:
+        if not self.path.exists() or self.path.stat().st_size == 0:
+            return
+        with open(self.path, "rb+") as f:
+            f.seek(-1, os.SEEK_END)
+            if f.read(1) == b"\n":
+                return
+            f.seek(0)
+            data = f.read()
+            cut = data.rfind(b"\n") + 1  # keep everything up to the last complete line
+            f.truncate(cut)
+
+    def _read_existing(self) -> list[Trace]:
+        if not self.path.exists():
+            return []
+        traces, bad = read_trace_lines(self.path.read_text().splitlines())
+        self.skipped_lines = bad
+        return traces
+
+    def is_done(self, definition: str, solution_hash: str, workload_uuid: str) -> bool:
+        return (definition, solution_hash, workload_uuid) in self._done
+
+    @property
+    def done_count(self) -> int:
+        return len(self._done)
+
+    def append(self, trace: Trace) -> None:
+        line = json.dumps(trace.to_dict(), allow_nan=False, separators=(",", ":")) + "\n"
+        with self._lock:
+            with open(self.path, "a") as f:
+                f.write(line)
+                f.flush()
+                os.fsync(f.fileno())
+            self._done.add(trace.key())
+
+
+def read_trace_lines(lines: Iterable[str]) -> tuple[list[Trace], int]:
+    """Parse trace lines; returns the traces and the number of unreadable lines."""
+    traces, bad = [], 0
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            traces.append(Trace.from_dict(json.loads(line)))
+        except (json.JSONDecodeError, SpecError, TypeError, KeyError):
+            bad += 1
+    return traces, bad
+
+
+def read_traces(paths: Iterable[str | Path]) -> list[Trace]:
+    """All traces in the given files; an unreadable line is skipped, a missing file is an error."""
+    traces: list[Trace] = []
+    for path in paths:
+        path = Path(path)
+        if not path.is_file():
+            raise SpecError(f"trace file {path} does not exist")
+        found, _ = read_trace_lines(path.read_text().splitlines())
+        traces += found
+    return traces

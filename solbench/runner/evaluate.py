@@ -1,0 +1,269 @@
+"""Evaluate one solution on one problem, workload by workload, on one device.
+
+The orchestrator (this module) never imports solution code. A reference worker and a solution
+worker regenerate identical inputs from secret seeds; only outputs come back here, where they are
+judged. Each finished workload becomes a `Trace` at once, so a crash later loses nothing.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict
+from datetime import UTC, datetime
+
+from solbench.runner.config import RunConfig
+from solbench.runner.process import WorkerDied, WorkerProcess, WorkerTimeout
+from solbench.spec.problem import Problem
+from solbench.spec.solution import Solution, reference_solution
+from solbench.spec.trace import (
+    Correctness,
+    Environment,
+    Evaluation,
+    Performance,
+    Status,
+    Trace,
+)
+from solbench.spec.workload import Workload
+
+
+class StepFailed(Exception):
+    """A worker request ended without a usable reply; carries the trace status and log."""
+
+    def __init__(self, status: Status, log: str):
+        super().__init__(log)
+        self.status = status
+        self.log = log
+
+
+class DeviceSession:
+    """The two workers of one device: the reference's and the solution's."""
+
+    def __init__(self, device: str, config: RunConfig):
+        self.device = device
+        self.config = config
+        self.reference = WorkerProcess(device)
+        self.candidate = WorkerProcess(device)
+        self._loaded: dict[int, tuple] = {}  # id(worker) -> (what is loaded there, whether it is trusted)
+        self._loads = 0
+        self.environment: dict | None = None
+
+    def close(self) -> None:
+        self.reference.stop()
+        self.candidate.stop()
+
+    # -- requests ---------------------------------------------------------------------------
+
+    def ask(self, worker: WorkerProcess, message: dict, timeout_s: float) -> dict:
+        mark = worker.output.mark()
+        try:
+            reply = worker.request(message, timeout_s)
+        except WorkerTimeout as exc:
+            self._loaded.pop(id(worker), None)
+            raise StepFailed(Status.TIMEOUT, f"{exc}\n{worker.output.since(mark)}") from None
+        except WorkerDied as exc:
+            self._loaded.pop(id(worker), None)
+            raise StepFailed(Status.RUNTIME_ERROR, f"{exc}\n{worker.output.since(mark)}") from None
+        if not isinstance(reply, dict) or "ok" not in reply:
+            raise StepFailed(Status.RUNTIME_ERROR, "the worker sent a malformed reply")
+        if not reply["ok"]:
+            output = worker.output.since(mark)
+            log = reply.get("log", "") + (f"\n--- output ---\n{output}" if output.strip() else "")
+            raise StepFailed(Status(reply.get("status", "RUNTIME_ERROR")), log)
+        return reply
+
+    def load(self, worker: WorkerProcess, problem: Problem, solution: Solution) -> None:
+        """Load a solution into a worker; untrusted code always gets a fresh process.
+
+        References are the problem's own code, so one worker process serves the references of
+        many problems in turn (starting a CUDA process costs seconds per problem otherwise).
+        """
+        key = (problem.name, solution.content_hash(), id(problem))
+        previous = self._loaded.get(id(worker))
+        if previous is not None and previous[0] == key and worker.alive:
+            return
+        trusted = is_reference(solution, problem)
+        reuse = worker.alive and previous is not None and previous[1] and trusted
+        if worker.alive and not reuse:
+            worker.stop()  # a module cannot be unloaded: a new solution gets a new process
+        if not worker.alive:
+            worker.start()
+        self._loaded[id(worker)] = (None, trusted)  # from here on the process has seen this code
+        self._loads += 1
+        message = {"op": "load", "definition": problem.definition.to_dict(), "solution": solution.to_dict(),
+                   "work_dir": f"{worker.scratch.name}/load{self._loads}",
+                   "compile_timeout_s": self.config.compile_timeout_s,
+                   "data_roots": [str(p) for p in self.config.all_data_roots(problem.directory)]}
+        self.ask(worker, message, self.config.compile_timeout_s + 60)
+        self._loaded[id(worker)] = (key, trusted)
+        if self.environment is None:
+            self.environment = self.ask(worker, {"op": "environment"}, 60)["environment"]
+
+
+def is_reference(solution: Solution, problem: Problem) -> bool:
+    """The problem's own reference code (trusted), whatever the solution is called."""
+    sources = solution.sources
+    return (len(sources) == 1 and sources[0].content == problem.definition.reference
+            and solution.spec.languages == ("pytorch",) and not solution.spec.destination_passing_style)
+
+
+def evaluate_problem(session: DeviceSession, problem: Problem, solution: Solution | None,
+                     config: RunConfig, *, skip: Callable[[Workload], bool] | None = None,
+                     run_seed: int | None = None) -> Iterator[Trace]:
+    """Yield one trace per workload of `problem` (the reference is the solution when none is given)."""
+    solution = solution or reference_solution(problem.definition)
+    run_seed = run_seed if run_seed is not None else (config.seed if config.seed is not None
+                                                      else random.SystemRandom().getrandbits(62))
+    workloads = problem.workloads[: config.max_workloads] if config.max_workloads else problem.workloads
+    from solbench.check.static_scan import scan_solution
+
+    warnings = scan_solution(solution)
+    load_failure: StepFailed | None = None
+    for workload in workloads:
+        if skip is not None and skip(workload):
+            continue
+        started = time.monotonic()
+        if load_failure is None:
+            try:
+                session.load(session.reference, problem, reference_solution(problem.definition))
+            except StepFailed as exc:
+                yield make_trace(problem, solution, workload, session, Status.INVALID_REFERENCE,
+                                 f"the reference could not be loaded: {exc.log}", started=started, warnings=warnings)
+                continue
+            try:
+                session.load(session.candidate, problem, solution)
+            except StepFailed as exc:
+                load_failure = exc if exc.status in (Status.COMPILE_ERROR, Status.SKIPPED, Status.REWARD_HACK) else None
+                yield make_trace(problem, solution, workload, session, exc.status, exc.log, started=started,
+                                 warnings=warnings)
+                continue
+        else:
+            yield make_trace(problem, solution, workload, session, load_failure.status, load_failure.log,
+                             started=started, warnings=warnings)
+            continue
+        try:
+            yield evaluate_workload(session, problem, solution, workload, config, run_seed, started, warnings)
+        except StepFailed as exc:
+            yield make_trace(problem, solution, workload, session, exc.status, exc.log, started=started,
+                             warnings=warnings)
+
+
+def evaluate_workload(session: DeviceSession, problem: Problem, solution: Solution, workload: Workload,
+                      config: RunConfig, run_seed: int, started: float, warnings: list[str]) -> Trace:
+    from solbench.check.correctness import check_outputs, merge_trials
+    from solbench.inputs.seeds import derive_seed
+
+    definition = problem.definition
+    wdata = workload.to_dict()
+    trial_results: list[Correctness] = []
+    for trial in range(config.trials):
+        seed = derive_seed(run_seed, workload.uuid, "trial", trial)
+        reference_outputs = reference_call(session, wdata, seed, config)
+        reply = session.ask(session.candidate, {"op": "call", "workload": wdata, "seed": seed}, config.timeout_s)
+        status, correctness = check_outputs(reply["outputs"], reference_outputs, definition, workload.tolerance)
+        trial_results.append(correctness)
+        if status != Status.PASSED:
+            merged = merge_trials(trial_results)
+            return make_trace(problem, solution, workload, session, status,
+                              f"trial {trial}: {correctness.message or status.value}", correctness=merged,
+                              started=started, warnings=warnings)
+    correctness = merge_trials(trial_results)
+
+    # Timing: distinct input sets, interleaved reference/solution blocks, sampled outputs verified.
+    seeds = [derive_seed(run_seed, workload.uuid, "timed", s) for s in range(config.timed_input_sets)]
+    timing = timing_message(config, session.device)
+    candidate_samples: list[float] = []
+    reference_samples: list[float] = []
+    checked = 0
+    set_references: dict[int, list] = {}
+    flags: set[str] = set()
+    candidate_info: dict = {}
+    time_reference = config.time_reference
+    for _ in range(max(1, config.timing_rounds)):
+        if time_reference:
+            try:
+                ref_reply = session.ask(session.reference, {"op": "time", "workload": wdata, "seeds": seeds,
+                                                            "config": timing, "checked_outputs": 0},
+                                        config.timeout_s)
+                reference_samples += ref_reply["samples_ms"]
+            except StepFailed as exc:
+                warnings = warnings + [f"reference timing failed ({exc.status.value}); no speedup reported"]
+                time_reference, reference_samples = False, []
+        reply = session.ask(session.candidate, {"op": "time", "workload": wdata, "seeds": seeds, "config": timing,
+                                                "checked_outputs": config.checked_timed_outputs}, config.timeout_s)
+        candidate_samples += reply["samples_ms"]
+        flags.update(reply.get("flags", []))
+        candidate_info = reply
+        for index, (outputs, set_index) in reply["sampled"].items():
+            if set_index not in set_references:
+                set_references[set_index] = reference_call(session, wdata, seeds[set_index], config)
+            status, result = check_outputs(outputs, set_references[set_index], definition, workload.tolerance)
+            checked += 1
+            if status != Status.PASSED:
+                correctness.checked_timed_iterations = checked
+                return make_trace(problem, solution, workload, session, status,
+                                  f"the output of timed iteration {index} is wrong although the correctness "
+                                  f"trials passed (answers cached or work skipped while timed?): "
+                                  f"{result.message or status.value}", correctness=result, started=started,
+                                  warnings=warnings)
+    correctness.checked_timed_iterations = checked
+
+    from solbench.timing.stats import summarize
+
+    method = "cuda_events" if session.device.startswith("cuda") else "cpu_clock"
+    latency = summarize(candidate_samples, warmup=candidate_info.get("warmup", 0), method=method,
+                        target_rel_ci=timing.get("target_rel_ci"))
+    latency.flags = sorted(set(latency.flags) | flags)
+    reference_latency = (summarize(reference_samples, method=method, target_rel_ci=timing.get("target_rel_ci"))
+                         if reference_samples else None)
+    speedup = (reference_latency.median_ms / latency.median_ms
+               if reference_latency and latency.median_ms > 0 else None)
+    performance = Performance(latency.median_ms, reference_latency.median_ms if reference_latency else None,
+                              speedup, latency, reference_latency)
+    clocks = (candidate_info.get("clocks_before"), candidate_info.get("clocks_after"))
+    return make_trace(problem, solution, workload, session, Status.PASSED, "", correctness=correctness,
+                      performance=performance, started=started, warnings=warnings, clocks=clocks)
+
+
+def reference_call(session: DeviceSession, wdata: dict, seed: int, config: RunConfig) -> list:
+    try:
+        reply = session.ask(session.reference, {"op": "call", "workload": wdata, "seed": seed,
+                                                "allow_input_mutation": True}, config.timeout_s)
+    except StepFailed as exc:
+        status = exc.status if exc.status == Status.MISSING_DATA else Status.INVALID_REFERENCE
+        raise StepFailed(status, f"the reference failed ({exc.status.value}): {exc.log}") from None
+    return reply["outputs"]
+
+
+def timing_message(config: RunConfig, device: str) -> dict:
+    """The timer settings sent to workers: the device defaults with the run's overrides."""
+    from solbench.timing.config import TimingConfig
+
+    base = TimingConfig.for_device(device)
+    data = asdict(base)
+    if config.warmup is not None:
+        data["warmup"] = config.warmup
+    if config.iters is not None:
+        data["iters"] = config.iters
+        data["max_iters"] = max(data.get("max_iters", config.iters), config.iters)
+    if config.target_rel_ci is not None:
+        data["target_rel_ci"] = config.target_rel_ci
+    data["adaptive"] = config.adaptive and data.get("adaptive", True)
+    return data
+
+
+def make_trace(problem: Problem, solution: Solution, workload: Workload, session: DeviceSession, status: Status,
+               log: str, *, correctness: Correctness | None = None, performance: Performance | None = None,
+               started: float, warnings: list[str], clocks: tuple = (None, None)) -> Trace:
+    env_data = dict(session.environment or {"device": "cuda" if session.device.startswith("cuda") else "cpu"})
+    env_data["clocks_start"], env_data["clocks_end"] = clocks
+    environment = Environment.from_dict(env_data)
+    evaluation = Evaluation(status=status, timestamp=datetime.now(UTC).isoformat(timespec="seconds"),
+                            log=log[-16000:], environment=environment,
+                            correctness=correctness,
+                            performance=performance if status == Status.PASSED else None,
+                            warnings=list(warnings), seconds=round(time.monotonic() - started, 3))
+    return Trace(definition=problem.name, workload=workload.to_dict(), solution=solution.name,
+                 solution_hash=solution.content_hash(), evaluation=evaluation)
+

@@ -1,0 +1,216 @@
+"""Worker subprocesses and the private channel to them.
+
+A worker is a fresh `sys.executable` started with `-P` (no script or cwd directory on `sys.path`),
+in its own scratch directory and process group. Requests and replies travel over one end of a
+socketpair whose file descriptor only the worker inherits; the worker's stdout and stderr go to a
+pipe that the orchestrator drains into a bounded ring buffer, so a solution that prints megabytes
+(or prints something that looks like a result) neither blocks nor forges anything.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+LOG_CAP_BYTES = 64 * 1024
+
+
+class WorkerDied(RuntimeError):
+    """The worker exited (crash, os._exit, signal) before replying."""
+
+
+class WorkerTimeout(RuntimeError):
+    """The worker did not reply in time; it has been killed."""
+
+
+class OutputTail:
+    """Keeps the last `cap` bytes written by the worker; counts the rest."""
+
+    def __init__(self, cap: int = LOG_CAP_BYTES):
+        self.cap = cap
+        self._chunks: deque[bytes] = deque()
+        self._size = 0
+        self.total_bytes = 0
+        self._lock = threading.Lock()
+
+    def feed(self, chunk: bytes) -> None:
+        with self._lock:
+            self._chunks.append(chunk)
+            self._size += len(chunk)
+            self.total_bytes += len(chunk)
+            while self._size > self.cap and len(self._chunks) > 1:
+                self._size -= len(self._chunks.popleft())
+
+    def mark(self) -> int:
+        return self.total_bytes
+
+    def since(self, mark: int, limit: int = 8192) -> str:
+        """Text written since `mark`, at most the last `limit` bytes of it."""
+        with self._lock:
+            data = b"".join(self._chunks)
+            new = self.total_bytes - mark
+            if new <= 0:
+                return ""
+            dropped = max(0, new - len(data))
+            text = data[-min(new, len(data)):]
+        if len(text) > limit:
+            dropped += len(text) - limit
+            text = text[-limit:]
+        out = text.decode("utf-8", "replace")
+        return (f"[... {dropped} bytes of output not kept ...]\n" if dropped else "") + out
+
+
+@dataclass
+class WorkerSpec:
+    device: str  # "cpu" or "cuda:N" as seen by the orchestrator
+    env: dict[str, str]
+
+
+class WorkerProcess:
+    """One worker subprocess: start, request with a timeout, kill."""
+
+    def __init__(self, device: str, *, extra_env: dict[str, str] | None = None):
+        self.device = device
+        self.extra_env = dict(extra_env or {})
+        self.proc: subprocess.Popen | None = None
+        self.conn: Connection | None = None
+        self.output = OutputTail()
+        self.scratch: tempfile.TemporaryDirectory | None = None
+        self._reader: threading.Thread | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self) -> None:
+        self.scratch = tempfile.TemporaryDirectory(prefix="solbench_worker_")
+        parent_sock, child_sock = socket.socketpair()
+        env = dict(os.environ)
+        env.update(self.extra_env)
+        env["SOLBENCH_CHANNEL_FD"] = str(child_sock.fileno())
+        env["PYTHONUNBUFFERED"] = "1"
+        # Make the solbench that runs this orchestrator importable in the worker without
+        # putting the worker's cwd or any solution folder ahead of the standard library.
+        package_root = str(Path(__file__).resolve().parents[2])
+        env["PYTHONPATH"] = os.pathsep.join([package_root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+        if self.device.startswith("cuda"):
+            index = self.device.split(":")[1] if ":" in self.device else "0"
+            visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+            if visible:
+                ids = [v.strip() for v in visible.split(",") if v.strip()]
+                index = ids[int(index)] if int(index) < len(ids) else index
+            env["CUDA_VISIBLE_DEVICES"] = index
+            env["SOLBENCH_WORKER_DEVICE"] = "cuda:0"
+        else:
+            env["SOLBENCH_WORKER_DEVICE"] = "cpu"
+            env["TRITON_INTERPRET"] = "1"  # Triton kernels run in the interpreter on CPU
+            env["CUDA_VISIBLE_DEVICES"] = ""
+        self.proc = subprocess.Popen(
+            [sys.executable, "-P", "-m", "solbench.runner.worker"],
+            cwd=self.scratch.name, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, pass_fds=(child_sock.fileno(),), start_new_session=True,
+        )
+        child_sock.close()
+        self.conn = Connection(parent_sock.detach())
+        self.output = OutputTail()
+        self._reader = threading.Thread(target=self._drain, args=(self.proc.stdout, self.output), daemon=True)
+        self._reader.start()
+
+    @staticmethod
+    def _drain(stream, tail: OutputTail) -> None:
+        while True:
+            chunk = stream.read1(65536) if hasattr(stream, "read1") else stream.read(65536)
+            if not chunk:
+                return
+            tail.feed(chunk)
+
+    def request(self, message: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        """Send one request and wait for its reply; kill the worker on timeout or death."""
+        if not self.alive:
+            self.start()
+        assert self.conn is not None and self.proc is not None
+        try:
+            self.conn.send(message)
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            code = self._reap()
+            raise WorkerDied(f"worker exited before the request ({describe_exit(code)})") from None
+        deadline = time.monotonic() + timeout_s
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self.kill()
+                raise WorkerTimeout(f"no reply within {timeout_s:.0f} s")
+            try:
+                if self.conn.poll(min(remaining, 0.5)):
+                    return self.conn.recv()
+            except (EOFError, ConnectionResetError, OSError):
+                code = self._reap()
+                raise WorkerDied(f"worker exited ({describe_exit(code)})") from None
+            if self.proc.poll() is not None:
+                # Replies already in the socket are still readable after the process ended.
+                try:
+                    if self.conn.poll(0):
+                        return self.conn.recv()
+                except (EOFError, OSError):
+                    pass
+                code = self._reap()
+                raise WorkerDied(f"worker exited ({describe_exit(code)})")
+
+    def _reap(self) -> int | None:
+        code = self.proc.poll() if self.proc else None
+        self.kill()
+        return code
+
+    def kill(self) -> None:
+        """Kill the worker and everything it started (its whole process group)."""
+        if self.proc is not None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+            if self._reader is not None:
+                self._reader.join(timeout=2)
+        if self.conn is not None:
+            self.conn.close()
+        self.conn = None
+        self.proc = None
+        if self.scratch is not None:
+            self.scratch.cleanup()
+            self.scratch = None
+
+    def stop(self, timeout_s: float = 10) -> None:
+        """Ask politely, then kill."""
+        if self.alive:
+            try:
+                self.request({"op": "shutdown"}, timeout_s)
+            except (WorkerDied, WorkerTimeout):
+                pass
+        self.kill()
+
+
+def describe_exit(code: int | None) -> str:
+    if code is None:
+        return "exit status unknown"
+    if code < 0:
+        try:
+            return f"killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"

@@ -1,0 +1,78 @@
+"""Spreading (problem, solution) jobs over devices: one worker pair per device, a shared queue.
+
+Each device thread takes the next job when it finishes one (dynamic load balancing), so a slow
+problem does not hold the others back. Results do not depend on which device ran a job, apart
+from timing noise.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from solbench.report.traces import TraceFile
+from solbench.runner.config import RunConfig
+from solbench.runner.evaluate import DeviceSession, evaluate_problem
+from solbench.spec.problem import Problem
+from solbench.spec.solution import Solution, reference_solution
+from solbench.spec.trace import Trace
+
+
+@dataclass(frozen=True)
+class Job:
+    problem: Problem
+    solution: Solution | None  # None: the problem's reference
+
+    def resolved_solution(self) -> Solution:
+        return self.solution or reference_solution(self.problem.definition)
+
+
+def run_jobs(jobs: list[Job], config: RunConfig, devices: list[str], *, trace_file: TraceFile | None = None,
+             on_trace: Callable[[Job, Trace], None] | None = None,
+             on_job_start: Callable[[Job, str], None] | None = None) -> list[Trace]:
+    """Evaluate every job; traces are written as they finish and also returned."""
+    pending: queue.Queue[Job] = queue.Queue()
+    for job in jobs:
+        pending.put(job)
+    results: list[Trace] = []
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+
+    def device_loop(device: str) -> None:
+        session = DeviceSession(device, config)
+        try:
+            while True:
+                try:
+                    job = pending.get_nowait()
+                except queue.Empty:
+                    return
+                solution = job.resolved_solution()
+                digest = solution.content_hash()
+
+                def skip(workload, _name=job.problem.name, _digest=digest):
+                    return trace_file is not None and trace_file.is_done(_name, _digest, workload.uuid)
+
+                if on_job_start:
+                    on_job_start(job, device)
+                for trace in evaluate_problem(session, job.problem, solution, config, skip=skip):
+                    if trace_file is not None:
+                        trace_file.append(trace)
+                    with lock:
+                        results.append(trace)
+                    if on_trace:
+                        on_trace(job, trace)
+        except BaseException as exc:  # noqa: BLE001 - surfaced after the other devices finish
+            errors.append(exc)
+        finally:
+            session.close()
+
+    threads = [threading.Thread(target=device_loop, args=(d,), name=f"solbench-{d}", daemon=True) for d in devices]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return results
