@@ -162,7 +162,7 @@ def _values_per_element(dtype: str) -> int:
 
 def cost_from_capture(capture: Capture, convention: str) -> WorkloadCost:
     unknown = [f"{name} (x{count})" for name, count in sorted(capture.unknown_ops.items())]
-    notes = list(capture.notes)
+    notes = list(dict.fromkeys(capture.notes))
     if capture.fabricated:
         notes.append("approximate: values that depend on input data were invented: " + "; ".join(capture.fabricated[:5]))
     output_bytes = sum(o.numel * _bytes_per_element(o.dtype) for o in capture.outputs.values()

@@ -39,6 +39,7 @@ aten = torch.ops.aten
 
 REAL_NUMEL_LIMIT = 1 << 24  # constants up to this many elements are computed for real on the CPU
 REAL_MATMUL_FLOPS_LIMIT = 1e8
+REAL_FLOAT_INPUT_BYTES = 1 << 24  # float inputs from a custom entrypoint kept real (masks) up to this storage
 MAX_OPS = 20_000
 MAX_SECONDS = 20.0
 INACTIVE_FILL = -1e4
@@ -455,6 +456,9 @@ class _Tracer(TorchDispatchMode):
                 self.matmuls[i].provable = False
             for o in outs:
                 self.unknown_mask[o] = True
+            if producer:
+                self.notes.append("a mask whose values depend on the inputs is applied to matmul results: "
+                                  "that work is counted as dense")
         if keep is not None and out.device.type == "meta":
             active = min(active, keep * active)
             for i in producer:
@@ -619,9 +623,10 @@ def run_capture(definition, axis_values: dict[str, int], scalars: dict[str, floa
                 given = scalars.get(name, _default_scalar(spec.dtype))
             args.append(given)
             continue
-        if (isinstance(given, torch.Tensor) and given.device.type != "meta" and not _is_float(given.dtype)
-                and tuple(given.shape) == tuple(shape)):
-            t = given  # real index/count tensors from the custom entrypoint: routing becomes exact
+        if (isinstance(given, torch.Tensor) and given.device.type != "meta" and tuple(given.shape) == tuple(shape)
+                and given.dtype == dtypes.torch_dtype(spec.dtype)
+                and (not _is_float(given.dtype) or given.untyped_storage().nbytes() <= REAL_FLOAT_INPUT_BYTES)):
+            t = given  # real values from the custom entrypoint: routing, offsets and masks become exact
         else:
             t = _meta_input(shape, spec.dtype)  # outside the modes: float inputs are never real
         tracer.add_input(name, t, spec.dtype)
@@ -642,8 +647,8 @@ def run_capture(definition, axis_values: dict[str, int], scalars: dict[str, floa
 def _custom_values(definition, axis_values, scalars, namespace, tracer: _Tracer) -> dict:
     """What the custom-input entrypoint makes, run like the reference (big tensors stay meta).
 
-    Only its scalars and small integer tensors (indices, routing, sequence offsets) are used, so
-    data-dependent references see real, valid metadata; float tensors stay meta.
+    Its scalars, integer tensors (indices, routing, sequence offsets) and small float tensors (masks)
+    are used, so data-dependent references see real, valid values; big float tensors stay meta.
     """
     entry = definition.custom_inputs_entrypoint
     if not entry or entry not in namespace:
