@@ -46,6 +46,10 @@ INACTIVE_FILL = -1e4
 # Not marked as views in aten, but they only reshape or re-label the same data.
 VIEW_LIKE = frozenset({"detach", "alias", "lift_fresh", "_reshape_alias", "_unsafe_view", "squeeze", "unsqueeze",
                        "transpose", "t", "as_strided", "view_as_real", "view_as_complex", "resolve_conj", "resolve_neg"})
+# Random float data only matters as data: big draws stay meta (random ints, e.g. routing, stay real).
+RANDOM_FLOAT = frozenset({"randn", "rand", "normal", "uniform", "randn_like", "rand_like", "bernoulli",
+                          "exponential", "cauchy", "log_normal"})
+RANDOM_REAL_LIMIT = 1 << 16
 UNINITIALISED = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"})  # a fill at or below this (or 0) switches an attention score / product off
 
 _WIDTH = {"float4": 4, "float8": 8, "bfloat16": 16, "float16": 16, "float32": 32, "float64": 64}
@@ -152,6 +156,7 @@ class _Tracer(TorchDispatchMode):
         self.producer = WeakIdKeyDictionary()  # tensor -> indices of matmul events it came from
         self.const_nz = WeakIdKeyDictionary()  # meta constant -> (nonzero fraction, value of nonzeros)
         self.tainted = WeakIdKeyDictionary()  # real tensors written with unknown values
+        self.real_nz = WeakIdKeyDictionary()  # cache of nonzero fractions of real tensors
         self.derived = WeakIdKeyDictionary()  # tensors whose values depend on some input
         self.unknown_mask = WeakIdKeyDictionary()  # tensors masked by something input-dependent
         self.inputs: dict[str, InputUse] = {}
@@ -178,16 +183,11 @@ class _Tracer(TorchDispatchMode):
         if not isinstance(t, torch.Tensor):
             return None
         if self.is_real(t):
-            if t.numel() == 0:
-                return (0.0, None)
-            nz = t != 0
-            frac = float(nz.float().mean())
-            value = None
-            if t.numel() and frac > 0:
-                vals = t[nz]
-                if bool((vals == vals.flatten()[0]).all()):
-                    value = float(vals.flatten()[0])
-            return (frac, value)
+            cached = self.real_nz.get(t)
+            if cached is None:
+                frac = float(torch.count_nonzero(t)) / t.numel() if t.numel() else 0.0
+                cached = self.real_nz[t] = (frac, None)
+            return cached
         return self.const_nz.get(t)
 
     def _fabricate_scalar(self, t: torch.Tensor):
@@ -234,7 +234,8 @@ class _Tracer(TorchDispatchMode):
         except Exception as exc:
             raise CaptureError(f"{func} failed on meta tensors: {type(exc).__name__}: {str(exc)[:200]}") from exc
         outs = [o for o in pytree.tree_leaves(out) if isinstance(o, torch.Tensor)]
-        if all_real and name not in UNINITIALISED and self._small(name, m_args, outs):
+        if all_real and name not in UNINITIALISED and self._small(name, m_args, outs) and not (
+                name in RANDOM_FLOAT and any(o.numel() > RANDOM_REAL_LIMIT for o in outs)):
             r_kwargs = dict(kwargs)
             if "device" in r_kwargs:
                 r_kwargs["device"] = torch.device("cpu")
