@@ -122,7 +122,7 @@ def run_command(args: argparse.Namespace) -> int:
     with progress:
         traces = run_jobs(jobs, config, devices, trace_file=trace_file, on_trace=on_trace, on_job_start=on_job_start)
     if not args.json:
-        out = Console()
+        out = Console() if sys.stdout.isatty() else Console(width=200)
         if len(traces) <= 60:
             out.print(workload_table(traces))
         out.print(summary_table(traces))

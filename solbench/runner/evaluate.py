@@ -49,6 +49,12 @@ class DeviceSession:
         self._loads = 0
         self.environment: dict | None = None
 
+    def prestart(self) -> None:
+        """Start both workers now, so their (slow) imports overlap."""
+        for worker in (self.reference, self.candidate):
+            if not worker.alive:
+                worker.start()
+
     def close(self) -> None:
         self.reference.stop()
         self.candidate.stop()
@@ -68,9 +74,13 @@ class DeviceSession:
         if not isinstance(reply, dict) or "ok" not in reply:
             raise StepFailed(Status.RUNTIME_ERROR, "the worker sent a malformed reply")
         if not reply["ok"]:
+            status = Status(reply.get("status", "RUNTIME_ERROR"))
+            if worker is self.candidate and status in (Status.REWARD_HACK, Status.RUNTIME_ERROR):
+                worker.kill()  # whatever it left behind (threads, processes, CUDA errors) dies with it
+                self._loaded.pop(id(worker), None)
             output = worker.output.since(mark)
             log = reply.get("log", "") + (f"\n--- output ---\n{output}" if output.strip() else "")
-            raise StepFailed(Status(reply.get("status", "RUNTIME_ERROR")), log)
+            raise StepFailed(status, log)
         return reply
 
     def load(self, worker: WorkerProcess, problem: Problem, solution: Solution) -> None:
@@ -84,7 +94,7 @@ class DeviceSession:
         if previous is not None and previous[0] == key and worker.alive:
             return
         trusted = is_reference(solution, problem)
-        reuse = worker.alive and previous is not None and previous[1] and trusted
+        reuse = worker.alive and (worker.requests == 0 or (previous is not None and previous[1] and trusted))
         if worker.alive and not reuse:
             worker.stop()  # a module cannot be unloaded: a new solution gets a new process
         if not worker.alive:
@@ -119,6 +129,7 @@ def evaluate_problem(session: DeviceSession, problem: Problem, solution: Solutio
     from solbench.check.static_scan import scan_solution
 
     warnings = scan_solution(solution)
+    session.prestart()
     load_failure: StepFailed | None = None
     for workload in workloads:
         if skip is not None and skip(workload):
@@ -155,13 +166,15 @@ def evaluate_workload(session: DeviceSession, problem: Problem, solution: Soluti
     from solbench.inputs.seeds import derive_seed
 
     definition = problem.definition
+    axes = definition.resolve_axes(workload.axes)
     wdata = workload.to_dict()
     trial_results: list[Correctness] = []
     for trial in range(config.trials):
         seed = derive_seed(run_seed, workload.uuid, "trial", trial)
         reference_outputs = reference_call(session, wdata, seed, config)
         reply = session.ask(session.candidate, {"op": "call", "workload": wdata, "seed": seed}, config.timeout_s)
-        status, correctness = check_outputs(reply["outputs"], reference_outputs, definition, workload.tolerance)
+        status, correctness = check_outputs(reply["outputs"], reference_outputs, definition, workload.tolerance,
+                                            axes)
         trial_results.append(correctness)
         if status != Status.PASSED:
             merged = merge_trials(trial_results)
@@ -195,10 +208,10 @@ def evaluate_workload(session: DeviceSession, problem: Problem, solution: Soluti
         candidate_samples += reply["samples_ms"]
         flags.update(reply.get("flags", []))
         candidate_info = reply
-        for index, (outputs, set_index) in reply["sampled"].items():
+        for index, set_index, outputs in reply["sampled"]:
             if set_index not in set_references:
                 set_references[set_index] = reference_call(session, wdata, seeds[set_index], config)
-            status, result = check_outputs(outputs, set_references[set_index], definition, workload.tolerance)
+            status, result = check_outputs(outputs, set_references[set_index], definition, workload.tolerance, axes)
             checked += 1
             if status != Status.PASSED:
                 correctness.checked_timed_iterations = checked

@@ -23,6 +23,8 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from solbench.runner import wire
+
 LOG_CAP_BYTES = 64 * 1024
 
 
@@ -88,6 +90,7 @@ class WorkerProcess:
         self.output = OutputTail()
         self.scratch: tempfile.TemporaryDirectory | None = None
         self._reader: threading.Thread | None = None
+        self.requests = 0
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -126,6 +129,7 @@ class WorkerProcess:
         child_sock.close()
         self.conn = Connection(parent_sock.detach())
         self.output = OutputTail()
+        self.requests = 0  # a worker that has served nothing has seen no solution code
         self._reader = threading.Thread(target=self._drain, args=(self.proc.stdout, self.output), daemon=True)
         self._reader.start()
 
@@ -142,8 +146,9 @@ class WorkerProcess:
         if not self.alive:
             self.start()
         assert self.conn is not None and self.proc is not None
+        self.requests += 1
         try:
-            self.conn.send(message)
+            wire.send(self.conn, message)
         except (BrokenPipeError, ConnectionResetError, OSError):
             code = self._reap()
             raise WorkerDied(f"worker exited before the request ({describe_exit(code)})") from None
@@ -155,28 +160,39 @@ class WorkerProcess:
                 raise WorkerTimeout(f"no reply within {timeout_s:.0f} s")
             try:
                 if self.conn.poll(min(remaining, 0.5)):
-                    return self.conn.recv()
-            except (EOFError, ConnectionResetError, OSError):
+                    return wire.recv(self.conn)
+            except (EOFError, ConnectionResetError, OSError, wire.WireError):
                 code = self._reap()
                 raise WorkerDied(f"worker exited ({describe_exit(code)})") from None
             if self.proc.poll() is not None:
                 # Replies already in the socket are still readable after the process ended.
                 try:
                     if self.conn.poll(0):
-                        return self.conn.recv()
-                except (EOFError, OSError):
+                        return wire.recv(self.conn)
+                except (EOFError, OSError, wire.WireError):
                     pass
                 code = self._reap()
                 raise WorkerDied(f"worker exited ({describe_exit(code)})")
 
     def _reap(self) -> int | None:
-        code = self.proc.poll() if self.proc else None
+        """The exit status of a worker whose channel closed (it may take a moment to exit)."""
+        code = None
+        if self.proc is not None:
+            try:
+                code = self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                code = None
         self.kill()
         return code
 
     def kill(self) -> None:
-        """Kill the worker and everything it started (its whole process group)."""
+        """Kill the worker and everything it started (its process group and any descendants)."""
         if self.proc is not None:
+            for pid in descendants(self.proc.pid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
@@ -203,6 +219,24 @@ class WorkerProcess:
             except (WorkerDied, WorkerTimeout):
                 pass
         self.kill()
+
+
+def descendants(pid: int) -> list[int]:
+    """Child processes of `pid`, recursively (Linux /proc; empty elsewhere)."""
+    found, stack = [], [pid]
+    while stack:
+        current = stack.pop()
+        task_dir = Path(f"/proc/{current}/task")
+        if not task_dir.is_dir():
+            continue
+        for task in task_dir.iterdir():
+            try:
+                children = [int(c) for c in (task / "children").read_text().split()]
+            except OSError:
+                continue
+            found += children
+            stack += children
+    return found
 
 
 def describe_exit(code: int | None) -> str:

@@ -179,8 +179,7 @@ def handle_call(state: WorkerState, message: dict) -> dict:
         raise Failure("REWARD_HACK", f"the call wrote into its inputs {names}")
     if state.baseline_threads is None:
         state.baseline_threads = {t.ident for t in _thread_enumerate()}
-    host = [o.detach().to("cpu") if isinstance(o, torch.Tensor) else o for o in result]
-    return {"ok": True, "outputs": host, "call_s": call_s}
+    return {"ok": True, "outputs": list(result), "call_s": call_s}
 
 
 def handle_time(state: WorkerState, message: dict) -> dict:
@@ -253,8 +252,7 @@ def handle_time(state: WorkerState, message: dict) -> dict:
 
         stashed = {i: normalize_outputs(v[0] if len(v) == 1 else tuple(v), state.definition, axes)
                    for i, v in stashed.items()}
-    sampled = {i: ([o.to("cpu") if isinstance(o, torch.Tensor) else o for o in outs], i % len(sets))
-               for i, outs in stashed.items()}
+    sampled = [[i, i % len(sets), outs] for i, outs in sorted(stashed.items())]
     return {"ok": True, "samples_ms": list(timing.samples_ms), "warmup": timing.warmup_done,
             "stop_reason": timing.stop_reason, "wall_s": timing.wall_s, "clocks_before": timing.clocks_before,
             "clocks_after": timing.clocks_after, "flags": list(timing.stats.flags), "sampled": sampled,
@@ -370,17 +368,19 @@ HANDLERS = {"load": handle_load, "call": handle_call, "time": handle_time, "envi
 def main() -> None:
     channel = Connection(int(os.environ["SOLBENCH_CHANNEL_FD"]))
     os.environ.pop("SOLBENCH_CHANNEL_FD", None)
+    from solbench.runner import wire
+
     state = WorkerState(os.environ.get("SOLBENCH_WORKER_DEVICE", "cpu"))
     import solbench.timing.timer  # noqa: F401  (binds the timing functions before solution code runs)
 
     while True:
         try:
-            message = channel.recv()
+            message = wire.recv(channel)
         except (EOFError, OSError):
             return
         op = message.get("op")
         if op == "shutdown":
-            channel.send({"ok": True})
+            wire.send(channel, {"ok": True})
             return
         gc.collect()
         try:
@@ -391,7 +391,7 @@ def main() -> None:
             reply = {"ok": False, "status": "RUNTIME_ERROR", "log": format_exception(exc)}
         if state.is_cuda:
             state.torch.cuda.empty_cache()
-        channel.send(reply)
+        wire.send(channel, reply)
 
 
 if __name__ == "__main__":

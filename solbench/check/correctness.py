@@ -1,0 +1,315 @@
+"""Numerical comparison of solution outputs with reference outputs.
+
+Rules, per output (each one has a test in tests/check/test_correctness.py):
+
+1. Shapes must be equal (INCORRECT_SHAPE) and dtypes must be equal (INCORRECT_DTYPE).
+2. The reference must be usable: a NaN or +inf anywhere in it, or a -inf without
+   `allow_negative_inf`, makes the workload INVALID_REFERENCE. (The published harness failed every
+   solution instead, silently; no solution can match such a reference under rules 4-5.)
+3. Integer, uint8 and bool outputs are compared exactly: every element must be equal; the
+   tolerance (atol, rtol, matched ratio) does not apply. An off-by-one index is wrong, whatever the
+   share of such elements. `matched_ratio` still reports the share of equal elements.
+4. A NaN anywhere in a float output fails (`has_nan`); so does +inf, and -inf except at positions
+   where the reference is -inf too and `allow_negative_inf` is set (`has_inf`); a reference -inf
+   must be matched by an output -inf. The matched ratio cannot excuse any of these: non-finite
+   values are what unwritten (NaN-prefilled) elements look like.
+5. Float outputs are compared in float64 (float64 outputs keep their precision; fp8 goes through
+   float32; packed fp4 is unpacked to its values first). An element matches when
+   `|out - ref| <= max_atol + max_rtol * |ref|`. The output fails when
+   `matched_ratio < required_matched_ratio`, or when `max_error_cap` is set and the largest
+   absolute error is strictly greater than it.
+6. All-zero outputs: an output that is exactly zero everywhere fails when some reference element
+   has `|ref| > max_atol` (zeros are detectably wrong there), even if the matched ratio would let it
+   through: an all-zero result is what a kernel that does nothing produces. A reference whose
+   elements all lie within atol of zero cannot tell a do-nothing kernel apart; that is left to the
+   tolerance and reported as a warning (`OutputComparison.warnings`) so the workload can be fixed.
+   (The published rule failed any all-zero output against any nonzero reference, even one of
+   magnitude 1e-9 that the tolerance accepts, and reported an L2 norm as the "max error".)
+7. `max_relative_error` = max over finite elements of `|out - ref| / max(|ref|, max_atol, 1e-12)`:
+   near-zero references do not blow it up, and it stays finite when atol is 0.
+8. Reported numbers are finite (JSON has no NaN/Inf): errors are taken over positions where both
+   values are finite; `has_nan`/`has_inf` say when others existed.
+9. Large tensors are compared in chunks of `CHUNK_ELEMENTS` on whatever device they are on.
+
+`check_outputs` applies this to every output in order; the first failing output decides the
+status and is named in `Correctness.output`. `merge_trials` folds several trials into the worst case.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from solbench.inputs.fp4 import FP4_DTYPE, unpack_fp4
+from solbench.spec import dtypes
+from solbench.spec.definition import Definition
+from solbench.spec.trace import Correctness, Status
+from solbench.spec.workload import Tolerance
+
+CHUNK_ELEMENTS = 1 << 20  # float64 temporaries of a chunk stay around 100 MB
+REL_FLOOR = 1e-12
+
+
+@dataclass
+class OutputComparison:
+    passed: bool
+    max_absolute_error: float = 0.0
+    max_relative_error: float = 0.0
+    matched_ratio: float = 1.0
+    has_nan: bool = False
+    has_inf: bool = False
+    message: str = ""
+    status: Status = Status.PASSED
+    warnings: list[str] = field(default_factory=list)
+
+
+def _as_tensor(value, dtype_name: str) -> torch.Tensor:
+    if isinstance(value, torch.Tensor):
+        return value
+    return torch.tensor(value, dtype=dtypes.torch_dtype(dtype_name) if dtype_name != "float4_e2m1fn_x2" else None)
+
+
+def _flat(t: torch.Tensor) -> torch.Tensor:
+    """A 1-D view (copy only when non-contiguous); fp4 as raw bytes."""
+    if t.dtype == FP4_DTYPE:
+        t = t.view(torch.uint8)
+    return t.reshape(-1)
+
+
+def _values(chunk: torch.Tensor, packed_fp4: bool) -> torch.Tensor:
+    if packed_fp4:
+        return unpack_fp4(chunk).to(torch.float64)
+    if chunk.dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
+        return chunk.to(torch.float32).to(torch.float64)
+    return chunk.to(torch.float64)
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.4g}"
+
+
+def compare(output, reference, tolerance: Tolerance, dtype_name: str, name: str = "output") -> OutputComparison:
+    """Compare one output with its reference under `tolerance` (rules in the module docstring)."""
+    dtype_name = dtypes.canonical(dtype_name)
+    out, ref = _as_tensor(output, dtype_name), _as_tensor(reference, dtype_name)
+    if tuple(out.shape) != tuple(ref.shape):
+        return OutputComparison(False, status=Status.INCORRECT_SHAPE, matched_ratio=0.0,
+                                message=f"{name}: shape {tuple(out.shape)}, reference {tuple(ref.shape)}")
+    if out.dtype != ref.dtype:
+        return OutputComparison(False, status=Status.INCORRECT_DTYPE, matched_ratio=0.0,
+                                message=f"{name}: dtype {out.dtype}, reference {ref.dtype}")
+    if out.device != ref.device:
+        out = out.to(ref.device)
+    if dtypes.is_integer_like(dtype_name):
+        return _compare_exact(out, ref, name)
+    return _compare_float(out, ref, tolerance, out.dtype == FP4_DTYPE, name)
+
+
+def _compare_exact(out: torch.Tensor, ref: torch.Tensor, name: str) -> OutputComparison:
+    o, r = _flat(out), _flat(ref)
+    n = o.numel()
+    if n == 0:
+        return OutputComparison(True)
+    mismatches, max_abs, first = 0, 0.0, None
+    for start in range(0, n, CHUNK_ELEMENTS):
+        oc, rc = o[start:start + CHUNK_ELEMENTS], r[start:start + CHUNK_ELEMENTS]
+        differ = oc != rc
+        count = int(differ.sum())
+        if count:
+            mismatches += count
+            if first is None:
+                first = start + int(differ.nonzero()[0, 0])
+            diff = (oc.to(torch.float64) - rc.to(torch.float64)).abs()
+            max_abs = max(max_abs, float(diff.max()))
+    ratio = 1.0 - mismatches / n
+    if mismatches == 0:
+        return OutputComparison(True, matched_ratio=1.0)
+    o_first, r_first = o[first].item(), r[first].item()
+    message = (f"{name}: {mismatches} of {n} elements differ (integer/bool outputs must match exactly); "
+               f"first at flat index {first}: got {o_first}, expected {r_first}")
+    return OutputComparison(False, max_absolute_error=max_abs, max_relative_error=_rel(max_abs, abs(r_first), 0.0),
+                            matched_ratio=ratio, message=message, status=Status.INCORRECT_NUMERICAL)
+
+
+def _rel(abs_err: float, ref_abs: float, atol: float) -> float:
+    return abs_err / max(ref_abs, atol, REL_FLOOR)
+
+
+@dataclass
+class _Stats:
+    n: int = 0
+    fails: int = 0
+    max_abs: float = 0.0
+    worst_index: int = -1
+    max_rel: float = 0.0
+    out_nan: int = 0
+    out_bad_inf: int = 0
+    ref_nan: int = 0
+    ref_pos_inf: int = 0
+    ref_neg_inf: int = 0
+    ref_neg_inf_missed: int = 0
+    out_nonzero: bool = False
+    ref_above_atol: bool = False
+    ref_max_abs: float = 0.0
+
+
+def _compare_float(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance, packed_fp4: bool,
+                   name: str) -> OutputComparison:
+    o_all, r_all = _flat(out), _flat(ref)
+    atol, rtol = tol.max_atol, tol.max_rtol
+    s = _Stats()
+    step = CHUNK_ELEMENTS // 2 if packed_fp4 else CHUNK_ELEMENTS
+    for start in range(0, o_all.numel(), step):
+        o = _values(o_all[start:start + step], packed_fp4)
+        r = _values(r_all[start:start + step], packed_fp4)
+        base = start * 2 if packed_fp4 else start
+        _accumulate(s, o, r, base, atol, rtol, tol.allow_negative_inf)
+    if s.n == 0:
+        return OutputComparison(True)
+
+    ratio = max(0.0, min(1.0, 1.0 - s.fails / s.n))
+    result = OutputComparison(False, max_absolute_error=s.max_abs, max_relative_error=s.max_rel,
+                              matched_ratio=ratio, has_nan=s.out_nan > 0, has_inf=s.out_bad_inf > 0,
+                              status=Status.INCORRECT_NUMERICAL)
+    if s.ref_nan or s.ref_pos_inf or (s.ref_neg_inf and not tol.allow_negative_inf):
+        parts = [f"{c} {w}" for c, w in ((s.ref_nan, "NaN"), (s.ref_pos_inf, "+inf"),
+                                         (s.ref_neg_inf if not tol.allow_negative_inf else 0, "-inf")) if c]
+        hint = " (set allow_negative_inf if -inf is intended)" if s.ref_neg_inf and not tol.allow_negative_inf else ""
+        result.status = Status.INVALID_REFERENCE
+        result.message = f"{name}: the reference output has {', '.join(parts)} values{hint}"
+        return result
+    if s.out_nan:
+        result.message = f"{name}: {s.out_nan} NaN values in the output (unwritten or invalid elements)"
+        return result
+    if s.out_bad_inf:
+        result.message = f"{name}: {s.out_bad_inf} infinite values in the output where the reference has none"
+        return result
+    if s.ref_neg_inf_missed:
+        result.message = f"{name}: {s.ref_neg_inf_missed} positions where the reference is -inf and the output is not"
+        return result
+    if not s.out_nonzero and s.ref_above_atol:
+        result.message = (f"{name}: output is all zeros but the reference reaches |{_fmt(s.ref_max_abs)}| "
+                          f"(> atol {_fmt(atol)})")
+        return result
+    if not s.ref_above_atol:
+        result.warnings.append(f"{name}: every reference value is within atol ({_fmt(atol)}) of zero; "
+                               f"the tolerance cannot tell this output from all zeros")
+    if ratio < tol.required_matched_ratio:
+        result.message = (f"{name}: {s.fails} of {s.n} elements ({_fmt(100 * s.fails / s.n)}%) exceed "
+                          f"atol {_fmt(atol)} + rtol {_fmt(rtol)}*|ref|; at most "
+                          f"{_fmt(100 * (1 - tol.required_matched_ratio))}% may; largest |error| "
+                          f"{_fmt(s.max_abs)} at flat index {s.worst_index}")
+        return result
+    if tol.max_error_cap is not None and s.max_abs > tol.max_error_cap:
+        result.message = (f"{name}: largest |error| {_fmt(s.max_abs)} at flat index {s.worst_index} exceeds "
+                          f"max_error_cap {_fmt(tol.max_error_cap)}")
+        return result
+    result.passed, result.status = True, Status.PASSED
+    return result
+
+
+def _accumulate(s: _Stats, o: torch.Tensor, r: torch.Tensor, base: int, atol: float, rtol: float,
+                allow_negative_inf: bool) -> None:
+    s.n += o.numel()
+    o_nan, r_nan = torch.isnan(o), torch.isnan(r)
+    o_fin, r_fin = torch.isfinite(o), torch.isfinite(r)
+    r_neg_inf = r == -math.inf
+    joint_neg_inf = (o == -math.inf) & r_neg_inf if allow_negative_inf else torch.zeros_like(o_nan)
+    s.out_nan += int(o_nan.sum())
+    s.out_bad_inf += int((torch.isinf(o) & ~joint_neg_inf).sum())
+    s.ref_nan += int(r_nan.sum())
+    s.ref_pos_inf += int((r == math.inf).sum())
+    s.ref_neg_inf += int(r_neg_inf.sum())
+    s.ref_neg_inf_missed += int((r_neg_inf & ~joint_neg_inf).sum())
+    both = o_fin & r_fin
+    diff = torch.where(both, (o - r).abs(), torch.zeros_like(o))
+    r_abs = torch.where(r_fin, r.abs(), torch.zeros_like(r))
+    ok = (both & (diff <= atol + rtol * r_abs)) | joint_neg_inf
+    s.fails += int((~ok).sum())
+    if diff.numel():
+        index = int(diff.argmax())
+        value = float(diff[index])
+        if s.worst_index < 0 or value > s.max_abs:
+            s.max_abs, s.worst_index = value, base + index
+        s.max_rel = max(s.max_rel, float((diff / r_abs.clamp(min=max(atol, REL_FLOOR))).max()))
+        s.ref_max_abs = max(s.ref_max_abs, float(r_abs.max()))
+    s.out_nonzero = s.out_nonzero or bool((o != 0).any())
+    s.ref_above_atol = s.ref_above_atol or bool((r_abs > atol).any())
+
+
+def check_outputs(outputs: Sequence, references: Sequence, definition: Definition, tolerance: Tolerance,
+                  axis_values: dict[str, int] | None = None) -> tuple[Status, Correctness]:
+    """Compare every output in definition order; the first failing one decides. With `axis_values`,
+    reference outputs are first checked against the declared shapes (INVALID_REFERENCE if off)."""
+    names = list(definition.outputs)
+    if len(references) != len(names):
+        return Status.INVALID_REFERENCE, Correctness(matched_ratio=0.0, trials=1,
+                                                      message=f"reference gave {len(references)} outputs, "
+                                                              f"the definition has {len(names)}")
+    if len(outputs) != len(names):
+        return Status.INCORRECT_SHAPE, Correctness(matched_ratio=0.0, trials=1,
+                                                   message=f"expected {len(names)} outputs, got {len(outputs)}")
+    shapes = definition.output_shapes(axis_values) if axis_values is not None else {}
+    worst = Correctness(trials=1)
+    warnings: list[str] = []
+    for name, out, ref in zip(names, outputs, references):
+        spec = definition.outputs[name]
+        problem = _reference_problem(name, ref, spec.dtype, None if spec.shape is None else shapes.get(name, "unknown"))
+        if problem:
+            return Status.INVALID_REFERENCE, Correctness(matched_ratio=0.0, trials=1, output=name, message=problem)
+        result = compare(out, ref, tolerance, spec.dtype, name=name)
+        warnings.extend(result.warnings)
+        worst.max_absolute_error = max(worst.max_absolute_error or 0.0, _finite(result.max_absolute_error))
+        worst.max_relative_error = max(worst.max_relative_error or 0.0, _finite(result.max_relative_error))
+        worst.matched_ratio = min(worst.matched_ratio, result.matched_ratio)
+        worst.has_nan = worst.has_nan or result.has_nan
+        worst.has_inf = worst.has_inf or result.has_inf
+        if not result.passed:
+            return result.status, Correctness(_finite(result.max_absolute_error), _finite(result.max_relative_error),
+                                              result.matched_ratio, result.has_nan, result.has_inf, trials=1,
+                                              output=name, message=result.message)
+    if warnings:
+        worst.message = "; ".join(warnings)
+    return Status.PASSED, worst
+
+
+def _reference_problem(name: str, ref, dtype_name: str, shape) -> str | None:
+    if shape is None:
+        if isinstance(ref, torch.Tensor) or not isinstance(ref, (int, float, bool)):
+            return f"reference output {name!r} should be a Python number, got {type(ref).__name__}"
+        return None
+    if not isinstance(ref, torch.Tensor):
+        return f"reference output {name!r} should be a tensor, got {type(ref).__name__}"
+    if ref.dtype != dtypes.torch_dtype(dtype_name):
+        return f"reference output {name!r} has dtype {ref.dtype}, the definition declares {dtype_name}"
+    if shape != "unknown" and tuple(ref.shape) != tuple(shape):
+        return f"reference output {name!r} has shape {tuple(ref.shape)}, the definition resolves it to {tuple(shape)}"
+    return None
+
+
+def _finite(x: float | None) -> float:
+    return float(x) if x is not None and math.isfinite(x) else 0.0
+
+
+def merge_trials(trials: Sequence[Correctness]) -> Correctness:
+    """The worst case over trials: largest errors, smallest matched ratio, any NaN/Inf; the first
+    failing trial's output name and message; trial and checked-iteration counts summed."""
+    if not trials:
+        return Correctness(trials=0)
+    merged = Correctness(trials=0, checked_timed_iterations=0)
+    for c in trials:
+        merged.max_absolute_error = max(merged.max_absolute_error or 0.0, _finite(c.max_absolute_error))
+        merged.max_relative_error = max(merged.max_relative_error or 0.0, _finite(c.max_relative_error))
+        merged.matched_ratio = min(merged.matched_ratio, c.matched_ratio)
+        merged.has_nan = merged.has_nan or c.has_nan
+        merged.has_inf = merged.has_inf or c.has_inf
+        merged.trials += max(c.trials, 1)
+        merged.checked_timed_iterations += c.checked_timed_iterations
+        if merged.output is None and c.output is not None:
+            merged.output, merged.message = c.output, c.message
+    if merged.message is None:
+        merged.message = next((c.message for c in trials if c.message), None)
+    return merged

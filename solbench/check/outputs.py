@@ -1,0 +1,135 @@
+"""What a solution hands back, before any number is compared.
+
+`normalize_outputs` turns the return value of a value-returning solution (or reference) into a list
+in definition output order. Accepted shapes of a result:
+
+* one output: the tensor itself (or a one-element tuple/list, or a one-key dict);
+* several outputs: a tuple/list with exactly one entry per output, in order;
+* a dict keyed by output names: exactly the declared names (a missing or an extra key is an error:
+  an extra key is a sign the solution answers a different question);
+* a `shape: null` output: a Python int/float/bool (a 0-d plain tensor is accepted and `.item()`ed).
+
+Anything else raises `OutputError` (the runner reports RUNTIME_ERROR for a solution,
+INVALID_REFERENCE for the reference).
+
+`structural_check` runs in the worker, on the device, before outputs are copied to the CPU:
+
+* every tensor output is exactly `torch.Tensor` (not a subclass, FakeTensor, or lazy proxy whose
+  values would only be computed when the harness reads them, outside the timed region), strided,
+  not on the `meta` device -> otherwise REWARD_HACK;
+* shape, then dtype, per output in order -> INCORRECT_SHAPE / INCORRECT_DTYPE;
+* no output shares memory with an input or with another output -> otherwise REWARD_HACK. Returning
+  a view of an input lets a kernel "compute" a copy/reshape/transpose/slice-like operator in zero
+  time, and overlapping outputs let one write serve two results. Memory is compared as the byte span
+  each tensor can touch (`data_ptr()` to the last addressable element) on the same device; empty
+  tensors never alias. Two outputs carved from one buffer as disjoint contiguous slices are fine;
+  interleaved strided views of one buffer are reported (return separate tensors).
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+
+from solbench.spec import dtypes
+from solbench.spec.definition import Definition
+from solbench.spec.trace import Status
+
+
+class OutputError(RuntimeError):
+    """A result that cannot be read as the declared outputs."""
+
+
+def normalize_outputs(result: Any, definition: Definition, axis_values: dict[str, int] | None = None) -> list:
+    """The result as a list in definition output order (no values are changed or moved)."""
+    names = list(definition.outputs)
+    if isinstance(result, Mapping):
+        keys = set(result)
+        missing, extra = [n for n in names if n not in keys], sorted(map(str, keys - set(names)))
+        if missing or extra:
+            raise OutputError(f"returned dict keys do not match the outputs {names}: "
+                              f"missing {missing}, unexpected {extra}")
+        items = [result[n] for n in names]
+    elif isinstance(result, (tuple, list)):
+        if len(result) != len(names):
+            raise OutputError(f"returned {len(result)} values, the definition has {len(names)} outputs {names}")
+        items = list(result)
+    elif len(names) == 1:
+        items = [result]
+    else:
+        raise OutputError(f"returned a single {type(result).__name__}; the definition has {len(names)} "
+                          f"outputs {names}: return a tuple in that order or a dict keyed by name")
+    return [_one(name, item, definition.outputs[name].shape is None) for name, item in zip(names, items)]
+
+
+def _one(name: str, item: Any, scalar: bool):
+    if scalar:
+        if type(item) is torch.Tensor and item.dim() == 0:
+            return item.item()
+        if isinstance(item, numbers.Number) and not isinstance(item, complex):
+            return item
+        raise OutputError(f"output {name!r} is a Python scalar (shape null); got {type(item).__name__}")
+    if isinstance(item, torch.Tensor):
+        return item
+    raise OutputError(f"output {name!r} must be a tensor, got {type(item).__name__}")
+
+
+def byte_span(t: torch.Tensor) -> tuple[int, int] | None:
+    """[start, end) of the bytes a tensor can address, or None when it addresses none."""
+    if t.numel() == 0:
+        return None
+    extent = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()))  # torch strides are >= 0
+    start = t.data_ptr()
+    return start, start + (extent + 1) * t.element_size()
+
+
+def _overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.device != b.device:
+        return False
+    span_a, span_b = byte_span(a), byte_span(b)
+    if span_a is None or span_b is None:
+        return False
+    return span_a[0] < span_b[1] and span_b[0] < span_a[1]
+
+
+def structural_check(outputs: Sequence, definition: Definition, axis_values: dict[str, int],
+                     inputs: Sequence = ()) -> tuple[Status | None, str]:
+    """(None, "") when the outputs are plain tensors of the declared shapes and dtypes, sharing no
+    memory with the inputs or each other; otherwise the status and a message naming the output."""
+    names = list(definition.outputs)
+    if len(outputs) != len(names):
+        return Status.INCORRECT_SHAPE, f"expected {len(names)} outputs {names}, got {len(outputs)}"
+    shapes = definition.output_shapes(axis_values)
+    for name, out in zip(names, outputs):
+        spec = definition.outputs[name]
+        if shapes[name] is None:
+            if isinstance(out, torch.Tensor) or not isinstance(out, (int, float, bool)):
+                return Status.INCORRECT_SHAPE, f"output {name!r} should be a Python number, got {type(out).__name__}"
+            continue
+        if type(out) is not torch.Tensor:
+            return Status.REWARD_HACK, (f"lazy/subclassed output {name!r}: got {type(out).__module__}."
+                                        f"{type(out).__qualname__}, expected exactly torch.Tensor")
+        if out.layout != torch.strided or out.device.type == "meta":
+            return Status.REWARD_HACK, (f"output {name!r} holds no ordinary data (layout {out.layout}, "
+                                        f"device {out.device})")
+        if tuple(out.shape) != tuple(shapes[name]):
+            return Status.INCORRECT_SHAPE, f"output {name!r} has shape {tuple(out.shape)}, expected {tuple(shapes[name])}"
+        expected = dtypes.torch_dtype(spec.dtype)
+        if out.dtype != expected:
+            return Status.INCORRECT_DTYPE, f"output {name!r} has dtype {out.dtype}, expected {expected}"
+    tensors = [(n, o) for n, o in zip(names, outputs) if isinstance(o, torch.Tensor)]
+    input_names = list(definition.inputs) + [f"#{i}" for i in range(len(definition.inputs), len(inputs))]
+    input_tensors = [(n, t) for n, t in zip(input_names, inputs) if isinstance(t, torch.Tensor)]
+    for name, out in tensors:
+        for input_name, tensor in input_tensors:
+            if _overlap(out, tensor):
+                return Status.REWARD_HACK, (f"output {name!r} shares memory with input {input_name!r}: outputs must be "
+                                            f"freshly written tensors, not views of inputs")
+    for i, (name_a, a) in enumerate(tensors):
+        for name_b, b in tensors[i + 1:]:
+            if _overlap(a, b):
+                return Status.REWARD_HACK, f"outputs {name_a!r} and {name_b!r} share memory"
+    return None, ""

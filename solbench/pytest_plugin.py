@@ -1,0 +1,352 @@
+"""pytest plugin: `pytest --solbench solutions/` grades solution files, one test item per (solution, workload).
+
+Registered through the `pytest11` entry point; inert unless `--solbench` is given (no collection
+changes, no output). Evaluation goes through the same path as `solbench run` (`build`-style jobs and
+`solbench.runner.scheduler.run_jobs`): when the first item runs, every selected (solution, workloads)
+job is evaluated in one scheduler call, spread over the devices, and each item then reports its own
+trace. With `--solbench-baseline`, one extra `regression[PROBLEM]` item per solution gates its speed
+against a leaderboard CSV. Exit codes are pytest's (docs/ci.md).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+STATE_KEY = pytest.StashKey["SolbenchState"]()
+RUN_FUNCTION = {".py": re.compile(r"^def\s+run\s*\(", re.M), ".cu": re.compile(r"\brun\s*\([^;]*\)\s*\{")}
+
+
+class SolbenchFailure(Exception):
+    """A graded failure: shown as its message, without a Python traceback from the harness."""
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("solbench", "grading GPU kernels with solbench")
+    group.addoption("--solbench", action="store_true",
+                    help="collect solution files (.json, or .py/.cu naming their problem) as tests")
+    group.addoption("--solbench-problems", metavar="DIR", help="problem folders (default: ./problem_defs)")
+    group.addoption("--solbench-device", default="auto", help="auto, cpu, cuda or cuda:N (default: auto)")
+    group.addoption("--solbench-traces", metavar="FILE", help="append the traces here (JSON Lines)")
+    group.addoption("--solbench-benchmark-json", metavar="FILE",
+                    help="also write the timings in pytest-benchmark's JSON format (for pytest-benchmark compare)")
+    group.addoption("--solbench-min-score", type=float, metavar="X",
+                    help="fail a passed workload whose SOL score is below X (0..1)")
+    group.addoption("--solbench-baseline", metavar="CSV", help="leaderboard CSV of recorded results to gate against")
+    group.addoption("--solbench-max-regression", default="5%", metavar="P",
+                    help="with --solbench-baseline: fail when the geometric-mean latency is more than P slower "
+                         "(e.g. 5%% or 0.05) and beyond the measured noise (default 5%%)")
+    group.addoption("--solbench-require-gpu", action="store_true",
+                    help="fail (instead of skip) what cannot run without a GPU, and everything when none is visible")
+    group.addoption("--solbench-max-workloads", type=int, metavar="N", help="only the first N workloads per problem")
+    group.addoption("--solbench-quick", action="store_true",
+                    help="smoke-test timing (1 trial, 3 iterations); timings are not meaningful")
+
+
+@dataclass
+class SolbenchState:
+    """Session-wide: options, problems by name, the one evaluation of all selected jobs, its traces."""
+
+    config: pytest.Config
+    problems_dir: Path
+    baseline: Any = None  # pandas.DataFrame
+    max_regression: float = 0.05
+    problems: dict[str, Any] | None = None
+    solution_dirs: dict[Path, set[Path]] = field(default_factory=dict)
+    traces: dict[tuple[str, str], Any] = field(default_factory=dict)  # (file, workload uuid) -> Trace
+    all_traces: list = field(default_factory=list)
+    evaluated: bool = False
+    gpu_error: str | None = None
+    device_error: str | None = None
+
+    def option(self, name: str):
+        return self.config.getoption(name)
+
+    def problem(self, name: str):
+        from solbench.spec.problem import discover_problems, load_problem
+
+        if self.problems is None:
+            self.problems = {}
+            for path in discover_problems(self.problems_dir):
+                problem = load_problem(path)
+                self.problems[problem.name] = problem
+        return self.problems.get(name)
+
+    def is_solution_file(self, path: Path) -> bool:
+        """Solution files as `solbench run` finds them (JSON sources of another solution excluded)."""
+        from solbench.runner.jobs import solution_files
+
+        folder = path.parent
+        if folder not in self.solution_dirs:
+            self.solution_dirs[folder] = set(solution_files([folder]))
+        return path in self.solution_dirs[folder]
+
+    def run_config(self):
+        from solbench.runner.config import RunConfig
+
+        quick = dict(trials=1, warmup=1, iters=3, adaptive=False, timing_rounds=1) if self.option("solbench_quick") else {}
+        return RunConfig(device=self.option("solbench_device"), max_workloads=self.option("solbench_max_workloads"),
+                         **quick)
+
+    def evaluate_all(self, session: pytest.Session) -> None:
+        """Evaluate every selected item's (solution, workloads) once, in one scheduler call."""
+        if self.evaluated:
+            return
+        self.evaluated = True
+        from solbench.cli.run import pick_devices
+        from solbench.report.traces import TraceFile
+        from solbench.runner.scheduler import Job, run_jobs
+        from solbench.spec.errors import SpecError
+
+        config = self.run_config()
+        try:
+            devices = pick_devices(config, None)
+        except SpecError as exc:
+            self.device_error = str(exc)
+            return
+        if self.option("solbench_require_gpu") and not any(d.startswith("cuda") for d in devices):
+            self.gpu_error = "--solbench-require-gpu is set but no CUDA GPU is visible; nothing was run"
+            return
+        selected: dict[Path, tuple[SolutionFile, list[str]]] = {}
+        for item in session.items:
+            if isinstance(item, WorkloadItem):
+                selected.setdefault(item.parent.path, (item.parent, []))[1].append(item.workload_uuid)
+        jobs, origin = [], {}
+        for path, (parent, uuids) in selected.items():
+            problem = replace(parent.problem, workloads=tuple(w for w in parent.problem.workloads if w.uuid in uuids))
+            job = Job(problem, parent.solution)
+            jobs.append(job)
+            origin[id(job)] = str(path)
+        trace_file = TraceFile(self.option("solbench_traces")) if self.option("solbench_traces") else None
+
+        def on_trace(job, trace) -> None:
+            self.traces[(origin[id(job)], trace.workload_uuid)] = trace
+            self.all_traces.append(trace)
+            if trace_file is not None:
+                trace_file.append(trace)
+
+        try:
+            run_jobs(jobs, replace(config, max_workloads=None), devices, on_trace=on_trace)
+        except Exception as exc:  # noqa: BLE001 - every item reports it instead of one traceback
+            self.device_error = f"the evaluation stopped: {type(exc).__name__}: {exc}"
+
+
+def _state(config: pytest.Config) -> SolbenchState | None:
+    return config.stash.get(STATE_KEY, None)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not config.getoption("solbench", False):
+        return
+    from solbench.runner.jobs import repo_default
+    from solbench.spec.errors import SpecError
+
+    problems = config.getoption("solbench_problems")
+    problems_dir = Path(problems) if problems else repo_default("problem_defs")
+    if not problems_dir.is_dir():
+        raise pytest.UsageError(f"--solbench: problem folder {problems_dir} does not exist (--solbench-problems DIR)")
+    state = SolbenchState(config, problems_dir)
+    min_score = config.getoption("solbench_min_score")
+    if min_score is not None and not 0 <= min_score <= 1:
+        raise pytest.UsageError("--solbench-min-score must be between 0 and 1")
+    baseline = config.getoption("solbench_baseline")
+    try:
+        if baseline:
+            from solbench.report.leaderboard import read_leaderboard
+            from solbench.report.regression import parse_fraction
+
+            state.baseline = read_leaderboard(baseline)
+            state.max_regression = parse_fraction(config.getoption("solbench_max_regression"))
+    except SpecError as exc:
+        raise pytest.UsageError(f"--solbench-baseline: {exc}") from None
+    config.stash[STATE_KEY] = state
+    config.addinivalue_line("markers", "solbench: a (solution, workload) graded by solbench")
+
+
+def pytest_report_header(config: pytest.Config) -> list[str] | None:
+    state = _state(config)
+    if state is None:
+        return None
+    gate = (f", baseline {config.getoption('solbench_baseline')} (max regression {state.max_regression:.1%})"
+            if state.baseline is not None else "")
+    return [f"solbench: problems {state.problems_dir}, device {config.getoption('solbench_device')}{gate}"]
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector):
+    state = _state(parent.config)
+    if state is None:
+        return None
+    from solbench.runner.jobs import SOLUTION_SUFFIXES
+
+    if file_path.suffix not in SOLUTION_SUFFIXES or file_path.name.startswith(("_", ".", "test_", "conftest")):
+        return None
+    if file_path.suffix == ".json":
+        if '"sources"' not in file_path.read_text(errors="replace"):
+            return None  # some other JSON file
+    else:
+        from solbench.spec.solution import problem_named_in
+
+        text = file_path.read_text(errors="replace")
+        pattern = RUN_FUNCTION.get(file_path.suffix, RUN_FUNCTION[".py"])
+        if problem_named_in(text) is None and not pattern.search(text):
+            return None  # a helper module, not a solution
+    if not state.is_solution_file(file_path):
+        return None
+    return SolutionFile.from_parent(parent, path=file_path)
+
+
+class SolutionFile(pytest.File):
+    """One solution file: an item per workload of its problem (and a regression item with a baseline)."""
+
+    problem: Any = None
+    solution: Any = None
+
+    def collect(self):
+        from solbench.runner.jobs import problem_of_solution_file
+        from solbench.spec.errors import SpecError
+        from solbench.spec.solution import load_solution
+
+        state = _state(self.config)
+        try:
+            name = problem_of_solution_file(self.path)
+            problem = state.problem(name)
+            if problem is None:
+                raise SpecError(f"{self.path.name} is for problem {name!r}, which is not under {state.problems_dir}")
+            self.problem = problem
+            self.solution = load_solution(self.path, problem.definition)
+        except SpecError as exc:
+            yield BrokenSolutionItem.from_parent(self, name="load", message=str(exc))
+            return
+        limit = state.option("solbench_max_workloads")
+        workloads = problem.workloads[:limit] if limit else problem.workloads
+        for workload in workloads:
+            yield WorkloadItem.from_parent(self, name=f"{problem.name}[{workload.uuid}]", workload_uuid=workload.uuid)
+        if state.baseline is not None:
+            yield RegressionItem.from_parent(self, name=f"regression[{problem.name}]")
+
+
+class _SolbenchItem(pytest.Item):
+    def repr_failure(self, excinfo, style=None):
+        if isinstance(excinfo.value, SolbenchFailure):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo, style)
+
+    def reportinfo(self):
+        return self.path, None, f"solbench {self.name}"
+
+
+class BrokenSolutionItem(_SolbenchItem):
+    """A solution file that cannot be loaded fails one item instead of aborting the whole collection."""
+
+    def __init__(self, *, message: str, **kwargs):
+        super().__init__(**kwargs)
+        self.message = message
+
+    def runtest(self) -> None:
+        raise SolbenchFailure(f"cannot load solution {self.path}: {self.message}")
+
+
+def describe_failure(trace) -> str:
+    """Status, errors and workload axes: what a kernel engineer needs to start fixing it."""
+    from solbench.report.merge import hardware_of
+
+    evaluation = trace.evaluation
+    axes = ", ".join(f"{k}={v}" for k, v in trace.workload.get("axes", {}).items()) or "(none)"
+    lines = [f"{trace.status.value}: {trace.solution} on {trace.definition}, workload {trace.workload_uuid}",
+             f"  axes: {axes}", f"  hardware: {hardware_of(trace)}"]
+    corr = evaluation.correctness
+    if corr is not None and trace.status.value.startswith("INCORRECT"):
+        lines.append(f"  max abs error {corr.max_absolute_error}, max rel error {corr.max_relative_error}, "
+                     f"matched {corr.matched_ratio:.4f} (required {trace.workload.get('tolerance', {}).get('required_matched_ratio', 'n/a')})"
+                     + (f", output {corr.output}" if corr.output else "") + (", NaN" if corr.has_nan else "")
+                     + (", Inf" if corr.has_inf else ""))
+        if corr.message:
+            lines.append(f"  {corr.message}")
+    if evaluation.log:
+        lines += ["  log:"] + ["    " + line for line in evaluation.log.strip().splitlines()[-25:]]
+    lines += [f"  warning: {w}" for w in evaluation.warnings]
+    return "\n".join(lines)
+
+
+class WorkloadItem(_SolbenchItem):
+    def __init__(self, *, workload_uuid: str, **kwargs):
+        super().__init__(**kwargs)
+        self.workload_uuid = workload_uuid
+        self.add_marker("solbench")
+
+    def runtest(self) -> None:
+        state = _state(self.config)
+        state.evaluate_all(self.session)
+        if state.device_error or state.gpu_error:
+            raise SolbenchFailure(state.device_error or state.gpu_error)
+        trace = state.traces.get((str(self.path), self.workload_uuid))
+        if trace is None:
+            raise SolbenchFailure(f"no result for workload {self.workload_uuid} (the evaluation did not produce one)")
+        perf, sol = trace.evaluation.performance, trace.evaluation.sol or {}
+        self.user_properties += [("status", trace.status.value),
+                                 ("latency_ms", perf.latency_ms if perf else None),
+                                 ("speedup", perf.speedup_factor if perf else None),
+                                 ("sol_score", sol.get("score"))]
+        if trace.status.value == "SKIPPED":
+            reason = (trace.evaluation.log or "cannot run on this machine").strip().splitlines()[0]
+            if state.option("solbench_require_gpu"):
+                raise SolbenchFailure("SKIPPED although --solbench-require-gpu is set:\n" + describe_failure(trace))
+            pytest.skip(f"{trace.definition}[{trace.workload_uuid}]: {reason}")
+        if trace.status.failed:
+            raise SolbenchFailure(describe_failure(trace))
+        min_score = state.option("solbench_min_score")
+        if min_score is not None:
+            score = sol.get("score")
+            if not isinstance(score, (int, float)):
+                raise SolbenchFailure(f"--solbench-min-score {min_score}: no SOL score in the trace (n/a) for "
+                                      f"{trace.solution} on {trace.definition}[{trace.workload_uuid}]")
+            if score < min_score:
+                raise SolbenchFailure(f"SOL score {score:.3f} < {min_score} for {trace.solution} on "
+                                      f"{trace.definition}[{trace.workload_uuid}] (latency {perf.latency_ms:.5g} ms, "
+                                      f"T_SOL {sol.get('t_sol_ms', 'n/a')} ms)")
+
+
+class RegressionItem(_SolbenchItem):
+    """Gate one solution's geometric-mean latency against the baseline leaderboard."""
+
+    def runtest(self) -> None:
+        from solbench.report.regression import check
+
+        state = _state(self.config)
+        state.evaluate_all(self.session)
+        if state.device_error or state.gpu_error:
+            raise SolbenchFailure(state.device_error or state.gpu_error)
+        traces = [t for (path, _), t in state.traces.items() if path == str(self.path)]
+        if not traces:
+            pytest.skip("no workload of this solution was selected")
+        verdict = check(traces, state.baseline, state.max_regression)
+        self.user_properties.append(("regression", verdict.message))
+        if verdict.regressed:
+            raise SolbenchFailure(verdict.message)
+        if not verdict.comparable:
+            pytest.skip(verdict.message)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    state = _state(session.config)
+    if state is None or not state.all_traces:
+        return
+    path = state.option("solbench_benchmark_json")
+    if path:
+        from solbench.report.benchmark_json import write_benchmark_json
+
+        write_benchmark_json(state.all_traces, path)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    state = _state(config)
+    if state is None or not state.all_traces:
+        return
+    written = [f"traces appended to {p}" for p in [config.getoption("solbench_traces")] if p]
+    written += [f"pytest-benchmark JSON in {p}" for p in [config.getoption("solbench_benchmark_json")] if p]
+    terminalreporter.write_line(f"solbench: {len(state.all_traces)} workload(s) evaluated"
+                                + (f"; {'; '.join(written)}" if written else ""))

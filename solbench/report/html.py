@@ -1,0 +1,178 @@
+"""`solbench report`: one self-contained HTML page (inline CSS and SVG, no scripts, nothing fetched).
+
+Per hardware: the SOL-score distribution, the speedup of every (problem, solution) over the
+reference, and one chart per problem of measured latency against T_SOL. That last chart is the
+roofline in the form the traces can support honestly: T_SOL already is the roofline bound of each
+workload (max of compute time and memory time), so a point's height above the y = x line is exactly
+how far the kernel is from the speed of light, whatever bounds it. Missing figures show as "n/a".
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from datetime import UTC, datetime
+from html import escape
+
+import pandas as pd
+
+from solbench import __version__
+from solbench.report import svg
+from solbench.report.leaderboard import COLUMNS, LEVEL_PROBLEM, latency_ms, leaderboard, sol_value
+from solbench.report.merge import MergeResult, hardware_of
+from solbench.spec.trace import Status, Trace
+
+TABLE_COLUMNS = ("solution", "problem", "workloads", "passed", "failed", "skipped", "conflicts", "pass_rate",
+                 "geomean_latency_ms", "geomean_t_sol_ms", "geomean_speedup_vs_reference",
+                 "geomean_speedup_vs_baseline", "mean_sol_score", "fast_1", "fast_2")
+PERCENT_COLUMNS = {"pass_rate", "fast_1", "fast_2"}
+
+CSS = """
+body { font-family: system-ui, sans-serif; margin: 24px auto; max-width: 1400px; color: #222; padding: 0 16px; }
+h1 { font-size: 22px; margin-bottom: 4px; } h2 { font-size: 18px; margin-top: 28px; border-bottom: 1px solid #ddd; }
+h3 { font-size: 15px; margin: 18px 0 6px; }
+.meta { color: #666; font-size: 13px; }
+.tiles { display: flex; gap: 12px; margin: 14px 0; flex-wrap: wrap; }
+.tile { border: 1px solid #ddd; border-radius: 6px; padding: 8px 14px; min-width: 120px; }
+.tile b { display: block; font-size: 20px; }
+table { border-collapse: collapse; font-size: 12px; margin: 8px 0; }
+th, td { border-bottom: 1px solid #eee; padding: 3px 8px; text-align: right; white-space: nowrap; }
+th { background: #f6f6f6; cursor: help; } td.text, th.text { text-align: left; }
+tr.summary td { font-weight: 600; background: #fafafa; }
+td.na { color: #aaa; } td.bad { color: #c00; } td.good { color: #080; }
+.scroll { overflow-x: auto; }
+.charts { display: flex; flex-wrap: wrap; gap: 14px; align-items: flex-start; }
+.chart { border: 1px solid #eee; border-radius: 4px; }
+.warn { background: #fff4e5; border: 1px solid #f0c36d; padding: 8px 12px; border-radius: 4px; }
+pre { white-space: pre-wrap; font-size: 11px; margin: 2px 0; color: #555; max-height: 6em; overflow: auto; }
+"""
+
+
+def _cell(column: str, value) -> str:
+    if isinstance(value, float) and math.isnan(value):
+        return '<td class="na">n/a</td>'
+    if column in PERCENT_COLUMNS:
+        return f"<td>{100 * value:.0f}%</td>"
+    if column.startswith("geomean_speedup"):
+        css = "good" if value > 1 else "bad" if value < 1 else ""
+        return f'<td class="{css}">{value:.2f}x</td>'
+    if column == "mean_sol_score":
+        return f"<td>{value:.3f}</td>"
+    if isinstance(value, float):
+        return f"<td>{value:.4g}</td>"
+    if column == "failed" and value:
+        return f'<td class="bad">{value}</td>'
+    css = ' class="text"' if column in ("solution", "problem") else ""
+    return f"<td{css}>{escape(str(value))}</td>"
+
+
+def leaderboard_table(frame: pd.DataFrame) -> str:
+    described = {c.name: c.description for c in COLUMNS}
+    head = "".join(f'<th class="{"text" if c in ("solution", "problem") else ""}" '
+                   f'title="{escape(described[c])}">{escape(c)}</th>' for c in TABLE_COLUMNS)
+    rows = []
+    for row in frame.to_dict(orient="records"):
+        css = "summary" if row["level"] != LEVEL_PROBLEM else ""
+        rows.append(f'<tr class="{css}">' + "".join(_cell(c, row[c]) for c in TABLE_COLUMNS) + "</tr>")
+    return (f'<div class="scroll"><table class="leaderboard"><thead><tr>{head}</tr></thead>'
+            f'<tbody>{"".join(rows)}</tbody></table></div>')
+
+
+def roofline_charts(traces: list[Trace], solutions: list[str]) -> list[str]:
+    """One latency-vs-T_SOL chart per problem; every solution a colour (as in the speedup chart), the reference hollow."""
+    charts = []
+    by_problem: dict[str, list[Trace]] = defaultdict(list)
+    for t in traces:
+        by_problem[t.definition].append(t)
+    for problem, items in sorted(by_problem.items()):
+        points, seen_reference = [], set()
+        for t in items:
+            t_sol, latency = sol_value(t, "t_sol_ms"), latency_ms(t)
+            if t.status != Status.PASSED or not t_sol or not latency:
+                continue
+            axes = " ".join(f"{k}={v}" for k, v in t.workload.get("axes", {}).items())
+            score = sol_value(t, "score")
+            points.append(svg.Point(t_sol, latency, solutions.index(t.solution),
+                                    f"{t.solution} {axes}: {latency:.4g} ms, T_SOL {t_sol:.4g} ms, score "
+                                    f"{'n/a' if score is None else f'{score:.3f}'}"))
+            ref = t.evaluation.performance.reference_latency_ms
+            if ref and t.workload_uuid not in seen_reference:
+                seen_reference.add(t.workload_uuid)
+                points.append(svg.Point(t_sol, ref, solutions.index(t.solution), f"reference {axes}: {ref:.4g} ms",
+                                        hollow=True))
+        present = sorted({t.solution for t in items})
+        charts.append(svg.sol_scatter(points, [(s, solutions.index(s)) for s in present], f"{problem}: latency vs T_SOL",
+                                      has_reference=bool(seen_reference)))
+    return charts
+
+
+def speedup_chart(frame: pd.DataFrame, solutions: list[str]) -> str:
+    rows = frame[frame["level"] == LEVEL_PROBLEM]
+    bars = [svg.Bar(f"{r['problem']} · {r['solution']}", r["geomean_speedup_vs_reference"],
+                    solutions.index(r["solution"]), f"over {r['passed']} passed workload(s)")
+            for r in rows.to_dict(orient="records")]
+    return svg.speedup_bars(bars, [(s, i) for i, s in enumerate(solutions) if s in set(rows["solution"])])
+
+
+def failures_list(traces: list[Trace], limit: int = 50) -> str:
+    failed = [t for t in traces if t.status.failed]
+    if not failed:
+        return "<p>No failures.</p>"
+    items = []
+    for t in failed[:limit]:
+        axes = ", ".join(f"{k}={v}" for k, v in t.workload.get("axes", {}).items())
+        items.append(f"<li><b>{escape(t.status.value)}</b> {escape(t.definition)} / {escape(t.solution)} "
+                     f"({escape(axes)})<pre>{escape((t.evaluation.log or '')[-600:])}</pre></li>")
+    more = f"<p>... and {len(failed) - limit} more.</p>" if len(failed) > limit else ""
+    return f"<ul class=\"failures\">{''.join(items)}</ul>{more}"
+
+
+def hardware_section(hardware: str, traces: list[Trace], frame: pd.DataFrame) -> str:
+    solutions = sorted({t.solution for t in traces})
+    evaluated = [t for t in traces if t.status != Status.SKIPPED]
+    passed = [t for t in evaluated if t.status == Status.PASSED]
+    scores = [s for s in (sol_value(t, "score") for t in passed) if s is not None]
+    failed = len(evaluated) - len(passed)
+    histogram = svg.score_histogram(scores, failed if scores else 0)
+    scored = f"{len(scores)}/{len(passed)} passed workloads have a SOL score"
+    mean_score = (sum(scores) / len(evaluated) if evaluated and len(scores) == len(passed) else None)
+    tiles = [("workloads", str(len(traces))), ("passed", f"{len(passed)}/{len(evaluated)}"),
+             ("skipped", str(len(traces) - len(evaluated))),
+             ("mean SOL score", "n/a" if mean_score is None else f"{mean_score:.3f}")]
+    tile_html = "".join(f'<div class="tile">{escape(k)}<b>{escape(v)}</b></div>' for k, v in tiles)
+    return (f'<section class="hardware"><h2>{escape(hardware)}</h2><div class="tiles">{tile_html}</div>'
+            f"<h3>Leaderboard</h3>{leaderboard_table(frame)}"
+            f'<h3>Scores and speedups</h3><p class="meta">{escape(scored)}; failed workloads score 0.</p>'
+            f'<div class="charts">{histogram}{speedup_chart(frame, solutions)}</div>'
+            f"<h3>Latency against the speed of light, per problem</h3>"
+            f'<p class="meta">Each filled point is one passed workload of a solution; hollow points are the '
+            f"reference on the same workload. The dashed diagonal is T_SOL (the roofline bound of the workload): "
+            f"the higher above it, the further from the speed of light.</p>"
+            f'<div class="charts">{"".join(roofline_charts(traces, solutions))}</div>'
+            f"<h3>Failures</h3>{failures_list(traces)}</section>")
+
+
+def render_report(merged: MergeResult, title: str = "solbench report", sources: list[str] | None = None,
+                  malformed_lines: int = 0) -> str:
+    """The whole page as a string."""
+    frame = leaderboard(merged)
+    by_hardware: dict[str, list[Trace]] = defaultdict(list)
+    for t in merged.traces:
+        by_hardware[hardware_of(t)].append(t)
+    notes = []
+    if merged.conflicts:
+        listed = "".join(f"<li>{escape(c.describe())}</li>" for c in merged.conflicts[:100])
+        notes.append(f'<div class="warn"><b>{len(merged.conflicts)} conflicting duplicate(s)</b>: the same kernel '
+                     f"on the same workload and hardware got different statuses in different traces; these "
+                     f"workloads are left out of every figure.<ul>{listed}</ul></div>")
+    if malformed_lines:
+        notes.append(f'<div class="warn">{malformed_lines} unreadable trace line(s) were skipped.</div>')
+    meta = (f"{len(merged.traces)} traces from {len(sources or [])} file(s); {merged.superseded} older duplicate(s) "
+            f"superseded; generated {datetime.now(UTC).isoformat(timespec='seconds')} by solbench {__version__}")
+    sections = "".join(hardware_section(hw, traces, frame[frame["hardware"] == hw])
+                       for hw, traces in sorted(by_hardware.items()))
+    if not sections:
+        sections = "<p>No traces.</p>"
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
+            f"<style>{CSS}</style></head><body><h1>{escape(title)}</h1>"
+            f'<p class="meta">{escape(meta)}</p>{"".join(notes)}{sections}</body></html>\n')

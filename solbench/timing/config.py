@@ -1,0 +1,81 @@
+"""How a timed block is run: warm-up, iteration counts, adaptive stopping, budgets.
+
+Defaults aim at a trustworthy median on a GPU (1% relative CI half-width at 95%) within a few
+seconds per workload; the CPU defaults are smaller so that tests on a 2-core CI machine stay fast.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+
+@dataclass(frozen=True)
+class TimingConfig:
+    warmup: int = 10
+    """Minimum warm-up calls (compilation, allocator, caches, lazy module loading)."""
+    iters: int = 50
+    """Minimum timed iterations; always run, whatever the time budget."""
+    max_iters: int = 1000
+    """Adaptive stopping never goes past this many timed iterations."""
+    adaptive: bool = True
+    """After `iters`, keep timing in batches until the median's CI is tight enough."""
+    target_rel_ci: float = 0.01
+    """Stop when the CI half-width of the median, relative to the median, is at most this."""
+    ci_level: float = 0.95
+    max_time_s: float = 5.0
+    """Wall-time budget for the adaptive part of one timed block (the first `iters` always run)."""
+    min_warmup_ms: float = 25.0
+    """Warm up for at least this long as well as `warmup` calls (GPU boost, CPU frequency ramp)."""
+    clock_warmup: bool = True
+    """Also warm up until the SM clock (read through NVML) reaches its working level."""
+    clock_warmup_timeout_s: float = 2.0
+    clock_working_fraction: float = 0.9
+    """SM clock at or above this fraction of its maximum counts as working level; a stable plateau
+    below it (locked or power-limited clocks) counts too."""
+    l2_flush: bool = True
+    """Write a buffer of >= 2x the last-level cache before every call, outside the timed window."""
+    gc_off: bool = True
+    """Disable Python's cyclic GC during warm-up and timed loops (a collection costs milliseconds)."""
+    batch_min: int = 10
+    """Smallest adaptive batch; batches grow to a quarter of the samples so far."""
+    wall_margin_rel: float = 0.02
+    wall_margin_ms: float = 0.05
+    """Tolerance before "events_exceed_wall": event times summed may exceed the host wall time
+    around the block by no more than this (relative + absolute)."""
+
+    def __post_init__(self) -> None:
+        if self.warmup < 0:
+            raise ValueError("warmup must be >= 0")
+        if self.iters < 1:
+            raise ValueError("iters must be >= 1")
+        if self.max_iters < self.iters:
+            raise ValueError(f"max_iters ({self.max_iters}) must be >= iters ({self.iters})")
+        if not 0.0 < self.ci_level < 1.0:
+            raise ValueError("ci_level must be in (0, 1)")
+        if self.target_rel_ci <= 0:
+            raise ValueError("target_rel_ci must be > 0")
+        if self.max_time_s <= 0 or self.min_warmup_ms < 0 or self.clock_warmup_timeout_s < 0:
+            raise ValueError("time budgets must be non-negative (max_time_s > 0)")
+        if not 0.0 < self.clock_working_fraction <= 1.0:
+            raise ValueError("clock_working_fraction must be in (0, 1]")
+        if self.batch_min < 1:
+            raise ValueError("batch_min must be >= 1")
+
+    @classmethod
+    def cuda(cls, **overrides) -> TimingConfig:
+        """GPU defaults (the dataclass defaults)."""
+        return cls(**overrides)
+
+    @classmethod
+    def cpu(cls, **overrides) -> TimingConfig:
+        """CPU defaults: fewer and cheaper iterations, no NVML clock warm-up, looser CI target."""
+        base = cls(warmup=3, iters=20, max_iters=200, target_rel_ci=0.02, max_time_s=2.0, min_warmup_ms=5.0,
+                   clock_warmup=False)
+        return replace(base, **overrides)
+
+    @classmethod
+    def for_device(cls, device: object, **overrides) -> TimingConfig:
+        """`cuda()` for CUDA devices ("cuda", "cuda:1", torch.device, int), `cpu()` otherwise."""
+        kind = getattr(device, "type", device)
+        is_cuda = isinstance(kind, int) or (isinstance(kind, str) and kind.startswith("cuda"))
+        return cls.cuda(**overrides) if is_cuda else cls.cpu(**overrides)

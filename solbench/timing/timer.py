@@ -1,0 +1,340 @@
+"""Timing a callable: warm-up, per-iteration CUDA events (or the CPU clock), adaptive stopping.
+
+Protocol for each call i (warm-up and timed alike): `prepare(i)` (caller puts iteration i's inputs
+at fresh addresses), then the cache flush, then -- only for timed calls -- start mark, `run(i)`,
+end mark. `i` counts every call, warm-up first; callers map it onto their input rotation modulo
+its size. On CUDA the marks are events recorded on the current stream: no host sync inside a
+window, one sync per batch to read the events. The GPU is busy with the flush while the host
+launches `run(i)`, which hides launch latency the way a model's stream of kernels does.
+
+Robustness against the code being timed (it shares this process): the functions used here are
+captured at import into private names, so replacing `torch.cuda.Event.record` or
+`time.perf_counter_ns` afterwards changes nothing here, and `integrity_violations()` reports that it
+happened. A host wall clock around each timed block catches event times that add up to more than
+the time that really passed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from solbench.spec.trace import LatencyStats
+from solbench.timing.config import TimingConfig
+from solbench.timing.l2_flush import L2Flusher
+from solbench.timing.stats import rel_ci_halfwidth, summarize
+from solbench.timing.telemetry import (
+    FLAG_THROTTLED,
+    Telemetry,
+    energy_per_call_mj,
+    is_throttled,
+    telemetry_for,
+)
+
+# --- captured at import: the solution is loaded later and may patch the public names ---
+_perf_counter_ns = time.perf_counter_ns
+_gc_disable = gc.disable
+_gc_enable = gc.enable
+_gc_isenabled = gc.isenabled
+_Event = torch.cuda.Event
+_event_record = torch.cuda.Event.record
+_event_elapsed_time = torch.cuda.Event.elapsed_time
+_event_synchronize = torch.cuda.Event.synchronize
+_cuda_synchronize = torch.cuda.synchronize
+_cuda_current_stream = torch.cuda.current_stream
+_CAPTURED: dict[str, tuple[Callable[[], Any], Any]] = {
+    "time.perf_counter_ns": (lambda: time.perf_counter_ns, _perf_counter_ns),
+    "gc.disable": (lambda: gc.disable, _gc_disable),
+    "gc.enable": (lambda: gc.enable, _gc_enable),
+    "gc.isenabled": (lambda: gc.isenabled, _gc_isenabled),
+    "torch.cuda.Event": (lambda: torch.cuda.Event, _Event),
+    "torch.cuda.Event.record": (lambda: _Event.record, _event_record),
+    "torch.cuda.Event.elapsed_time": (lambda: _Event.elapsed_time, _event_elapsed_time),
+    "torch.cuda.Event.synchronize": (lambda: _Event.synchronize, _event_synchronize),
+    "torch.cuda.synchronize": (lambda: torch.cuda.synchronize, _cuda_synchronize),
+    "torch.cuda.current_stream": (lambda: torch.cuda.current_stream, _cuda_current_stream),
+    "torch.cuda.streams.Event": (lambda: torch.cuda.streams.Event, _Event),
+}
+_CUDA_SYNC_PRIMITIVE = getattr(torch._C, "_cuda_synchronize", None)
+if _CUDA_SYNC_PRIMITIVE is not None:
+    _CAPTURED["torch._C._cuda_synchronize"] = (lambda: getattr(torch._C, "_cuda_synchronize", None),
+                                               _CUDA_SYNC_PRIMITIVE)
+
+FLAG_EVENTS_EXCEED_WALL = "events_exceed_wall"
+FLAG_FUNCTIONS_REPLACED = "timing_functions_replaced"  # integrity_violations() was non-empty after the block
+STOP_FIXED = "fixed_iters"  # adaptive off: exactly `iters`
+STOP_CI = "ci_target"  # the median's CI reached target_rel_ci
+STOP_MAX_ITERS = "max_iters"
+STOP_MAX_TIME = "max_time"
+
+
+def integrity_violations() -> list[str]:
+    """Names of timing primitives that were replaced since this module was imported.
+
+    The worker calls this after loading the solution and after each timed block; any entry means
+    the solution tampered with the measurement machinery (the timer itself kept using the originals).
+    """
+    problems = []
+    for name, (current, original) in _CAPTURED.items():
+        try:
+            now = current()
+        except Exception:  # a deleted attribute is a replacement too
+            now = None
+        if now is not original:
+            problems.append(name)
+    return problems
+
+
+@dataclass
+class TimingResult:
+    samples_ms: list[float]
+    stats: LatencyStats
+    warmup_done: int
+    stop_reason: str
+    wall_s: float  # host wall time around the timed block, including prepare/flush and syncs
+    clocks_before: dict[str, Any] | None = None
+    clocks_after: dict[str, Any] | None = None
+    events_total_ms: float = 0.0  # sum of per-iteration times; compared with wall_s
+    clock_warmup: str = "off"  # "off", "unavailable", "reached", "plateau", "timeout"
+    warmup_s: float = 0.0
+    energy_mj_per_call: float | None = None
+
+    @property
+    def flags(self) -> list[str]:
+        return self.stats.flags
+
+
+def events_exceed_wall(events_total_ms: float, wall_s: float, config: TimingConfig) -> bool:
+    """Iteration times are measured inside the wall window, so their sum cannot honestly exceed it."""
+    wall_ms = wall_s * 1e3
+    return events_total_ms > wall_ms * (1.0 + config.wall_margin_rel) + config.wall_margin_ms
+
+
+def next_batch_size(n_done: int, elapsed_s: float, config: TimingConfig, rel_halfwidth: float | None,
+                    ) -> tuple[int, str | None]:
+    """How many more timed iterations to run, or (0, stop_reason). Pure, so it is tested directly.
+
+    The first batch is `iters`; then, if adaptive, batches of max(batch_min, n/4) until the CI
+    target, `max_iters`, or the time budget (batch shrunk to what is predicted to fit) ends it.
+    """
+    if n_done == 0:
+        return config.iters, None
+    if n_done >= config.max_iters:
+        return 0, STOP_MAX_ITERS if config.adaptive else STOP_FIXED
+    if not config.adaptive:
+        return 0, STOP_FIXED
+    if rel_halfwidth is not None and rel_halfwidth <= config.target_rel_ci:
+        return 0, STOP_CI
+    remaining_s = config.max_time_s - elapsed_s
+    per_iter_s = elapsed_s / n_done
+    if remaining_s <= per_iter_s or remaining_s <= 0:
+        return 0, STOP_MAX_TIME
+    size = max(config.batch_min, n_done // 4)
+    if per_iter_s > 0:
+        size = min(size, int(remaining_s / per_iter_s))
+    return max(1, min(size, config.max_iters - n_done)), None
+
+
+def resolve_device(device: torch.device | str | int | None) -> torch.device:
+    """Normalise to torch.device with an explicit index for CUDA."""
+    if device is None:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if isinstance(device, int):
+        device = torch.device("cuda", device)
+    device = torch.device(device)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    return device
+
+
+_FLUSHERS: dict[str, L2Flusher] = {}
+
+
+def _flusher_for(device: torch.device) -> L2Flusher:
+    key = str(device)
+    if key not in _FLUSHERS:
+        _FLUSHERS[key] = L2Flusher(device)
+    return _FLUSHERS[key]
+
+
+class _Session:
+    """State of one `time_iterations` call: the call counter and the device-specific marks."""
+
+    def __init__(self, run, prepare, device: torch.device, flush: Callable[[], None] | None) -> None:
+        self.run = run
+        self.prepare = prepare
+        self.flush = flush
+        self.device = device
+        self.is_cuda = device.type == "cuda"
+        self.calls = 0
+        self.stream = _cuda_current_stream(device) if self.is_cuda else None
+        self.starts: list[Any] = []
+        self.ends: list[Any] = []
+
+    def sync(self) -> None:
+        if self.is_cuda:
+            _cuda_synchronize(self.device)
+
+    def untimed(self, count: int) -> None:
+        """Warm-up calls: the same protocol, no marks."""
+        run, prepare, flush = self.run, self.prepare, self.flush
+        for _ in range(count):
+            i = self.calls
+            self.calls += 1
+            if prepare is not None:
+                prepare(i)
+            if flush is not None:
+                flush()
+            run(i)
+
+    def ensure_events(self, count: int) -> None:
+        """Allocate event pairs outside any timed window; reused across batches."""
+        while len(self.starts) < count:
+            self.starts.append(_Event(enable_timing=True))
+            self.ends.append(_Event(enable_timing=True))
+
+    def timed(self, count: int) -> list[float]:
+        """`count` timed calls; returns their times in ms (after one sync for CUDA)."""
+        run, prepare, flush = self.run, self.prepare, self.flush
+        if self.is_cuda:
+            self.ensure_events(count)
+            starts, ends, stream, record = self.starts, self.ends, self.stream, _event_record
+            for j in range(count):
+                i = self.calls
+                self.calls += 1
+                if prepare is not None:
+                    prepare(i)
+                if flush is not None:
+                    flush()
+                record(starts[j], stream)
+                run(i)
+                record(ends[j], stream)
+            _event_synchronize(ends[count - 1])
+            return [_event_elapsed_time(starts[j], ends[j]) for j in range(count)]
+        t0s = [0] * count
+        t1s = [0] * count
+        clock = _perf_counter_ns
+        for j in range(count):
+            i = self.calls
+            self.calls += 1
+            if prepare is not None:
+                prepare(i)
+            if flush is not None:
+                flush()
+            t0 = clock()
+            run(i)
+            t1 = clock()
+            t0s[j] = t0
+            t1s[j] = t1
+        return [(b - a) / 1e6 for a, b in zip(t0s, t1s)]
+
+
+PLATEAU_READINGS = 5  # polls >= 10 ms apart, so a plateau spans >= 40 ms
+
+
+def _is_plateau(readings: list[int]) -> bool:
+    return max(readings) - min(readings) <= 0.01 * max(readings)
+
+
+def _warm_up(session: _Session, config: TimingConfig, telemetry: Telemetry | None) -> tuple[int, str, float]:
+    """At least `warmup` calls and `min_warmup_ms`; with clock warm-up, until the SM clock reaches
+    its working level or plateaus (polled while the GPU is busy), bounded by the timeout."""
+    start_ns = _perf_counter_ns()
+    max_mhz = telemetry.max_sm_clock_mhz() if telemetry is not None else None
+    clock_state = "off"
+    if session.is_cuda and config.clock_warmup:
+        clock_state = "unavailable" if max_mhz is None else "pending"
+    readings: list[int] = []
+    last_poll_ns = 0
+    chunk = max(1, config.warmup)
+    first = True
+    while True:
+        session.untimed(config.warmup if first else chunk)
+        first = False
+        if clock_state == "pending" and _perf_counter_ns() - last_poll_ns >= 10_000_000:
+            last_poll_ns = _perf_counter_ns()
+            mhz = telemetry.sm_clock_mhz()  # while the queued work runs
+            if mhz is not None:
+                readings.append(mhz)
+                if mhz >= config.clock_working_fraction * max_mhz:
+                    clock_state = "reached"
+                elif len(readings) >= PLATEAU_READINGS and _is_plateau(readings[-PLATEAU_READINGS:]):
+                    clock_state = "plateau"
+        session.sync()
+        elapsed_s = (_perf_counter_ns() - start_ns) / 1e9
+        if clock_state == "pending" and elapsed_s >= config.clock_warmup_timeout_s:
+            clock_state = "timeout"
+        if elapsed_s * 1e3 >= config.min_warmup_ms and clock_state != "pending":
+            return session.calls, clock_state, elapsed_s
+        if session.calls >= 1_000_000:  # a no-op run would otherwise spin here for min_warmup_ms
+            return session.calls, clock_state, elapsed_s
+
+
+def time_iterations(run: Callable[[int], object], prepare: Callable[[int], None] | None,
+                    device: torch.device | str | int | None, config: TimingConfig | None = None, *,
+                    telemetry: Telemetry | None = None, flusher: L2Flusher | None = None) -> TimingResult:
+    """Time `run(i)` per call on `device` ("cuda[:n]" uses CUDA events, "cpu" the CPU clock).
+
+    `telemetry` defaults to NVML for CUDA devices (None on CPU); `flusher` defaults to a cached
+    per-device `L2Flusher` when `config.l2_flush`.
+    """
+    dev = resolve_device(device)
+    config = config if config is not None else TimingConfig.for_device(dev)
+    is_cuda = dev.type == "cuda"
+    if telemetry is None and is_cuda:
+        telemetry = telemetry_for(dev.index)
+    flush = None
+    if config.l2_flush:
+        flush = (flusher if flusher is not None else _flusher_for(dev)).flush
+    method = "cuda_events" if is_cuda else "cpu_clock"
+
+    device_ctx = torch.cuda.device(dev) if is_cuda else contextlib.nullcontext()
+    gc_was_enabled = _gc_isenabled()
+    with device_ctx:
+        session = _Session(run, prepare, dev, flush)
+        try:
+            if config.gc_off:
+                _gc_disable()
+            warmup_done, clock_state, warmup_s = _warm_up(session, config, telemetry)
+            clocks_before = telemetry.read() if telemetry is not None else None
+            samples: list[float] = []
+            stop_reason = STOP_FIXED
+            session.sync()
+            t0 = _perf_counter_ns()
+            while True:
+                elapsed_s = (_perf_counter_ns() - t0) / 1e9
+                rel = rel_ci_halfwidth(samples, config.ci_level) if samples else None
+                size, reason = next_batch_size(len(samples), elapsed_s, config, rel)
+                if size == 0:
+                    stop_reason = reason or STOP_FIXED
+                    break
+                samples.extend(session.timed(size))
+            session.sync()
+            wall_s = (_perf_counter_ns() - t0) / 1e9
+        finally:
+            if config.gc_off and gc_was_enabled:
+                _gc_enable()
+        clocks_after = telemetry.read() if telemetry is not None else None
+
+    events_total_ms = math.fsum(samples)
+    stats = summarize(samples, warmup=warmup_done, method=method, ci_level=config.ci_level,
+                      target_rel_ci=config.target_rel_ci)
+    if events_exceed_wall(events_total_ms, wall_s, config):
+        stats.flags.append(FLAG_EVENTS_EXCEED_WALL)
+    if is_throttled(clocks_before) or is_throttled(clocks_after):
+        stats.flags.append(FLAG_THROTTLED)
+    if integrity_violations():
+        stats.flags.append(FLAG_FUNCTIONS_REPLACED)
+    return TimingResult(
+        samples_ms=samples, stats=stats, warmup_done=warmup_done, stop_reason=stop_reason, wall_s=wall_s,
+        clocks_before=clocks_before, clocks_after=clocks_after, events_total_ms=events_total_ms,
+        clock_warmup=clock_state, warmup_s=warmup_s,
+        energy_mj_per_call=energy_per_call_mj(clocks_before, clocks_after, len(samples)),
+    )

@@ -1,0 +1,168 @@
+"""The pytest plugin: collection, pass/fail/skip, GPU requirement, score and regression gates, outputs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from solbench.cli import main as solbench_main
+from tests.plugin.conftest import run_pytest, solution
+
+REPO = Path(__file__).resolve().parents[2]
+W0, W1 = "axpy_fp32[w0-64]", "axpy_fp32[w1-96]"
+
+
+def test_inert_without_the_flag(project, fake_runner, capsys):
+    solution(project, "good.py")
+    (project / "test_plain.py").write_text("def test_ok():\n    pass\n")
+    result = run_pytest(project, capsys=capsys)
+    assert result.ret == 0 and list(result.outcomes) == ["test_plain.py::test_ok"]
+    assert "solbench" not in result.output and fake_runner == []
+
+
+def test_collects_one_item_per_solution_and_workload(project, fake_runner, capsys):
+    solution(project, "good.py")
+    solution(project, "kernel.cu")
+    (project / "solutions" / "helper.py").write_text("def helper():\n    return 1\n")
+    (project / "solutions" / "_private.py").write_text("# solbench: problem=axpy_fp32\ndef run(x, y):\n    pass\n")
+    packaged = project / "solutions" / "packaged"
+    packaged.mkdir()
+    (packaged / "impl.py").write_text("def run(x, y):\n    return x * 2.0 + y\n")
+    (packaged / "axpy.json").write_text(json.dumps({
+        "name": "packaged_axpy", "definition": "axpy_fp32", "author": "t", "sources": [{"path": "impl.py"}],
+        "spec": {"languages": ["pytorch"], "entry_point": "impl.py::run", "destination_passing_style": False}}))
+    result = run_pytest(project, "--solbench", "solutions", "--collect-only", "-q", capsys=capsys)
+    assert result.ret == 0
+    ids = sorted(line for line in result.output.splitlines() if "::" in line)
+    assert ids == sorted(f"solutions/{f}::{w}" for f in ("good.py", "kernel.cu", "packaged/axpy.json")
+                         for w in (W0, W1))
+    assert fake_runner == []  # collecting evaluates nothing
+
+
+def test_pass_fail_skip_and_the_failure_message(project, fake_runner, capsys):
+    solution(project, "good.py")
+    solution(project, "wrong.py", "status=INCORRECT_NUMERICAL", "log=max_abs_error_0.5_exceeds_atol")
+    solution(project, "kernel.cu")
+    out = project / "out"
+    result = run_pytest(project, "--solbench", "solutions", "--solbench-device", "cpu",
+                        "--solbench-traces", str(out / "t.jsonl"), "--solbench-benchmark-json", str(out / "b.json"),
+                        capsys=capsys)
+    assert result.ret == 1
+    assert len(fake_runner) == 1 and sorted(fake_runner[0]) == [("axpy_fp32", 2)] * 3  # one scheduler call
+    outcome = {k.split("/")[1]: v for k, v in result.outcomes.items()}
+    assert outcome == {f"good.py::{W0}": "passed", f"good.py::{W1}": "passed",
+                       f"wrong.py::{W0}": "failed", f"wrong.py::{W1}": "failed",
+                       f"kernel.cu::{W0}": "skipped", f"kernel.cu::{W1}": "skipped"}
+    message = result.messages[f"solutions/wrong.py::{W1}"]
+    assert "INCORRECT_NUMERICAL: wrong on axpy_fp32, workload w1-96" in message
+    assert "axes: n=96" in message and "max abs error 0.5 exceeds atol" in message and "Traceback" not in message
+    assert "need a CUDA GPU" in result.messages[f"solutions/kernel.cu::{W0}"]
+    assert len((out / "t.jsonl").read_text().splitlines()) == 6
+    bench = json.loads((out / "b.json").read_text())
+    assert sorted(b["name"] for b in bench["benchmarks"]) == ["good[w0-64]", "good[w1-96]"]
+    assert "solbench: 6 workload(s) evaluated" in result.output
+
+
+def test_deselected_items_are_not_evaluated(project, fake_runner):
+    solution(project, "good.py")
+    solution(project, "other.py")
+    result = run_pytest(project, "--solbench", "solutions", "-k", "good and w0")
+    assert result.ret == 0 and list(result.outcomes) == [f"solutions/good.py::{W0}"]
+    assert fake_runner == [[("axpy_fp32", 1)]]
+
+
+def test_require_gpu(project, fake_runner, monkeypatch):
+    solution(project, "good.py")
+    solution(project, "kernel.cu")
+    result = run_pytest(project, "--solbench", "solutions", "--solbench-require-gpu", "--solbench-device", "cpu")
+    assert result.ret == 1 and set(result.outcomes.values()) == {"failed"} and fake_runner == []
+    assert "no CUDA GPU is visible" in result.messages[f"solutions/good.py::{W0}"]
+    monkeypatch.setattr("solbench.cli.run.pick_devices", lambda config, arg: ["cuda:0"])
+    result = run_pytest(project, "--solbench", "solutions", "--solbench-require-gpu")
+    assert result.ret == 0 and set(result.outcomes.values()) == {"passed"}
+
+
+def test_skipped_fails_when_a_gpu_is_required(project, fake_runner, monkeypatch):
+    solution(project, "kernel.cu", "status=SKIPPED", "log=needs_sm90")
+    monkeypatch.setattr("solbench.cli.run.pick_devices", lambda config, arg: ["cuda:0"])
+    result = run_pytest(project, "--solbench", "solutions", "--solbench-require-gpu")
+    assert result.ret == 1 and "SKIPPED although --solbench-require-gpu" in result.messages[f"solutions/kernel.cu::{W0}"]
+
+
+def test_min_score(project, fake_runner):
+    solution(project, "good.py", "score=0.8")
+    solution(project, "meh.py", "score=0.3")
+    solution(project, "unscored.py")
+    result = run_pytest(project, "--solbench", "solutions", "--solbench-min-score", "0.5")
+    outcome = {k.split("/")[1].split("::")[0]: v for k, v in result.outcomes.items()}
+    assert outcome == {"good.py": "passed", "meh.py": "failed", "unscored.py": "failed"}
+    assert "SOL score 0.300 < 0.5" in result.messages[f"solutions/meh.py::{W0}"]
+    assert "no SOL score in the trace (n/a)" in result.messages[f"solutions/unscored.py::{W0}"]
+
+
+def test_regression_gate_against_a_leaderboard(project, fake_runner, capsys):
+    fast = solution(project, "kern.py", "latency_ms=1.0")
+    solution(project, "steady.py", "latency_ms=1.0")
+    traces = project / "base.jsonl"
+    assert run_pytest(project, "--solbench", "solutions", "--solbench-traces", str(traces)).ret == 0
+    baseline = project / "leaderboard.csv"
+    assert solbench_main(["leaderboard", str(traces), "-o", str(baseline)]) == 0
+    capsys.readouterr()
+
+    fast.write_text(fast.read_text().replace("latency_ms=1.0", "latency_ms=1.5"))  # the "slowed" kernel
+    solution(project, "newcomer.py")  # no recorded result: the gate skips it
+    result = run_pytest(project, "--solbench", "solutions", "--solbench-baseline", str(baseline),
+                        "--solbench-max-regression", "10%", capsys=capsys)
+    assert result.ret == 1
+    gate = {k.split("/")[1]: v for k, v in result.outcomes.items() if "regression" in k}
+    assert gate == {"kern.py::regression[axpy_fp32]": "failed", "steady.py::regression[axpy_fp32]": "passed",
+                    "newcomer.py::regression[axpy_fp32]": "skipped"}
+    assert "REGRESSION" in result.messages["solutions/kern.py::regression[axpy_fp32]"]
+    assert "+50.0%" in result.messages["solutions/kern.py::regression[axpy_fp32]"]
+    assert "max regression 10.0%" in result.output
+    # a wider tolerance lets the same slowdown through
+    result = run_pytest(project, "--solbench", "solutions", "--solbench-baseline", str(baseline),
+                        "--solbench-max-regression", "0.6")
+    assert result.outcomes["solutions/kern.py::regression[axpy_fp32]"] == "passed"
+    recorded = pd.read_csv(baseline)
+    assert recorded[recorded["level"] == "problem"]["latency_ci_high_ms"].notna().all()  # the gate's noise figures
+
+
+def test_bad_options_are_usage_errors(project, fake_runner):
+    solution(project, "good.py")
+    assert run_pytest(project, "--solbench", "solutions", "--solbench-problems", "nope").ret == 4
+    assert run_pytest(project, "--solbench", "solutions", "--solbench-baseline", "missing.csv").ret == 4
+    (project / "lb.csv").write_text("a,b\n1,2\n")
+    assert run_pytest(project, "--solbench", "solutions", "--solbench-baseline", "lb.csv").ret == 4
+    assert run_pytest(project, "--solbench", "solutions", "--solbench-min-score", "3").ret == 4
+
+
+def test_unloadable_solution_fails_one_item(project, fake_runner):
+    solution(project, "good.py")
+    (project / "solutions" / "orphan.py").write_text("# solbench: problem=nonexistent\ndef run(x, y):\n    pass\n")
+    result = run_pytest(project, "--solbench", "solutions")
+    assert result.outcomes["solutions/orphan.py::load"] == "failed"
+    assert "not under" in result.messages["solutions/orphan.py::load"]
+    assert result.outcomes[f"solutions/good.py::{W0}"] == "passed"
+
+
+def test_registered_through_the_pytest11_entry_point(project, tmp_path):
+    """The entry-point lines for pyproject.toml, installed as a dist-info: `pytest --solbench` needs no -p."""
+    site = tmp_path / "site"
+    dist = site / "solbench_plugin_probe-0.0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: solbench-plugin-probe\nVersion: 0.0\n")
+    (dist / "entry_points.txt").write_text("[pytest11]\nsolbench.pytest_plugin = solbench.pytest_plugin\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), str(REPO)]))
+    solution(project, "good.py")
+    for extra in ([], ["-p", "solbench.pytest_plugin"]):  # also loaded twice (entry point and -p): no error
+        result = subprocess.run([sys.executable, "-m", "pytest", "--solbench", "solutions", "--collect-only", "-q",
+                                 "-p", "no:cacheprovider", *extra], cwd=project, env=env, capture_output=True,
+                                text=True, timeout=120)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert f"solutions/good.py::{W0}" in result.stdout

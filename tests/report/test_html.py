@@ -1,0 +1,89 @@
+"""The HTML report: self-contained, every chart drawn; rendered in headless Chromium when it is installed."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import struct
+import subprocess
+import zlib
+from pathlib import Path
+
+import pytest
+
+from solbench.report.html import render_report
+from solbench.report.merge import merge
+from solbench.spec.trace import Status
+from tests.report.conftest import make_trace, sample_traces
+
+CHROMIUM = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None)
+needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium not installed "
+                                                             "(Debian: apt-get install -y chromium)")
+
+
+def test_page_has_every_chart_and_fetches_nothing():
+    traces = sample_traces()
+    page = render_report(merge(traces))
+    charts = re.findall(r'<svg class="chart" data-chart="([a-z-]+)"', page)
+    assert charts.count("sol-histogram") == 1 and charts.count("speedup") == 1
+    assert charts.count("roofline") == len({t.definition for t in traces})
+    passed = [t for t in traces if t.status == Status.PASSED]
+    filled = len(re.findall(r'<circle class="point"', page))
+    hollow = len(re.findall(r'<circle class="point ref"', page))
+    assert filled == len(passed) and hollow == len({t.workload_uuid for t in passed})
+    assert page.count('class="bar"') >= 5 and 'class="bar failed"' in page
+    assert not re.search(r'(src|href)\s*=\s*"(https?:)?//', page) and "<script" not in page
+    assert "INCORRECT_NUMERICAL" in page and "max abs error 0.5" in page
+
+
+def test_missing_sol_analysis_reads_n_a():
+    page = render_report(merge([make_trace(sol=None)]))
+    assert "no SOL scores in these traces (n/a)" in page and "no T_SOL for these workloads (n/a)" in page
+    assert page.count('data-chart="speedup"') == 1 and 'class="point"' not in page
+
+
+def test_conflicts_are_shown():
+    traces = [make_trace(), make_trace(status="TIMEOUT", timestamp="2026-09-09")]
+    page = render_report(merge(traces))
+    assert "1 conflicting duplicate(s)" in page and "TIMEOUT" in page
+
+
+def png_ink_fraction(path: Path) -> float:
+    """Fraction of decompressed image bytes that differ from the most common one (0 for a blank page)."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    idat, pos = b"", 8
+    while pos < len(data):
+        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        if kind == b"IDAT":
+            idat += data[pos + 8:pos + 8 + length]
+        pos += 12 + length
+    raw = zlib.decompress(idat)
+    counts = [0] * 256
+    for b in raw[::7]:
+        counts[b] += 1
+    return 1 - max(counts) / sum(counts)
+
+
+def chromium(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                           "--no-first-run", *args], capture_output=True, text=True, timeout=120)
+
+
+@needs_chromium
+def test_rendered_in_chromium(tmp_path):
+    page = tmp_path / "report.html"
+    page.write_text(render_report(merge(sample_traces()), sources=["sample.jsonl"]))
+    blank = tmp_path / "blank.html"
+    blank.write_text("<!DOCTYPE html><html><body></body></html>")
+    shots = {}
+    for name, html in (("report", page), ("blank", blank)):
+        shots[name] = tmp_path / f"{name}.png"
+        result = chromium("--window-size=1400,1800", f"--screenshot={shots[name]}", html.as_uri())
+        assert shots[name].is_file(), result.stderr[-2000:]
+    assert shots["report"].stat().st_size > 5 * shots["blank"].stat().st_size
+    assert png_ink_fraction(shots["report"]) > 0.02 and png_ink_fraction(shots["blank"]) < 0.001
+    dom = chromium("--dump-dom", page.as_uri()).stdout
+    assert len(re.findall(r"<svg[^>]*class=\"chart\"", dom)) == 4  # histogram, speedup, two rooflines
+    assert len(re.findall(r'<circle class="point', dom)) >= 16 and len(re.findall(r"<rect class=\"bar", dom)) >= 5
+    assert "<table class=\"leaderboard\"" in dom

@@ -1,0 +1,141 @@
+"""Clock locking against the fake NVML: presets, lock + verify, failures restore, clear errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from solbench.timing.clock_lock import PRESETS, ClockLock, ClockLockError, find_preset
+from solbench.timing.nvml import NvmlError
+
+from .fake_nvml import FakeGpu, FakeNvml
+
+
+def _lock(fake: FakeNvml, **kw) -> ClockLock:
+    kw.setdefault("env", {})
+    return ClockLock(0, nvml=fake, sleep=lambda s: None, settle_s=0.0, **kw)
+
+
+@pytest.mark.parametrize(("name", "match", "sm"), [
+    ("NVIDIA H100 80GB HBM3", "H100", 1410), ("NVIDIA H100 PCIe", "H100 PCIe", 1410),
+    ("NVIDIA H200", "H200", 1410), ("NVIDIA GH200 480GB", "GH200", 1410), ("NVIDIA B200", "B200", 1500),
+    ("NVIDIA A100-SXM4-80GB", "A100", 1065)])
+def test_preset_lookup_prefers_the_most_specific(name, match, sm):
+    p = find_preset(name, env={})
+    assert p.match == match and p.sm_mhz == sm
+
+
+def test_unknown_gpu_has_no_preset_unless_env_says_so():
+    assert find_preset("NVIDIA GeForce RTX 4090", env={}) is None
+    p = find_preset("NVIDIA GeForce RTX 4090", env={"SOLBENCH_LOCK_SM_MHZ": "2000", "SOLBENCH_LOCK_MEM_MHZ": "10501"})
+    assert (p.sm_mhz, p.mem_mhz) == (2000, 10501)
+    with pytest.raises(ClockLockError):
+        find_preset("NVIDIA GeForce RTX 4090", env={"SOLBENCH_LOCK_MEM_MHZ": "10501"})
+    with pytest.raises(ClockLockError):
+        find_preset("NVIDIA H100", env={"SOLBENCH_LOCK_SM_MHZ": "fast"})
+
+
+def test_env_overrides_preset_sm_only():
+    p = find_preset("NVIDIA H100 PCIe", env={"SOLBENCH_LOCK_SM_MHZ": "1200"})
+    assert (p.sm_mhz, p.mem_mhz) == (1200, 1593)
+
+
+def test_presets_are_plausible_data():
+    for p in PRESETS:
+        assert 500 <= p.sm_mhz <= 3000 and p.match and (p.mem_mhz is None or 500 <= p.mem_mhz <= 10000)
+    assert len({p.match for p in PRESETS}) == len(PRESETS)
+
+
+def test_lock_verify_and_restore():
+    fake = FakeNvml()
+    gpu = fake.gpus[0]
+    with _lock(fake) as lock:
+        assert (gpu.sm_mhz, gpu.mem_mhz) == (1410, 2619)
+        assert lock.state.gpu_locked and lock.state.mem_locked and lock.atexit_registered
+        assert lock.state.readback == {"sm_mhz": 1410, "mem_mhz": 2619}
+        assert ("set_gpu_locked_clocks", (1410, 1410)) in fake.calls
+        assert ("set_memory_locked_clocks", (2619, 2619)) in fake.calls  # highest supported
+    assert gpu.sm_mhz == gpu.max_sm_mhz
+    assert {"reset_gpu_locked_clocks", "reset_memory_locked_clocks"} <= set(fake.names_called())
+    assert not lock.state.gpu_locked and not lock.atexit_registered
+
+
+def test_explicit_clocks_override_preset():
+    fake = FakeNvml([FakeGpu(supported_mem_mhz=[2619, 1593])])
+    with _lock(fake, sm_mhz=1200, mem_mhz=1593):
+        assert (fake.gpus[0].sm_mhz, fake.gpus[0].mem_mhz) == (1200, 1593)
+
+
+def test_verify_failure_restores_and_raises():
+    fake = FakeNvml([FakeGpu(sm_after_lock=1100)])  # the GPU ignores the lock
+    lock = _lock(fake)
+    with pytest.raises(ClockLockError, match="did not settle"):
+        lock.lock()
+    assert "reset_gpu_locked_clocks" in fake.names_called()
+    assert "reset_memory_locked_clocks" in fake.names_called()
+    assert not lock.state.gpu_locked and not lock.atexit_registered
+
+
+def test_permission_error_is_clear_and_touches_nothing_else():
+    fake = FakeNvml()
+    fake.fail["set_gpu_locked_clocks"] = NvmlError("NO_PERMISSION", "Insufficient Permissions")
+    with pytest.raises(ClockLockError) as info:
+        _lock(fake).lock()
+    msg = str(info.value)
+    assert "not permitted" in msg and "root" in msg and "GPU 0" in msg and "H100" in msg
+    assert "set_memory_locked_clocks" not in fake.names_called()
+    assert "reset_gpu_locked_clocks" not in fake.names_called()  # nothing was locked
+
+
+def test_memory_lock_permission_error_resets_sm_clocks():
+    fake = FakeNvml()
+    fake.fail["set_memory_locked_clocks"] = NvmlError("NO_PERMISSION")
+    with pytest.raises(ClockLockError, match="not permitted"):
+        _lock(fake).lock()
+    assert "reset_gpu_locked_clocks" in fake.names_called()
+    assert fake.gpus[0].sm_mhz == fake.gpus[0].max_sm_mhz
+
+
+def test_memory_lock_not_supported_is_a_note():
+    fake = FakeNvml()
+    fake.fail["set_memory_locked_clocks"] = NvmlError("NOT_SUPPORTED")
+    with _lock(fake) as lock:
+        assert lock.state.gpu_locked and not lock.state.mem_locked
+        assert any("not supported" in n for n in lock.state.notes)
+
+
+def test_restore_on_exception_inside_block():
+    fake = FakeNvml()
+    with pytest.raises(KeyError):
+        with _lock(fake):
+            raise KeyError("boom")
+    assert fake.gpus[0].sm_mhz == fake.gpus[0].max_sm_mhz
+    assert fake.names_called().count("reset_gpu_locked_clocks") == 1
+
+
+def test_restore_is_idempotent_and_never_raises():
+    fake = FakeNvml()
+    lock = _lock(fake)
+    lock.lock()
+    fake.fail["reset_gpu_locked_clocks"] = NvmlError("UNKNOWN", "driver went away")
+    problems = lock.restore()
+    assert len(problems) == 1 and "SM clocks" in problems[0]
+    assert lock.restore() == []
+    assert fake.names_called().count("reset_gpu_locked_clocks") == 1
+
+
+def test_unknown_gpu_without_clocks_refuses_clearly():
+    fake = FakeNvml([FakeGpu(name="NVIDIA GeForce RTX 4090")])
+    with pytest.raises(ClockLockError, match="no clock preset"):
+        _lock(fake).lock()
+    assert "set_gpu_locked_clocks" not in fake.names_called()
+
+
+def test_no_nvml_is_a_clear_error():
+    with pytest.raises(ClockLockError, match="cannot reach GPU 0"):
+        _lock(FakeNvml(available=False)).lock()
+
+
+def test_unsupported_preset_memory_clock_uses_nearest():
+    fake = FakeNvml([FakeGpu(name="NVIDIA H100 PCIe", supported_mem_mhz=[1600, 1200], max_mem_mhz=1600)])
+    with _lock(fake) as lock:
+        assert lock.state.mem_mhz == 1600 and lock.state.notes

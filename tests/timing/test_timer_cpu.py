@@ -1,0 +1,216 @@
+"""The CPU timer protocol, adaptive stopping and tamper detection.
+
+Timing asserts are against synthetic runs with generous bounds (a busy 2-core CI machine can
+preempt any single iteration), or go through medians, which a few preemptions do not move.
+"""
+
+from __future__ import annotations
+
+import gc
+import random
+import time
+
+import pytest
+import torch
+
+from solbench.timing import timer
+from solbench.timing.config import TimingConfig
+from solbench.timing.l2_flush import L2Flusher
+from solbench.timing.timer import (
+    STOP_CI,
+    STOP_FIXED,
+    STOP_MAX_ITERS,
+    STOP_MAX_TIME,
+    events_exceed_wall,
+    integrity_violations,
+    next_batch_size,
+    time_iterations,
+)
+
+FAST = dict(l2_flush=False, min_warmup_ms=0.0, warmup=2)
+
+
+def spin_ms(ms: float) -> None:
+    """Busy-wait (sleep granularity is too coarse and too noisy for sub-ms amounts)."""
+    end = time.perf_counter() + ms / 1e3
+    while time.perf_counter() < end:
+        pass
+
+
+def test_prepare_is_outside_the_window():
+    result = time_iterations(lambda i: None, lambda i: time.sleep(0.02), "cpu",
+                             TimingConfig.cpu(iters=10, adaptive=False, **FAST))
+    assert len(result.samples_ms) == 10
+    assert result.stats.median_ms < 5.0  # 20 ms of prepare would dominate every sample
+    assert result.wall_s >= 10 * 0.02  # ...but it did happen, inside the block's wall time
+
+
+def test_call_order_prepare_flush_run_and_indices():
+    flusher = L2Flusher("cpu", size_bytes=4096)
+    log = []
+    config = TimingConfig.cpu(iters=5, adaptive=False, warmup=3, min_warmup_ms=0.0)
+    result = time_iterations(lambda i: log.append(("run", i, flusher.flush_count)),
+                             lambda i: log.append(("prepare", i, flusher.flush_count)), "cpu", config,
+                             flusher=flusher)
+    assert result.warmup_done == 3
+    calls = result.warmup_done + len(result.samples_ms)
+    assert [e[1] for e in log] == [i for i in range(calls) for _ in range(2)]  # i counts every call
+    for k in range(0, len(log), 2):
+        (p, i, flushes_before), (r, j, flushes_at_run) = log[k], log[k + 1]
+        assert (p, r, i) == ("prepare", "run", j)
+        assert flushes_at_run == flushes_before + 1  # exactly one flush, after prepare, before run
+
+
+def test_warmup_runs_at_least_warmup_calls_and_min_time():
+    config = TimingConfig.cpu(iters=3, adaptive=False, warmup=4, min_warmup_ms=30.0, l2_flush=False)
+    calls = []
+    result = time_iterations(lambda i: calls.append(i) or spin_ms(1.0), None, "cpu", config)
+    assert result.warmup_done >= 4
+    assert result.warmup_s >= 0.030  # 4 calls of 1 ms would take ~4 ms: min_warmup_ms extended it
+    assert len(calls) == result.warmup_done + 3
+    assert result.stats.warmup == result.warmup_done and result.clock_warmup == "off"
+
+
+def test_fixed_iterations_when_not_adaptive():
+    result = time_iterations(lambda i: None, None, "cpu", TimingConfig.cpu(iters=17, adaptive=False, **FAST))
+    assert len(result.samples_ms) == 17 and result.stop_reason == STOP_FIXED
+    assert result.stats.method == "cpu_clock" and result.stats.n == 17
+
+
+def test_adaptive_stops_early_on_tight_samples():
+    config = TimingConfig.cpu(iters=20, max_iters=2000, target_rel_ci=0.05, max_time_s=30.0, **FAST)
+    result = time_iterations(lambda i: spin_ms(0.3), None, "cpu", config)
+    assert result.stop_reason == STOP_CI
+    assert len(result.samples_ms) < 200
+    assert result.stats.rel_ci_halfwidth <= 0.05 and "wide_ci" not in result.stats.flags
+
+
+def test_adaptive_runs_to_the_cap_on_noisy_samples():
+    rng = random.Random(0)
+    config = TimingConfig.cpu(iters=20, max_iters=60, target_rel_ci=0.001, max_time_s=30.0, **FAST)
+    result = time_iterations(lambda i: spin_ms(rng.uniform(0.05, 1.0)), None, "cpu", config)
+    assert result.stop_reason == STOP_MAX_ITERS and len(result.samples_ms) == 60
+    assert "wide_ci" in result.stats.flags
+
+
+def test_adaptive_respects_the_time_budget():
+    rng = random.Random(1)
+    config = TimingConfig.cpu(iters=10, max_iters=100_000, target_rel_ci=0.0001, max_time_s=0.25, **FAST)
+    result = time_iterations(lambda i: spin_ms(rng.uniform(0.5, 1.5)), None, "cpu", config)
+    assert result.stop_reason == STOP_MAX_TIME
+    assert 10 <= len(result.samples_ms) < 1000
+    assert result.wall_s < 2.0  # 0.25 s budget, generous for a slow machine
+
+
+def test_minimum_iterations_run_even_past_the_budget():
+    config = TimingConfig.cpu(iters=5, max_iters=100, target_rel_ci=1e-6, max_time_s=0.001, **FAST)
+    result = time_iterations(lambda i: spin_ms(1.0), None, "cpu", config)
+    assert len(result.samples_ms) == 5 and result.stop_reason == STOP_MAX_TIME
+
+
+def test_next_batch_size_policy():
+    c = TimingConfig(iters=50, max_iters=400, max_time_s=10.0, target_rel_ci=0.01, batch_min=10)
+    assert next_batch_size(0, 0.0, c, None) == (50, None)
+    assert next_batch_size(50, 1.0, c, 0.005) == (0, STOP_CI)
+    assert next_batch_size(50, 1.0, c, 0.02) == (12, None)  # a quarter of what we have
+    assert next_batch_size(20, 1.0, c, 0.02) == (10, None)  # never below batch_min
+    assert next_batch_size(398, 1.0, c, 0.02) == (2, None)  # never past max_iters
+    assert next_batch_size(400, 1.0, c, 0.02) == (0, STOP_MAX_ITERS)
+    assert next_batch_size(100, 9.95, c, 0.02) == (0, STOP_MAX_TIME)  # 0.05 s left < one 0.0995 s iteration
+    assert next_batch_size(100, 9.0, c, 0.02) == (11, None)  # shrunk to what fits in the 1 s left
+    assert next_batch_size(100, 1.0, c, None) == (25, None)  # no CI yet: keep going
+    fixed = TimingConfig(adaptive=False)
+    assert next_batch_size(50, 1.0, fixed, 0.5) == (0, STOP_FIXED)
+
+
+def test_gc_is_off_inside_and_restored_after():
+    seen = []
+    config = TimingConfig.cpu(iters=3, adaptive=False, **FAST)
+    assert gc.isenabled()
+    time_iterations(lambda i: seen.append(gc.isenabled()), None, "cpu", config)
+    assert seen and not any(seen) and gc.isenabled()
+    seen.clear()
+    time_iterations(lambda i: seen.append(gc.isenabled()), None, "cpu", TimingConfig.cpu(gc_off=False, iters=3, **FAST))
+    assert all(seen)
+
+
+def test_gc_restored_when_run_raises():
+    def boom(i):
+        raise RuntimeError("kernel failed")
+
+    with pytest.raises(RuntimeError, match="kernel failed"):
+        time_iterations(boom, None, "cpu", TimingConfig.cpu(**FAST))
+    assert gc.isenabled()
+
+
+def test_result_wall_and_event_totals_are_consistent():
+    result = time_iterations(lambda i: spin_ms(0.5), None, "cpu", TimingConfig.cpu(iters=20, adaptive=False, **FAST))
+    assert result.events_total_ms == pytest.approx(sum(result.samples_ms))
+    assert result.events_total_ms <= result.wall_s * 1e3
+    assert "events_exceed_wall" not in result.flags
+    assert result.clocks_before is None and result.energy_mj_per_call is None
+
+
+def test_events_exceed_wall_rule():
+    c = TimingConfig(wall_margin_rel=0.02, wall_margin_ms=0.05)
+    assert not events_exceed_wall(100.0, 0.1, c)
+    assert not events_exceed_wall(102.0, 0.1, c)
+    assert events_exceed_wall(102.1, 0.1, c)
+    assert events_exceed_wall(1.0, 0.0, c)
+
+
+def test_integrity_clean_at_start():
+    assert integrity_violations() == []
+
+
+def test_integrity_detects_replaced_perf_counter_and_timer_ignores_it(monkeypatch):
+    monkeypatch.setattr(time, "perf_counter_ns", lambda: 0)
+    assert integrity_violations() == ["time.perf_counter_ns"]
+    # the timer keeps its own reference: samples are still real
+    result = time_iterations(lambda i: spin_ms(0.3), None, "cpu", TimingConfig.cpu(iters=6, adaptive=False, **FAST))
+    assert result.stats.median_ms >= 0.3
+    assert "timing_functions_replaced" in result.flags
+
+
+def test_replacement_during_the_block_is_flagged(monkeypatch):
+    def run(i):
+        if i == 3:
+            monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+
+    result = time_iterations(run, None, "cpu", TimingConfig.cpu(iters=6, adaptive=False, **FAST))
+    assert "timing_functions_replaced" in result.flags
+    monkeypatch.undo()
+    clean = time_iterations(lambda i: None, None, "cpu", TimingConfig.cpu(iters=6, adaptive=False, **FAST))
+    assert "timing_functions_replaced" not in clean.flags
+
+
+def test_integrity_detects_replaced_cuda_event_and_methods(monkeypatch):
+    class FakeEvent(torch.cuda.Event):
+        pass
+
+    monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
+    assert "torch.cuda.Event" in integrity_violations()
+    monkeypatch.undo()
+    monkeypatch.setattr(torch.cuda.Event, "elapsed_time", lambda self, end: 0.001)
+    assert integrity_violations() == ["torch.cuda.Event.elapsed_time"]
+    monkeypatch.undo()
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    monkeypatch.setattr(gc, "disable", lambda: None)
+    assert set(integrity_violations()) == {"torch.cuda.synchronize", "gc.disable"}
+    monkeypatch.undo()
+    assert integrity_violations() == []
+
+
+def test_integrity_detects_deleted_attribute(monkeypatch):
+    monkeypatch.delattr(torch.cuda.Event, "record")
+    assert "torch.cuda.Event.record" in integrity_violations()
+
+
+def test_default_config_follows_device():
+    result = time_iterations(lambda i: None, None, "cpu", None)
+    assert result.stats.method == "cpu_clock" and len(result.samples_ms) >= TimingConfig.cpu().iters
+
+
+def test_timer_module_captured_originals():
+    assert timer._perf_counter_ns is time.perf_counter_ns
+    assert timer._Event is torch.cuda.Event
