@@ -13,7 +13,7 @@ from solbench.sol.analyser import CONVENTIONS, analyse_workload, sol_time_ms
 from solbench.sol.hardware import HardwareSpec, UnknownHardwareError, detect_spec, load_spec
 from solbench.sol.reject import min_possible_time_ms
 from solbench.spec.errors import SpecError
-from solbench.spec.problem import load_problem
+from solbench.spec.problem import discover_problems, load_problem
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 DEFAULT_HW = "B200"
@@ -21,7 +21,8 @@ DEFAULT_HW = "B200"
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("sol", help="speed-of-light bounds (FLOPs, bytes, T_SOL) of a problem's workloads")
-    p.add_argument("problem", type=Path, help="problem folder (definition.json + workload.jsonl)")
+    p.add_argument("problem", type=Path, help="problem folder (definition.json + workload.jsonl), "
+                                              "or a folder of problems")
     p.add_argument("--hw", help=f"hardware spec (default: the running GPU, or {DEFAULT_HW} without one)")
     p.add_argument("--convention", choices=CONVENTIONS, default="strict",
                    help="convention shown in the table (--json gives both)")
@@ -70,7 +71,10 @@ def workload_record(problem, workload, hw: HardwareSpec) -> dict:
 def sol_command(args) -> int:
     err = Console(stderr=True)
     try:
-        problem = load_problem(args.problem)
+        paths = discover_problems(args.problem) if args.problem.is_dir() else [args.problem]
+        if not paths:
+            raise SpecError(f"no problems under {args.problem}")
+        problems = [load_problem(p) for p in paths]
         hw = pick_hardware(args.hw, err)
     except SpecError as exc:
         err.print(f"[red]error:[/red] {exc}")
@@ -78,13 +82,18 @@ def sol_command(args) -> int:
     if args.max_workloads is not None and args.max_workloads < 1:
         err.print("[red]error:[/red] --max-workloads must be at least 1")
         return EXIT_BAD_INPUT
-    workloads = problem.workloads[: args.max_workloads] if args.max_workloads else problem.workloads
-    records = [workload_record(problem, w, hw) for w in workloads]
-    if args.json:
-        for r in records:
-            sys.stdout.write(json.dumps(r) + "\n")
-        return EXIT_OK
-    conv = args.convention
+    for problem in problems:
+        workloads = problem.workloads[: args.max_workloads] if args.max_workloads else problem.workloads
+        records = [workload_record(problem, w, hw) for w in workloads]
+        if args.json:
+            for r in records:
+                sys.stdout.write(json.dumps(r) + "\n")
+        else:
+            print_table(problem, records, hw, args.convention)
+    return EXIT_OK
+
+
+def print_table(problem, records: list[dict], hw: HardwareSpec, conv: str) -> None:
     table = Table(title=f"{problem.name}: speed of light on {hw.name} ({conv} convention)")
     for col in ("#", "uuid", "axes", "matmul GFLOP", "other GFLOP", "MB", "T_SOL ms", "bound", "FLOP/B",
                 "solar ms" if conv == "strict" else "strict ms", "method"):
@@ -104,4 +113,3 @@ def sol_command(args) -> int:
         console.print(f"[yellow]ops not understood (counted as 0 FLOPs):[/yellow] {', '.join(unknown)}")
     for note in notes[:10]:
         console.print(f"[yellow]note:[/yellow] {note}")
-    return EXIT_OK

@@ -24,7 +24,7 @@ from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
 
 from solbench.sol.capture import Capture, CaptureError, compile_reference, declared_io_capture, run_capture
-from solbench.sol.hardware import HardwareSpec, dtype_family
+from solbench.sol.hardware import HardwareSpec
 from solbench.spec import dtypes
 from solbench.spec.definition import Definition
 
@@ -192,8 +192,6 @@ def cost_from_capture(capture: Capture, convention: str) -> WorkloadCost:
         for name, out in capture.outputs.items():
             by_tensor[name] = out.numel * _values_per_element(out.dtype) * width
         flops_other = 0.0
-    if capture.method == "declared-io":
-        pass  # the note from the capture already says FLOPs are unknown
     provable = sum(e.flops * e.active for e in capture.matmuls if e.provable) if capture.exact else 0.0
     return WorkloadCost(convention, capture.method, flops_mm, float(flops_other), float(sum(by_tensor.values())),
                         by_tensor, float(output_bytes), unknown, notes, width, float(provable))
@@ -220,6 +218,3 @@ def sol_time_ms(cost: WorkloadCost, hw: HardwareSpec, convention: str | None = N
         t_sol = 0.0
     return SolBound(convention, hw.name, t_sol, binding, intensity, t_memory, t_tensor, t_simt)
 
-
-def matmul_families(cost: WorkloadCost) -> set[str]:
-    return {dtype_family(d) for d in cost.flops_matmul}

@@ -171,6 +171,15 @@ class _Tracer(TorchDispatchMode):
         self.suppress = 0
         self.recording = True
 
+    @contextmanager
+    def suppressed(self):
+        """Ops inside are executed but not costed (their parent op was costed as a whole)."""
+        self.suppress += 1
+        try:
+            yield
+        finally:
+            self.suppress -= 1
+
     # -- values ------------------------------------------------------------------------------
 
     def is_real(self, t: torch.Tensor) -> bool:
@@ -578,18 +587,6 @@ def _strip_device(args, kwargs):
             continue
         kept.append(a)
     return tuple(kept), kwargs
-
-
-@contextmanager
-def _suppressed(tracer: _Tracer):
-    tracer.suppress += 1
-    try:
-        yield
-    finally:
-        tracer.suppress -= 1
-
-
-_Tracer.suppressed = _suppressed  # type: ignore[attr-defined]
 
 
 def _meta_input(shape: tuple[int, ...], dtype_name: str) -> torch.Tensor:

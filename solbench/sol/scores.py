@@ -9,7 +9,7 @@ Edge cases (both scores are clamped to [0, 1]):
 - T_k below T_SOL (possible: the bound is a convention, not the rejection limit): 1.
 - T_SOL <= 0 (no bound known): the anchored score becomes T_b / (T_b + T_k); the log score is None.
 - T_b <= T_SOL (the baseline already reaches the bound, no gap to close): matching the baseline
-  scores 1, slower kernels T_b / T_k (anchored) and 1 + log2(T_b / T_k) / 2 ... clamped (log).
+  scores 1; slower kernels T_b / T_k (anchored) and 1 + 0.5 * log2(T_b / T_k) (log).
 - no baseline (T_b missing or <= 0): None (nothing to anchor on).
 """
 

@@ -43,3 +43,19 @@ def test_sol_json_on_a_problem(tmp_path, capsys):
     assert record["solar"]["t_sol_ms"] > record["strict"]["t_sol_ms"]  # + the published 0.4 us
     assert main(["sol", str(problem), "--hw", "H100_SXM"]) == 0
     assert "gemm" in capsys.readouterr().out
+
+
+def test_sol_on_every_shipped_problem(capsys):
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "problem_defs"
+    if not root.is_dir():
+        import pytest
+
+        pytest.skip("no problem_defs/ in this checkout")
+    assert main(["sol", str(root), "--hw", "H100", "--json", "--max-workloads", "2"]) == 0
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert records
+    for r in records:
+        assert r["method"] == "meta" and not r["unknown_ops"], r["definition"]
+        assert r["strict"]["t_sol_ms"] > 0 and r["solar"]["t_sol_ms"] > r["strict"]["t_sol_ms"] * 0.2
