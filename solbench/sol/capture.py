@@ -41,7 +41,7 @@ REAL_NUMEL_LIMIT = 1 << 24  # constants up to this many elements are computed fo
 REAL_MATMUL_FLOPS_LIMIT = 1e8
 REAL_FLOAT_INPUT_BYTES = 1 << 24  # float inputs from a custom entrypoint kept real (masks) up to this storage
 MAX_OPS = 20_000
-MAX_SECONDS = 20.0
+MAX_SECONDS = 5.0  # per trace (reference, or custom-input entrypoint)
 INACTIVE_FILL = -1e4
 # Not marked as views in aten, but they only reshape or re-label the same data.
 VIEW_LIKE = frozenset({"detach", "alias", "lift_fresh", "_reshape_alias", "_unsafe_view", "squeeze", "unsqueeze",
