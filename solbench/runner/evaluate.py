@@ -230,8 +230,47 @@ def evaluate_workload(session: DeviceSession, problem: Problem, solution: Soluti
     performance = Performance(latency.median_ms, reference_latency.median_ms if reference_latency else None,
                               speedup, latency, reference_latency)
     clocks = (candidate_info.get("clocks_before"), candidate_info.get("clocks_after"))
-    return make_trace(problem, solution, workload, session, Status.PASSED, "", correctness=correctness,
-                      performance=performance, started=started, warnings=warnings, clocks=clocks)
+    sol, impossible, notes = speed_of_light(session, problem, workload, config, latency.median_ms,
+                                            performance.reference_latency_ms)
+    status = Status.REWARD_HACK if impossible else Status.PASSED
+    return make_trace(problem, solution, workload, session, status, impossible or "", correctness=correctness,
+                      performance=performance, started=started, warnings=warnings + notes, clocks=clocks, sol=sol)
+
+
+def speed_of_light(session: DeviceSession, problem: Problem, workload: Workload, config: RunConfig,
+                   latency_ms: float, baseline_ms: float | None) -> tuple[dict | None, str | None, list[str]]:
+    """The trace's speed-of-light record, and a rejection message when the time is impossible.
+
+    The record uses `--hw` when given (e.g. B200 bounds on any machine); rejection always uses the
+    running GPU's own spec, since only that one bounds what was measured here.
+    """
+    from solbench.sol.analyser import analyse, sol_time_ms
+    from solbench.sol.hardware import detect_spec, load_spec
+    from solbench.sol.record import sol_record
+    from solbench.sol.reject import faster_than_light
+
+    notes: list[str] = []
+    try:
+        cost = analyse(problem.definition, workload.axes, scalars=workload.scalar_values())
+    except Exception as exc:  # noqa: BLE001 - an analysis gap must not lose the measurement
+        return None, None, [f"speed-of-light analysis failed: {type(exc).__name__}: {exc}"]
+    running = None
+    if session.device.startswith("cuda"):
+        try:
+            running = detect_spec(int(session.device.split(":")[1]) if ":" in session.device else 0)
+        except Exception as exc:  # noqa: BLE001 - unknown GPU: say so, never guess
+            notes.append(f"no hardware spec for this GPU ({exc}); no faster-than-light check")
+    try:
+        hw = load_spec(config.hw) if config.hw else running
+    except Exception as exc:  # noqa: BLE001
+        return None, None, notes + [f"hardware spec {config.hw!r}: {exc}"]
+    impossible = faster_than_light(latency_ms, cost, running) if running is not None else None
+    if hw is None:
+        return None, impossible, notes
+    record = sol_record(cost, sol_time_ms(cost, hw), hw, latency_ms, baseline_ms)
+    if cost.unknown_ops:
+        notes.append(f"speed-of-light analysis did not understand: {', '.join(cost.unknown_ops)}")
+    return record, impossible, notes
 
 
 def judge(session: DeviceSession, wdata: dict, seed: int, outputs: list, config: RunConfig):
@@ -264,21 +303,23 @@ def timing_message(config: RunConfig, device: str) -> dict:
         data["max_iters"] = max(data.get("max_iters", config.iters), config.iters)
     if config.target_rel_ci is not None:
         data["target_rel_ci"] = config.target_rel_ci
+    if config.max_time_s is not None:
+        data["max_time_s"] = config.max_time_s
     data["adaptive"] = config.adaptive and data.get("adaptive", True)
     return data
 
 
 def make_trace(problem: Problem, solution: Solution, workload: Workload, session: DeviceSession, status: Status,
                log: str, *, correctness: Correctness | None = None, performance: Performance | None = None,
-               started: float, warnings: list[str], clocks: tuple = (None, None)) -> Trace:
+               started: float, warnings: list[str], clocks: tuple = (None, None), sol: dict | None = None) -> Trace:
     env_data = dict(session.environment or {"device": "cuda" if session.device.startswith("cuda") else "cpu"})
     env_data["clocks_start"], env_data["clocks_end"] = clocks
     environment = Environment.from_dict(env_data)
     evaluation = Evaluation(status=status, timestamp=datetime.now(UTC).isoformat(timespec="seconds"),
                             log=log[-16000:], environment=environment,
                             correctness=correctness,
-                            performance=performance if status == Status.PASSED else None,
-                            warnings=list(warnings), seconds=round(time.monotonic() - started, 3))
+                            performance=performance if status in (Status.PASSED, Status.REWARD_HACK) else None,
+                            sol=sol, warnings=list(warnings), seconds=round(time.monotonic() - started, 3))
     return Trace(definition=problem.name, workload=workload.to_dict(), solution=solution.name,
                  solution_hash=solution.content_hash(), evaluation=evaluation)
 
