@@ -112,6 +112,17 @@ def _share_elements(a: torch.Tensor, b: torch.Tensor) -> bool:
     return bool(mark[base.as_strided(b.shape, b.stride(), b.storage_offset()).reshape(-1)].any())
 
 
+def input_aliases(outputs: Sequence, definition: Definition, inputs: Sequence) -> list[str]:
+    """Inputs that some output shares memory with (a reference that updates a cache in place and
+    returns it does this; a solution may do what its reference does, and nothing more)."""
+    names = list(definition.inputs)
+    found = []
+    for name, tensor in zip(names, inputs):
+        if isinstance(tensor, torch.Tensor) and any(isinstance(o, torch.Tensor) and _overlap(o, tensor) for o in outputs):
+            found.append(name)
+    return found
+
+
 def structural_check(outputs: Sequence, definition: Definition, axis_values: dict[str, int],
                      inputs: Sequence = ()) -> tuple[Status | None, str]:
     """(None, "") when the outputs are plain tensors of the declared shapes and dtypes, sharing no

@@ -48,6 +48,8 @@ class DeviceSession:
         self._loaded: dict[int, tuple] = {}  # id(worker) -> (what is loaded there, whether it is trusted)
         self._loads = 0
         self.environment: dict | None = None
+        self.analysis = None  # an AnalysisPool shared by the device sessions of a run, if any
+        self.costs: dict[str, object] = {}  # workload uuid -> Future of its speed-of-light analysis
 
     def prestart(self) -> None:
         """Start both workers now, so their (slow) imports overlap."""
@@ -130,6 +132,9 @@ def evaluate_problem(session: DeviceSession, problem: Problem, solution: Solutio
 
     warnings = scan_solution(solution)
     session.prestart()
+    if session.analysis is not None:
+        session.costs = {w.uuid: session.analysis.submit(problem.definition, w.axes, w.scalar_values())
+                         for w in workloads if not (skip and skip(w))}
     load_failure: StepFailed | None = None
     for workload in workloads:
         if skip is not None and skip(workload):
@@ -170,7 +175,11 @@ def evaluate_workload(session: DeviceSession, problem: Problem, solution: Soluti
     for trial in range(config.trials):
         seed = derive_seed(run_seed, workload.uuid, "trial", trial)
         reply = session.ask(session.candidate, {"op": "call", "workload": wdata, "seed": seed}, config.timeout_s)
-        status, correctness = judge(session, wdata, seed, reply["outputs"], config)
+        status, correctness, verdict = judge(session, wdata, seed, reply["outputs"], config)
+        side_effects = check_side_effects(reply, verdict)
+        if side_effects:
+            return make_trace(problem, solution, workload, session, Status.REWARD_HACK, side_effects,
+                              started=started, warnings=warnings)
         trial_results.append(correctness)
         if status != Status.PASSED:
             merged = merge_trials(trial_results)
@@ -206,7 +215,7 @@ def evaluate_workload(session: DeviceSession, problem: Problem, solution: Soluti
         flags.update(reply.get("flags", []))
         candidate_info = reply
         for index, set_index, outputs in reply["sampled"]:
-            status, result = judge(session, wdata, seeds[set_index], outputs, config)
+            status, result, _ = judge(session, wdata, seeds[set_index], outputs, config)
             checked += 1
             if status != Status.PASSED:
                 correctness.checked_timed_iterations = checked
@@ -251,7 +260,9 @@ def speed_of_light(session: DeviceSession, problem: Problem, workload: Workload,
 
     notes: list[str] = []
     try:
-        cost = analyse(problem.definition, workload.axes, scalars=workload.scalar_values())
+        future = session.costs.get(workload.uuid)
+        cost = (future.result(timeout=300) if future is not None
+                else analyse(problem.definition, workload.axes, scalars=workload.scalar_values()))
     except Exception as exc:  # noqa: BLE001 - an analysis gap must not lose the measurement
         return None, None, [f"speed-of-light analysis failed: {type(exc).__name__}: {exc}"]
     running = None
@@ -287,7 +298,17 @@ def judge(session: DeviceSession, wdata: dict, seed: int, outputs: list, config:
         status = exc.status if exc.status == Status.MISSING_DATA else Status.INVALID_REFERENCE
         raise StepFailed(status, f"the reference failed ({exc.status.value}): {exc.log}") from None
     correctness = Correctness.from_dict(reply["correctness"])
-    return Status(reply["status"]), correctness
+    return Status(reply["status"]), correctness, reply
+
+
+def check_side_effects(candidate_reply: dict, reference_reply: dict) -> str | None:
+    """Writing into inputs, or returning views of them, is allowed only where the reference does it
+    (e.g. an in-place KV-cache update); anywhere else it is a way to smuggle state or answers."""
+    for key, what in (("mutated_inputs", "wrote into its inputs"), ("aliased_inputs", "returned views of its inputs")):
+        extra = sorted(set(candidate_reply.get(key, [])) - set(reference_reply.get(key, [])))
+        if extra:
+            return f"the solution {what} {extra}, which the reference does not do"
+    return None
 
 
 def timing_message(config: RunConfig, device: str) -> dict:

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from check.check_builders import build_definition
+from tests.check.check_builders import build_definition
 from solbench.check.outputs import OutputError, byte_span, normalize_outputs, structural_check
 from solbench.spec.trace import Status
 
