@@ -92,7 +92,35 @@ def _overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
     span_a, span_b = byte_span(a), byte_span(b)
     if span_a is None or span_b is None:
         return False
-    return span_a[0] < span_b[1] and span_b[0] < span_a[1]
+    if not (span_a[0] < span_b[1] and span_b[0] < span_a[1]):
+        return False
+    return _share_elements(a, b)
+
+
+def _share_elements(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two views whose byte ranges overlap really share a byte (strided views can interleave,
+    e.g. channel slices `x[:, :256]` and `x[:, 256:512]` of one buffer, without sharing anything)."""
+    if a.untyped_storage().data_ptr() != b.untyped_storage().data_ptr():
+        return True  # overlapping ranges of different storages: be conservative
+    if a.element_size() != b.element_size():
+        return True
+    size = a.element_size()
+    storage_numel = a.untyped_storage().nbytes() // size
+    base = torch.arange(storage_numel, device=a.device)
+    mark = torch.zeros(storage_numel, dtype=torch.bool, device=a.device)
+    mark[base.as_strided(a.shape, a.stride(), a.storage_offset()).reshape(-1)] = True
+    return bool(mark[base.as_strided(b.shape, b.stride(), b.storage_offset()).reshape(-1)].any())
+
+
+def input_aliases(outputs: Sequence, definition: Definition, inputs: Sequence) -> list[str]:
+    """Inputs that some output shares memory with (a reference that updates a cache in place and
+    returns it does this; a solution may do what its reference does, and nothing more)."""
+    names = list(definition.inputs)
+    found = []
+    for name, tensor in zip(names, inputs):
+        if isinstance(tensor, torch.Tensor) and any(isinstance(o, torch.Tensor) and _overlap(o, tensor) for o in outputs):
+            found.append(name)
+    return found
 
 
 def structural_check(outputs: Sequence, definition: Definition, axis_values: dict[str, int],

@@ -15,8 +15,9 @@ class RunConfig:
     iters: int | None = None  # minimum timed iterations per block; None: the timer's default
     adaptive: bool = True  # keep timing until the median's confidence interval is tight
     target_rel_ci: float | None = None  # None: the timer's default
+    max_time_s: float | None = None  # adaptive budget per timed block; None: the timer's default
     timing_rounds: int = 2  # interleaved reference/solution blocks, so drift hits both alike
-    timed_input_sets: int = 3  # distinct input sets rotated through the timed iterations
+    timed_input_sets: int = 2  # distinct input sets rotated through the timed iterations
     checked_timed_outputs: int = 3  # timed iterations whose outputs are verified too
     time_reference: bool = True
     timeout_s: float = 300.0  # per request to a worker (one trial, one timed block)

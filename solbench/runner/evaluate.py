@@ -49,6 +49,8 @@ class DeviceSession:
         self._loads = 0
         self.environment: dict | None = None
         self.runtime_warnings: list[str] = []  # what the solution's audit hook noticed (per solution)
+        self.analysis = None  # an AnalysisPool shared by the device sessions of a run, if any
+        self.costs: dict[str, object] = {}  # workload uuid -> Future of its speed-of-light analysis
 
     def prestart(self) -> None:
         """Start both workers now, so their (slow) imports overlap."""
@@ -216,6 +218,9 @@ def evaluate_problem(session: DeviceSession, problem: Problem, solution: Solutio
 def _evaluate_workloads(session: DeviceSession, problem: Problem, solution: Solution, config: RunConfig,
                         workloads: list[Workload], skip, run_seed: int, warnings: list[str]) -> Iterator[Trace]:
     session.prestart()
+    if session.analysis is not None:
+        session.costs = {w.uuid: session.analysis.submit(problem.definition, w.axes, w.scalar_values())
+                         for w in workloads if not (skip and skip(w))}
     load_failure: StepFailed | None = None
     for workload in workloads:
         if skip is not None and skip(workload):
@@ -248,19 +253,21 @@ def _evaluate_workloads(session: DeviceSession, problem: Problem, solution: Solu
 
 def evaluate_workload(session: DeviceSession, problem: Problem, solution: Solution, workload: Workload,
                       config: RunConfig, run_seed: int, started: float, warnings: list[str]) -> Trace:
-    from solbench.check.correctness import check_outputs, merge_trials
+    from solbench.check.correctness import merge_trials
     from solbench.inputs.seeds import derive_seed
 
-    definition = problem.definition
-    axes = definition.resolve_axes(workload.axes)
     wdata = workload.to_dict()
     trial_results: list[Correctness] = []
+    reference_aliases: set[str] = set()
     for trial in range(config.trials):
         seed = derive_seed(run_seed, workload.uuid, "trial", trial)
-        reference_outputs = reference_call(session, wdata, seed, config)
         reply = session.ask(session.candidate, {"op": "call", "workload": wdata, "seed": seed}, config.timeout_s)
-        status, correctness = check_outputs(reply["outputs"], reference_outputs, definition, workload.tolerance,
-                                            axes)
+        status, correctness, verdict = judge(session, wdata, seed, reply["outputs"], config)
+        reference_aliases = set(verdict.get("aliased_inputs", []))
+        side_effects = check_side_effects(reply, verdict)
+        if side_effects:
+            return make_trace(problem, solution, workload, session, Status.REWARD_HACK, side_effects,
+                              started=started, warnings=warnings)
         trial_results.append(correctness)
         if status != Status.PASSED:
             merged = merge_trials(trial_results)
@@ -275,12 +282,12 @@ def evaluate_workload(session: DeviceSession, problem: Problem, solution: Soluti
     candidate_samples: list[float] = []
     reference_samples: list[float] = []
     checked = 0
-    set_references: dict[int, list] = {}
     flags: set[str] = set()
     candidate_info: dict = {}
     time_reference = config.time_reference
-    rounds = config.timing_rounds if session.device.startswith("cuda") else 1  # CPU timings are a smoke test
-    for _ in range(max(1, rounds)):
+    rounds = max(1, config.timing_rounds if session.device.startswith("cuda") else 1)  # CPU timings: a smoke test
+    per_round_checks = -(-config.checked_timed_outputs // rounds)
+    for _ in range(rounds):
         if time_reference:
             try:
                 ref_reply = session.ask(session.reference, {"op": "time", "workload": wdata, "seeds": seeds,
@@ -291,16 +298,19 @@ def evaluate_workload(session: DeviceSession, problem: Problem, solution: Soluti
                 warnings = warnings + [f"reference timing failed ({exc.status.value}); no speedup reported"]
                 time_reference, reference_samples = False, []
         reply = session.ask(session.candidate, {"op": "time", "workload": wdata, "seeds": seeds, "config": timing,
-                                                "checked_outputs": config.checked_timed_outputs}, config.timeout_s)
+                                                "checked_outputs": per_round_checks}, config.timeout_s)
         candidate_samples += reply["samples_ms"]
         flags.update(reply.get("flags", []))
         candidate_info = reply
+        extra = sorted(set(reply.get("aliased_inputs", [])) - reference_aliases)
+        if extra:
+            return make_trace(problem, solution, workload, session, Status.REWARD_HACK,
+                              f"timed calls returned views of inputs {extra}, which the reference does not do",
+                              started=started, warnings=warnings)
         for index, input_seed, outputs in reply["sampled"]:
             if type(input_seed) is not int or not 0 <= input_seed < 2**63:
                 raise StepFailed(Status.REWARD_HACK, f"sampled timed call {index} names no valid input seed")
-            if input_seed not in set_references:
-                set_references[input_seed] = reference_call(session, wdata, input_seed, config)
-            status, result = check_outputs(outputs, set_references[input_seed], definition, workload.tolerance, axes)
+            status, result, _ = judge(session, wdata, input_seed, outputs, config)
             checked += 1
             if status != Status.PASSED:
                 correctness.checked_timed_iterations = checked
@@ -324,18 +334,76 @@ def evaluate_workload(session: DeviceSession, problem: Problem, solution: Soluti
     performance = Performance(latency.median_ms, reference_latency.median_ms if reference_latency else None,
                               speedup, latency, reference_latency)
     clocks = (candidate_info.get("clocks_before"), candidate_info.get("clocks_after"))
-    return make_trace(problem, solution, workload, session, Status.PASSED, "", correctness=correctness,
-                      performance=performance, started=started, warnings=warnings, clocks=clocks)
+    sol, impossible, notes = speed_of_light(session, problem, workload, config, latency.median_ms,
+                                            performance.reference_latency_ms)
+    status = Status.REWARD_HACK if impossible else Status.PASSED
+    return make_trace(problem, solution, workload, session, status, impossible or "", correctness=correctness,
+                      performance=performance, started=started, warnings=warnings + notes, clocks=clocks, sol=sol)
 
 
-def reference_call(session: DeviceSession, wdata: dict, seed: int, config: RunConfig) -> list:
+def speed_of_light(session: DeviceSession, problem: Problem, workload: Workload, config: RunConfig,
+                   latency_ms: float, baseline_ms: float | None) -> tuple[dict | None, str | None, list[str]]:
+    """The trace's speed-of-light record, and a rejection message when the time is impossible.
+
+    The record uses `--hw` when given (e.g. B200 bounds on any machine); rejection always uses the
+    running GPU's own spec, since only that one bounds what was measured here.
+    """
+    from solbench.sol.analyser import analyse, sol_time_ms
+    from solbench.sol.hardware import detect_spec, load_spec
+    from solbench.sol.record import sol_record
+    from solbench.sol.reject import faster_than_light
+
+    notes: list[str] = []
     try:
-        reply = session.ask(session.reference, {"op": "call", "workload": wdata, "seed": seed,
-                                                "allow_input_mutation": True}, config.timeout_s)
+        future = session.costs.get(workload.uuid)
+        cost = (future.result(timeout=300) if future is not None
+                else analyse(problem.definition, workload.axes, scalars=workload.scalar_values()))
+    except Exception as exc:  # noqa: BLE001 - an analysis gap must not lose the measurement
+        return None, None, [f"speed-of-light analysis failed: {type(exc).__name__}: {exc}"]
+    running = None
+    if session.device.startswith("cuda"):
+        try:
+            running = detect_spec(int(session.device.split(":")[1]) if ":" in session.device else 0)
+        except Exception as exc:  # noqa: BLE001 - unknown GPU: say so, never guess
+            notes.append(f"no hardware spec for this GPU ({exc}); no faster-than-light check")
+    try:
+        hw = load_spec(config.hw) if config.hw else running
+    except Exception as exc:  # noqa: BLE001
+        return None, None, notes + [f"hardware spec {config.hw!r}: {exc}"]
+    impossible = faster_than_light(latency_ms, cost, running) if running is not None else None
+    if hw is None:
+        return None, impossible, notes
+    record = sol_record(cost, sol_time_ms(cost, hw), hw, latency_ms, baseline_ms)
+    if cost.unknown_ops:
+        notes.append(f"speed-of-light analysis did not understand: {', '.join(cost.unknown_ops)}")
+    return record, impossible, notes
+
+
+def judge(session: DeviceSession, wdata: dict, seed: int, outputs: list, config: RunConfig):
+    """Compare a solution's outputs with the reference's for the same seed, in the reference worker.
+
+    The reference worker regenerates the inputs, runs the reference and compares on its device:
+    large outputs are compared on the GPU, and reference outputs never exist anywhere the
+    solution's process can reach.
+    """
+    try:
+        reply = session.ask(session.reference, {"op": "judge", "workload": wdata, "seed": seed, "outputs": outputs},
+                            config.timeout_s)
     except StepFailed as exc:
         status = exc.status if exc.status == Status.MISSING_DATA else Status.INVALID_REFERENCE
         raise StepFailed(status, f"the reference failed ({exc.status.value}): {exc.log}") from None
-    return reply["outputs"]
+    correctness = Correctness.from_dict(reply["correctness"])
+    return Status(reply["status"]), correctness, reply
+
+
+def check_side_effects(candidate_reply: dict, reference_reply: dict) -> str | None:
+    """Writing into inputs, or returning views of them, is allowed only where the reference does it
+    (e.g. an in-place KV-cache update); anywhere else it is a way to smuggle state or answers."""
+    for key, what in (("mutated_inputs", "wrote into its inputs"), ("aliased_inputs", "returned views of its inputs")):
+        extra = sorted(set(candidate_reply.get(key, [])) - set(reference_reply.get(key, [])))
+        if extra:
+            return f"the solution {what} {extra}, which the reference does not do"
+    return None
 
 
 def timing_message(config: RunConfig, device: str) -> dict:
@@ -351,21 +419,23 @@ def timing_message(config: RunConfig, device: str) -> dict:
         data["max_iters"] = max(data.get("max_iters", config.iters), config.iters)
     if config.target_rel_ci is not None:
         data["target_rel_ci"] = config.target_rel_ci
+    if config.max_time_s is not None:
+        data["max_time_s"] = config.max_time_s
     data["adaptive"] = config.adaptive and data.get("adaptive", True)
     return data
 
 
 def make_trace(problem: Problem, solution: Solution, workload: Workload, session: DeviceSession, status: Status,
                log: str, *, correctness: Correctness | None = None, performance: Performance | None = None,
-               started: float, warnings: list[str], clocks: tuple = (None, None)) -> Trace:
+               started: float, warnings: list[str], clocks: tuple = (None, None), sol: dict | None = None) -> Trace:
     env_data = dict(session.environment or {"device": "cuda" if session.device.startswith("cuda") else "cpu"})
     env_data["clocks_start"], env_data["clocks_end"] = clocks
     environment = Environment.from_dict(env_data)
     evaluation = Evaluation(status=status, timestamp=datetime.now(UTC).isoformat(timespec="seconds"),
                             log=log[-16000:], environment=environment,
                             correctness=correctness,
-                            performance=performance if status == Status.PASSED else None,
-                            warnings=list(warnings) + list(session.runtime_warnings),
+                            performance=performance if status in (Status.PASSED, Status.REWARD_HACK) else None,
+                            sol=sol, warnings=list(warnings) + list(session.runtime_warnings),
                             seconds=round(time.monotonic() - started, 3))
     return Trace(definition=problem.name, workload=workload.to_dict(), solution=solution.name,
                  solution_hash=solution.content_hash(), evaluation=evaluation)

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from solbench.report.traces import TraceFile
+from solbench.runner.analysis import AnalysisPool
 from solbench.runner.config import RunConfig
 from solbench.runner.evaluate import DeviceSession, evaluate_problem
 from solbench.spec.problem import Problem
@@ -40,8 +41,11 @@ def run_jobs(jobs: list[Job], config: RunConfig, devices: list[str], *, trace_fi
     lock = threading.Lock()
     errors: list[BaseException] = []
 
+    analysis = AnalysisPool(workers=min(2, len(devices)))
+
     def device_loop(device: str) -> None:
         session = DeviceSession(device, config)
+        session.analysis = analysis
         try:
             while True:
                 try:
@@ -73,6 +77,7 @@ def run_jobs(jobs: list[Job], config: RunConfig, devices: list[str], *, trace_fi
         t.start()
     for t in threads:
         t.join()
+    analysis.close()
     if errors:
         raise errors[0]
     return results

@@ -9,6 +9,7 @@ sends its outputs back for the orchestrator to judge.
 from __future__ import annotations
 
 import gc
+import json
 import os
 import random
 import sys
@@ -108,6 +109,10 @@ class WorkerState:
         self.source_dir: Path | None = None
         self.data_roots: list[Path] = []
         self.guard = None  # solbench.check.worker_guard.GuardState, set by main()
+        # Generated inputs of the current workload by seed: trials, judging and timed blocks reuse
+        # them instead of regenerating (custom entrypoints can take seconds).
+        self.inputs_cache: dict[int, tuple] = {}
+        self.inputs_cache_key: str | None = None
 
     def synchronize(self) -> None:
         if self.is_cuda:
@@ -189,23 +194,44 @@ def load_reference_module(source: str):
     return module
 
 
-def make_call_inputs(state: WorkerState, workload_data: dict, seed: int):
+def make_call_inputs(state: WorkerState, workload_data: dict, seed: int, *, fresh_copy: bool = True):
+    """The inputs for (workload, seed); cached per workload, handed out as copies unless asked not to
+    (a call may write into its inputs, which must not change what the next request sees)."""
     from solbench.inputs.errors import InputError, MissingDataError
     from solbench.inputs.generate import make_inputs
     from solbench.spec.workload import Workload
 
-    workload = Workload.from_dict(workload_data)
-    axes = state.definition.resolve_axes(workload.axes)
-    entry = state.definition.custom_inputs_entrypoint
-    custom = getattr(state.reference_module, entry) if entry else None
-    try:
-        args = make_inputs(state.definition, workload, axes, seed=seed, device=state.device,
-                           data_roots=state.data_roots, custom_entrypoint=custom)
-    except MissingDataError as exc:
-        raise Failure("MISSING_DATA", str(exc)) from None
-    except InputError as exc:
-        raise Failure("INVALID_REFERENCE", f"input generation failed: {exc}") from None
+    key = json.dumps(workload_data, sort_keys=True)
+    if key != state.inputs_cache_key:
+        state.inputs_cache, state.inputs_cache_key = {}, key
+    if seed not in state.inputs_cache:
+        workload = Workload.from_dict(workload_data)
+        axes = state.definition.resolve_axes(workload.axes)
+        entry = state.definition.custom_inputs_entrypoint
+        custom = getattr(state.reference_module, entry) if entry else None
+        try:
+            args = make_inputs(state.definition, workload, axes, seed=seed, device=state.device,
+                               data_roots=state.data_roots, custom_entrypoint=custom)
+        except MissingDataError as exc:
+            raise Failure("MISSING_DATA", str(exc)) from None
+        except InputError as exc:
+            raise Failure("INVALID_REFERENCE", f"input generation failed: {exc}") from None
+        size = sum(a.numel() * a.element_size() for a in args if isinstance(a, state.torch.Tensor))
+        held = sum(sum(a.numel() * a.element_size() for a in entry[2] if isinstance(a, state.torch.Tensor))
+                   for entry in state.inputs_cache.values())
+        if held + size > cache_budget_bytes(state):
+            state.inputs_cache.clear()
+        state.inputs_cache[seed] = (workload, axes, args)
+    workload, axes, args = state.inputs_cache[seed]
+    if fresh_copy:
+        args = [a.clone() if isinstance(a, state.torch.Tensor) else a for a in args]
     return workload, axes, args
+
+
+def cache_budget_bytes(state: WorkerState) -> int:
+    if state.is_cuda:
+        return state.torch.cuda.get_device_properties(0).total_memory // 4
+    return 2 << 30
 
 
 def invoke(state: WorkerState, args: list, outputs: list | None):
@@ -217,7 +243,7 @@ def invoke(state: WorkerState, args: list, outputs: list | None):
 
 def handle_call(state: WorkerState, message: dict) -> dict:
     """One correctness trial: fresh inputs from the seed, one call, outputs back to the judge."""
-    from solbench.check.outputs import normalize_outputs, structural_check
+    from solbench.check.outputs import input_aliases, normalize_outputs, structural_check
     from solbench.inputs.generate import allocate_outputs
 
     torch = state.torch
@@ -238,16 +264,41 @@ def handle_call(state: WorkerState, message: dict) -> dict:
             result = normalize_outputs(result, state.definition, axes)
         except Exception as exc:  # noqa: BLE001
             raise Failure("INCORRECT_SHAPE", f"outputs could not be matched to the definition: {exc}") from None
-    status, text = structural_check(result, state.definition, axes, inputs=args)
+    status, text = structural_check(result, state.definition, axes)
     if status is not None:
         raise Failure(str(status), text)
-    mutated = changed_tensors(pristine, args)
-    if mutated and not message.get("allow_input_mutation", False):
-        names = [list(state.definition.inputs)[i] for i in mutated]
-        raise Failure("REWARD_HACK", f"the call wrote into its inputs {names}")
+    names = list(state.definition.inputs)
+    aliases = input_aliases(result, state.definition, args)
+    mutated = [names[i] for i in changed_tensors(pristine, args)]
     if state.baseline_threads is None:
         state.baseline_threads = {t.ident for t in _thread_enumerate()}
-    return {"ok": True, "outputs": list(result), "call_s": call_s}
+    # Whether writing into inputs or returning them is acceptable depends on what the reference
+    # does; the orchestrator decides once it knows (see evaluate.check_side_effects).
+    return {"ok": True, "outputs": list(result), "call_s": call_s, "aliased_inputs": aliases,
+            "mutated_inputs": mutated}
+
+
+def handle_judge(state: WorkerState, message: dict) -> dict:
+    """In the reference worker: run the reference on the seed's inputs and judge the given outputs."""
+    from solbench.check.correctness import check_outputs
+    from solbench.check.outputs import input_aliases, normalize_outputs
+
+    torch = state.torch
+    workload, axes, args = make_call_inputs(state, message["workload"], message["seed"])
+    pristine = snapshot_tensors(args)
+    try:
+        reference = normalize_outputs(invoke(state, args, None), state.definition, axes)
+        state.synchronize()
+    except Exception as exc:  # noqa: BLE001
+        raise Failure("INVALID_REFERENCE", "the reference raised:\n" + format_exception(exc)) from None
+    names = list(state.definition.inputs)
+    aliases = input_aliases(reference, state.definition, args)
+    mutated = [names[i] for i in changed_tensors(pristine, args)]
+    del args, pristine
+    candidate = [o.to(state.device) if isinstance(o, torch.Tensor) else o for o in message["outputs"]]
+    status, correctness = check_outputs(candidate, reference, state.definition, workload.tolerance, axes)
+    return {"ok": True, "status": status.value, "correctness": correctness.to_dict(),
+            "aliased_inputs": aliases, "mutated_inputs": mutated}
 
 
 def handle_time(state: WorkerState, message: dict) -> dict:
@@ -258,13 +309,13 @@ def handle_time(state: WorkerState, message: dict) -> dict:
     kept output goes back so the judge can rebuild that call's inputs. Problems whose inputs do
     not depend on the seed (all from files) rotate the requested sets instead.
     """
-    from solbench.check.outputs import normalize_outputs, structural_check
+    from solbench.check.outputs import input_aliases, normalize_outputs, structural_check
     from solbench.timing.config import TimingConfig
     from solbench.timing.timer import integrity_violations, time_iterations
 
     torch = state.torch
     seeds = list(message["seeds"])
-    generated = [make_call_inputs(state, message["workload"], seed) for seed in seeds]
+    generated = [make_call_inputs(state, message["workload"], seed, fresh_copy=False) for seed in seeds]
     axes = generated[0][1]
     sets = [args for _, _, args in generated]
     fresh = len(sets) < 2 or changed_tensors(snapshot_tensors(sets[0]), sets[1]) != []
@@ -279,13 +330,17 @@ def handle_time(state: WorkerState, message: dict) -> dict:
     seen = [0]
     threads = ThreadWatch(state)
 
+    aliased: set[str] = set()
+
     def checked(result, slot_inputs) -> list:
-        """The call's outputs in definition order, refused if lazy, mis-shaped or aliasing its inputs."""
+        """The call's outputs in definition order, refused if lazy or mis-shaped; inputs it returned
+        views of are noted (the orchestrator allows only what the reference does)."""
         outs = (normalize_outputs(result, state.definition, axes) if not state.destination_passing
                 else as_list(result))
-        status, text = structural_check(outs, state.definition, axes, inputs=slot_inputs)
+        status, text = structural_check(outs, state.definition, axes)
         if status is not None:
             raise Failure(str(status), f"a timed call returned: {text}")
+        aliased.update(input_aliases(outs, state.definition, slot_inputs))
         return outs
 
     def stash_last(final: bool = False) -> None:
@@ -316,7 +371,8 @@ def handle_time(state: WorkerState, message: dict) -> dict:
         slot_inputs, slot_outputs = slots[i % len(slots)]
         if fresh:
             seed = chooser.getrandbits(62)
-            source = make_call_inputs(state, message["workload"], seed)[2]
+            source = make_call_inputs(state, message["workload"], seed, fresh_copy=False)[2]
+            state.inputs_cache.pop(seed, None)  # used once: not worth caching
         else:
             seed, source = seeds[i % len(sets)], sets[i % len(sets)]
         for dst, src in zip(slot_inputs, source):
@@ -360,7 +416,7 @@ def handle_time(state: WorkerState, message: dict) -> dict:
             "stop_reason": timing.stop_reason, "wall_s": timing.wall_s, "clocks_before": timing.clocks_before,
             "clocks_after": timing.clocks_after, "flags": flags, "sampled": sampled,
             "slots": len(slots), "energy_mj_per_call": timing.energy_mj_per_call,
-            "probe": probe.to_dict() if probe is not None else None}
+            "probe": probe.to_dict() if probe is not None else None, "aliased_inputs": sorted(aliased)}
 
 
 def escaped_work_probe(state: WorkerState, message: dict, slots: list, seeds: list, sets: list, fresh: bool):
@@ -375,8 +431,9 @@ def escaped_work_probe(state: WorkerState, message: dict, slots: list, seeds: li
     slot_inputs, slot_outputs = slots[0]
 
     def prepare(i: int) -> None:
-        source = (make_call_inputs(state, message["workload"], random.SystemRandom().getrandbits(62))[2] if fresh
-                  else sets[i % len(sets)])
+        seed = random.SystemRandom().getrandbits(62)
+        source = make_call_inputs(state, message["workload"], seed, fresh_copy=False)[2] if fresh else sets[i % len(sets)]
+        state.inputs_cache.pop(seed, None)
         for dst, src in zip(slot_inputs, source):
             if isinstance(dst, torch.Tensor):
                 dst.copy_(src)
@@ -511,7 +568,8 @@ def send_reply(channel: Connection, reply: dict, request_id) -> None:
                             "log": f"the reply could not be encoded: {type(exc).__name__}: {exc}"})
 
 
-HANDLERS = {"load": handle_load, "call": handle_call, "time": handle_time, "environment": handle_environment}
+HANDLERS = {"load": handle_load, "call": handle_call, "judge": handle_judge, "time": handle_time,
+            "environment": handle_environment}
 
 
 PHASES = {"load": "load", "call": "call", "time": "timing"}

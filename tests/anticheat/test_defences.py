@@ -196,6 +196,7 @@ def _time_in_process(tmp_path, monkeypatch, rotate: bool):
     solution = load_case(case, problem.definition)
     if rotate:  # the defence switched off: the harness believes new seeds do not change the inputs
         monkeypatch.setattr(worker, "changed_tensors", lambda before, after: [])
+    monkeypatch.setattr(worker, "background_activity", lambda state: None)  # pytest's own children are not ours
     state = worker.WorkerState("cpu")
     monkeypatch.setattr(sys, "path", list(sys.path))
     worker.handle_load(state, {"definition": problem.definition.to_dict(), "solution": solution.to_dict(),

@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 
-from check.check_builders import build_definition
+from tests.check.check_builders import build_definition
 from solbench.check import correctness
 from solbench.check.correctness import check_outputs, compare, merge_trials
 from solbench.inputs import allocate_outputs

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from check.check_builders import build_definition
+from tests.check.check_builders import build_definition
 from solbench.check.outputs import OutputError, byte_span, normalize_outputs, structural_check
 from solbench.spec.trace import Status
 
@@ -148,3 +148,12 @@ def test_byte_span_of_strided_view():
     t = torch.zeros(4, 4)
     start, end = byte_span(t[:, 1])
     assert start == t.data_ptr() + 4 and end == start + (3 * 4 + 1) * 4
+
+
+def test_interleaved_disjoint_views_do_not_alias_but_overlapping_ones_do():
+    from solbench.check.outputs import _overlap
+
+    u = torch.randn(2, 768, 10)
+    assert not _overlap(u[:, :256], u[:, 256:512])  # channel slices: interleaved byte ranges, no shared element
+    assert _overlap(u[:, :256], u[:, 100:300])
+    assert _overlap(u, u[1])

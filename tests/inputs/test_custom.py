@@ -4,7 +4,7 @@ import numpy
 import pytest
 import torch
 
-from inputs.inputs_builders import build_definition, build_workload, entrypoint_from
+from tests.inputs.inputs_builders import build_definition, build_workload, entrypoint_from
 from solbench.inputs import make_inputs
 from solbench.inputs.custom import call_entrypoint
 from solbench.inputs.errors import InputError

@@ -5,7 +5,7 @@ import sys
 import pytest
 import torch
 
-from inputs.inputs_builders import build_definition, build_workload
+from tests.inputs.inputs_builders import build_definition, build_workload
 from solbench.inputs import allocate_outputs, fill_value, make_inputs, needs_second_fill
 from solbench.inputs.errors import InputError
 from solbench.spec import dtypes
@@ -122,7 +122,7 @@ def test_meta_device_shapes_only():
 _CHILD = """
 import hashlib, sys, torch
 sys.path.insert(0, {tests!r})
-from inputs.inputs_builders import build_definition, build_workload
+from tests.inputs.inputs_builders import build_definition, build_workload
 from solbench.inputs import make_inputs
 d = build_definition({{"x": {{"shape": ["n"], "dtype": "bfloat16"}}, "cos": {{"shape": ["n"], "dtype": "float32"}},
                       "w": {{"shape": ["n", "n"], "dtype": "float16"}}}}, axes={{"n": {{"type": "var"}}}})

@@ -6,7 +6,7 @@ import sys
 import pytest
 import torch
 
-from inputs.inputs_builders import build_definition, build_workload, entrypoint_from
+from tests.inputs.inputs_builders import build_definition, build_workload, entrypoint_from
 from solbench.check.correctness import compare
 from solbench.check.outputs import structural_check
 from solbench.inputs import allocate_outputs, make_inputs

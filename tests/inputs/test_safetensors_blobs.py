@@ -2,7 +2,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from inputs.inputs_builders import build_definition, build_workload
+from tests.inputs.inputs_builders import build_definition, build_workload
 from solbench.inputs import make_inputs
 from solbench.inputs.errors import InputError, MissingDataError
 from solbench.inputs.safetensors_blobs import (

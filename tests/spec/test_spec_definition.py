@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from spec_builders import REFERENCE, make_definition
+from tests.spec.spec_builders import REFERENCE, make_definition
 
 from solbench.spec import Definition, SpecError, TensorSpec
 

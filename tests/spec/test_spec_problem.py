@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from spec_builders import make_definition, make_workload, write_problem
+from tests.spec.spec_builders import make_definition, make_workload, write_problem
 
 from solbench.spec import SpecError, discover_problems, load_problem
 

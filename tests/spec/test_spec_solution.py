@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from spec_builders import make_definition
+from tests.spec.spec_builders import make_definition
 
 from solbench.spec import BuildSpec, Definition, SpecError, load_solution
 from solbench.spec.solution import (

@@ -1,0 +1,89 @@
+# solbench: problem=attention_block_decode_hs5376_h32_kv16_d128_qknormoneplus_sw1024_scale0p0771517
+"""GQA attention block (q/k/v projections, per-head QK RMSNorm, RoPE, attention, output projection): hidden 5376, 32 query heads, 16 key/value heads, head_dim 128, sliding window 1024; decode: one new token per sequence attends to a KV cache of kv_len previous positions plus itself.
+
+Extracted by `solbench extract`; edit the extractor, not this file."""
+
+import torch
+import torch.nn.functional as F
+
+
+def get_inputs(axes_and_scalars: dict, device) -> dict[str, torch.Tensor]:
+    """Random inputs at realistic scales: weights ~ N(0, 1/fan_in), norm weights near 1, valid indices."""
+    a = axes_and_scalars
+    inputs = {}
+    inputs["hidden_states"] = torch.randn(a["batch_size"], a["hidden_size"], dtype=torch.bfloat16, device=device)
+    inputs["q_weight"] = torch.randn(4096, a["hidden_size"], dtype=torch.bfloat16, device=device).mul_(a["hidden_size"] ** -0.5)
+    inputs["k_weight"] = torch.randn(2048, a["hidden_size"], dtype=torch.bfloat16, device=device).mul_(a["hidden_size"] ** -0.5)
+    inputs["v_weight"] = torch.randn(2048, a["hidden_size"], dtype=torch.bfloat16, device=device).mul_(a["hidden_size"] ** -0.5)
+    inputs["o_weight"] = torch.randn(a["hidden_size"], 4096, dtype=torch.bfloat16, device=device).mul_(4096 ** -0.5)
+    inputs["q_norm_weight"] = (0.1 * torch.randn(a["head_dim"], device=device)).to(torch.bfloat16)
+    inputs["k_norm_weight"] = (0.1 * torch.randn(a["head_dim"], device=device)).to(torch.bfloat16)
+    positions = torch.randint(0, 8192, (a["batch_size"],), device=device).float()
+    inv_freq = 1.0 / (10000.0 ** (torch.arange(0, a["rope_dim"], 2, device=device).float() / (a["rope_dim"])))
+    angles = positions[..., None] * inv_freq
+    angles = torch.cat((angles, angles), dim=-1)
+    inputs["cos"] = angles.cos().to(torch.bfloat16)
+    inputs["sin"] = angles.sin().to(torch.bfloat16)
+    inputs["k_cache"] = torch.randn(a["batch_size"], a["kv_len"], a["num_kv_heads"], a["head_dim"], dtype=torch.bfloat16, device=device)
+    inputs["v_cache"] = torch.randn(a["batch_size"], a["kv_len"], a["num_kv_heads"], a["head_dim"], dtype=torch.bfloat16, device=device)
+    return inputs
+
+
+HIDDEN_SIZE = 5376
+NUM_HEADS = 32
+NUM_KV_HEADS = 16
+HEAD_DIM = 128
+SCALE = 0.07715167498104596
+SLIDING_WINDOW = 1024
+
+
+def rms_norm(x, weight, eps):
+    """RMSNorm with a zero-centred weight: scale by (1 + weight) in float32, then cast back."""
+    h = x.float()
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+    return (h * (1.0 + weight.float())).to(x.dtype)
+
+
+def apply_rope(x, cos, sin):
+    """Rotate-half RoPE. x: [batch, heads, seq, head_dim]; cos/sin: [batch, seq, head_dim]."""
+    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+    x1, x2 = x.chunk(2, dim=-1)
+    return x * cos + torch.cat((-x2, x1), dim=-1) * sin
+
+
+def attention(q, k, v):
+    """Scaled-dot-product attention. q: [batch, heads, q_len, head_dim], k/v: [batch, kv_heads, kv_len, head_dim].
+
+    Queries are the last q_len positions of the kv_len keys, and only the last SLIDING_WINDOW of them (itself included)."""
+    q_len, kv_len = q.shape[2], k.shape[2]
+    q_pos = torch.arange(kv_len - q_len, kv_len, device=q.device)[:, None]
+    k_pos = torch.arange(kv_len, device=q.device)[None, :]
+    allowed = (k_pos <= q_pos) & (q_pos - k_pos < SLIDING_WINDOW)
+    groups = q.shape[1] // k.shape[1]
+    k = k.repeat_interleave(groups, dim=1)
+    v = v.repeat_interleave(groups, dim=1)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, scale=SCALE)
+
+
+@torch.no_grad()
+def run(hidden_states, q_weight, k_weight, v_weight, o_weight, q_norm_weight, k_norm_weight, cos, sin, k_cache, v_cache):
+    """One new token per sequence. hidden_states: [batch, hidden]; k_cache/v_cache: [batch, kv_len, kv_heads,
+    head_dim] hold the previous positions. Returns the block output [batch, hidden] and the new token's key and
+    value [batch, kv_heads, head_dim] (to append to the cache)."""
+    x = hidden_states[:, None, :]
+    cos, sin = cos[:, None], sin[:, None]
+    batch, seq = x.shape[0], x.shape[1]
+    q = F.linear(x, q_weight).view(batch, seq, NUM_HEADS, HEAD_DIM)
+    k = F.linear(x, k_weight).view(batch, seq, NUM_KV_HEADS, HEAD_DIM)
+    v = F.linear(x, v_weight).view(batch, seq, NUM_KV_HEADS, HEAD_DIM)
+    q = rms_norm(q, q_norm_weight, 1e-06)
+    k = rms_norm(k, k_norm_weight, 1e-06)
+    q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+    q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+    k_new, v_new = k[:, :, 0], v[:, :, 0]
+    k = torch.cat((k_cache.transpose(1, 2), k), dim=2)
+    v = torch.cat((v_cache.transpose(1, 2), v), dim=2)
+    attn = attention(q, k, v)
+    attn = attn.transpose(1, 2).reshape(batch, seq, NUM_HEADS * HEAD_DIM)
+    output = F.linear(attn, o_weight)
+    return output[:, 0], k_new, v_new

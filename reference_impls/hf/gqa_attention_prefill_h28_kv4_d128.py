@@ -1,0 +1,37 @@
+# solbench: problem=gqa_attention_prefill_h28_kv4_d128
+"""Grouped-query causal attention over full sequences (prefill): 28 query heads, 4 key/value heads, head_dim 128, scale 0.0883883.
+
+Extracted by `solbench extract`; edit the extractor, not this file."""
+
+import torch
+import torch.nn.functional as F
+
+
+def get_inputs(axes_and_scalars: dict, device) -> dict[str, torch.Tensor]:
+    """Random inputs at realistic scales: weights ~ N(0, 1/fan_in), norm weights near 1, valid indices."""
+    a = axes_and_scalars
+    inputs = {}
+    inputs["q"] = torch.randn(a["batch_size"], a["seq_len"], a["num_heads"], a["head_dim"], dtype=torch.bfloat16, device=device)
+    inputs["k"] = torch.randn(a["batch_size"], a["seq_len"], a["num_kv_heads"], a["head_dim"], dtype=torch.bfloat16, device=device)
+    inputs["v"] = torch.randn(a["batch_size"], a["seq_len"], a["num_kv_heads"], a["head_dim"], dtype=torch.bfloat16, device=device)
+    return inputs
+
+
+NUM_HEADS = 28
+NUM_KV_HEADS = 4
+HEAD_DIM = 128
+SCALE = 0.08838834764831845
+
+
+def attention(q, k, v):
+    """Scaled-dot-product attention. q: [batch, heads, q_len, head_dim], k/v: [batch, kv_heads, kv_len, head_dim].
+
+    Queries are the last q_len positions of the kv_len keys; a single query (decode) sees the whole cache."""
+    return F.scaled_dot_product_attention(q, k, v, is_causal=q.shape[2] > 1, scale=SCALE, enable_gqa=True)
+
+
+@torch.no_grad()
+def run(q, k, v):
+    """q: [batch, seq, heads, head_dim]; k, v: [batch, seq, kv_heads, head_dim] -> [batch, seq, heads, head_dim]."""
+    out = attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
+    return out.transpose(1, 2).contiguous()

@@ -1,0 +1,30 @@
+# solbench: problem=rmsnorm_h3072_eps1e-05
+"""RMSNorm (x cast back to the input dtype before scaling) over hidden size 3072, eps 1e-05.
+
+Extracted by `solbench extract`; edit the extractor, not this file."""
+
+import torch
+
+
+def get_inputs(axes_and_scalars: dict, device) -> dict[str, torch.Tensor]:
+    """Random inputs at realistic scales: weights ~ N(0, 1/fan_in), norm weights near 1, valid indices."""
+    a = axes_and_scalars
+    inputs = {}
+    inputs["hidden_states"] = torch.randn(a["num_tokens"], a["hidden_size"], dtype=torch.bfloat16, device=device)
+    inputs["weight"] = (1.0 + 0.1 * torch.randn(a["hidden_size"], device=device)).to(torch.bfloat16)
+    return inputs
+
+
+EPS = 1e-05
+
+
+def rms_norm(x, weight, eps):
+    """RMSNorm: normalise in float32, cast back to the input dtype, then scale."""
+    h = x.float()
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * h.to(x.dtype)
+
+
+@torch.no_grad()
+def run(hidden_states, weight):
+    return rms_norm(hidden_states, weight, EPS)

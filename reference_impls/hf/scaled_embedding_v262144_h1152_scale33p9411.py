@@ -1,0 +1,26 @@
+# solbench: problem=scaled_embedding_v262144_h1152_scale33p9411
+"""Token embedding lookup scaled by 33.9411 (vocab 262144, hidden 1152).
+
+Extracted by `solbench extract`; edit the extractor, not this file."""
+
+import torch
+import torch.nn.functional as F
+
+
+def get_inputs(axes_and_scalars: dict, device) -> dict[str, torch.Tensor]:
+    """Random inputs at realistic scales: weights ~ N(0, 1/fan_in), norm weights near 1, valid indices."""
+    a = axes_and_scalars
+    inputs = {}
+    inputs["input_ids"] = torch.randint(0, a["vocab_size"], (a["num_tokens"],), dtype=torch.int64, device=device)
+    inputs["weight"] = torch.randn(a["vocab_size"], a["hidden_size"], dtype=torch.bfloat16, device=device)
+    return inputs
+
+
+EMBED_SCALE = 33.94112549695428
+
+
+@torch.no_grad()
+def run(input_ids, weight):
+    """input_ids: [num_tokens] -> [num_tokens, hidden]."""
+    # the scale is rounded to the table's dtype before multiplying
+    return F.embedding(input_ids, weight) * torch.tensor(EMBED_SCALE, dtype=weight.dtype)

@@ -1,0 +1,107 @@
+"""`solbench extract`: problems from HuggingFace model definitions (offline, no weights, no GPU)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+DTYPES = {"bf16": "bfloat16", "bfloat16": "bfloat16", "fp16": "float16", "float16": "float16",
+          "fp32": "float32", "float32": "float32"}
+
+
+def register(subparsers) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "extract", help="extract problems from HuggingFace model definitions",
+        description="Trace a model's transformers definition on meta tensors (no weights, no GPU) and write "
+                    "problems: definition.json + workload.jsonl per problem, plus the reference source.")
+    add_arguments(parser)
+    parser.set_defaults(func=handle)
+    return parser
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--model", "-m", action="append", default=[], metavar="ID",
+                       help="HuggingFace model id (repeatable), e.g. Qwen/Qwen3-8B")
+    which.add_argument("--all", action="store_true", help="every model solbench ships config facts for")
+    which.add_argument("--list", action="store_true", help="list the models solbench knows offline and exit")
+    parser.add_argument("--config", type=Path, help="a config.json to use instead of the cache/hub/shipped facts")
+    parser.add_argument("-o", "--output", type=Path, default=Path("problem_defs"),
+                        help="problem root; problems go to OUTPUT/hf/<name>/ (default: problem_defs)")
+    parser.add_argument("--references", type=Path, default=Path("reference_impls"),
+                        help="reference root; sources go to REFERENCES/hf/<name>.py (default: reference_impls)")
+    parser.add_argument("--dtype", default="bf16", choices=sorted(DTYPES), help="activation/weight dtype")
+    parser.add_argument("--no-validate", action="store_true",
+                        help="skip comparing each reference with its transformers module on CPU")
+    parser.add_argument("--check", action="store_true",
+                        help="verify the problems on disk are exactly what this code extracts (writes nothing)")
+
+
+def handle(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from solbench.spec.errors import SpecError
+
+    console = Console(stderr=True)
+    try:
+        return _run(args, console)
+    except SpecError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        return 2
+
+
+def _run(args: argparse.Namespace, console) -> int:
+    from solbench.extract import configs, emit, pipeline
+
+    if args.list:
+        for model_id, entry in configs.shipped_models().items():
+            console.print(f"{model_id:45s} {entry['family']}")
+        return 0
+    if args.config is not None and len(args.model) != 1:
+        console.print("[red]error:[/red] --config needs exactly one --model (the id it belongs to)")
+        return 2
+    if args.check:
+        models = args.model or configs.known_model_ids()
+        validate, use_hub = False, False
+    elif args.all:
+        models, validate, use_hub = configs.known_model_ids(), not args.no_validate, False
+    elif args.model:
+        models, validate, use_hub = args.model, not args.no_validate, True
+    else:
+        console.print("[red]error:[/red] name a model with --model ID, or use --all, --list or --check")
+        return 2
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    dtype = DTYPES[args.dtype]
+    results = []
+    failed = False
+    for model_id in models:
+        with console.status(f"extracting {model_id} ..."):
+            result = pipeline.extract_model(model_id, args.config, validate=validate, use_hub=use_hub, dtype=dtype)
+        results.append(result)
+        bad = result.failed
+        failed = failed or bool(bad)
+        mark = "[red]x[/red]" if bad else "[green]ok[/green]"
+        checked = f", validated {len(result.validations) - len(bad)}/{len(result.validations)}" if validate else ""
+        console.print(f"{mark} {model_id}: {len(result.drafts)} problems from {result.layers} layers "
+                      f"({result.layer_kinds} kinds){checked} in {result.seconds:.1f} s "
+                      f"[dim](config: {result.config.source})[/dim]")
+        for note in result.skipped:
+            console.print(f"   [yellow]skipped[/yellow] {note}")
+        for v in bad:
+            console.print(f"   [red]mismatch[/red] {v.problem}: {v.message}")
+    problems = pipeline.collect(results)
+    if args.check:
+        drift = emit.check(problems, args.output, args.references, complete=not args.model)
+        for label, paths in (("missing", drift.missing), ("changed", drift.changed), ("not extracted", drift.extra)):
+            for path in paths:
+                console.print(f"[red]{label}[/red] {path}")
+        if drift.clean:
+            console.print(f"[green]ok[/green] {len(problems)} problems on disk match the extractor")
+            return 0
+        console.print("problems on disk differ from what this code extracts; run `solbench extract --all`")
+        return 1
+    written = emit.write(problems, args.output, args.references)
+    console.print(f"wrote {len(problems)} problems ({len(written)} files) under {args.output}/{emit.SUBDIR} and "
+                  f"{args.references}/{emit.SUBDIR}")
+    return 1 if failed else 0

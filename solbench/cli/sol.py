@@ -1,0 +1,115 @@
+"""`solbench sol PROBLEM`: speed-of-light analysis of every workload of a problem (no GPU needed)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from solbench.sol.analyser import CONVENTIONS, analyse_workload, sol_time_ms
+from solbench.sol.hardware import HardwareSpec, UnknownHardwareError, detect_spec, load_spec
+from solbench.sol.reject import min_possible_time_ms
+from solbench.spec.errors import SpecError
+from solbench.spec.problem import discover_problems, load_problem
+
+EXIT_OK, EXIT_BAD_INPUT = 0, 2
+DEFAULT_HW = "B200"
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("sol", help="speed-of-light bounds (FLOPs, bytes, T_SOL) of a problem's workloads")
+    p.add_argument("problem", type=Path, help="problem folder (definition.json + workload.jsonl), "
+                                              "or a folder of problems")
+    p.add_argument("--hw", help=f"hardware spec (default: the running GPU, or {DEFAULT_HW} without one)")
+    p.add_argument("--convention", choices=CONVENTIONS, default="strict",
+                   help="convention shown in the table (--json gives both)")
+    p.add_argument("--json", action="store_true", help="one JSON record per workload")
+    p.add_argument("--max-workloads", type=int, help="only the first N workloads")
+    p.set_defaults(func=sol_command)
+
+
+def pick_hardware(name: str | None, err: Console) -> HardwareSpec:
+    """--hw NAME, else the running GPU; without any GPU the leaderboard's B200 (said on stderr)."""
+    if name:
+        return load_spec(name)
+    try:
+        return detect_spec()
+    except UnknownHardwareError as exc:
+        try:
+            import torch
+
+            has_gpu = torch.cuda.is_available()
+        except ImportError:
+            has_gpu = False
+        if has_gpu:
+            raise
+        err.print(f"no GPU detected; using {DEFAULT_HW} (pass --hw NAME to choose)")
+        del exc
+        return load_spec(DEFAULT_HW)
+
+
+def workload_record(problem, workload, hw: HardwareSpec) -> dict:
+    record = {"definition": problem.name, "uuid": workload.uuid, "axes": dict(workload.axes), "hw": hw.name}
+    for convention in CONVENTIONS:
+        cost = analyse_workload(problem.definition, workload, convention=convention)
+        bound = sol_time_ms(cost, hw)
+        record[convention] = {
+            "flops_matmul": cost.flops_matmul, "flops_other": cost.flops_other, "bytes": cost.bytes_min,
+            "t_sol_ms": bound.t_sol_ms, "bound": bound.binding, "intensity": bound.arithmetic_intensity,
+        }
+        if convention == "strict":
+            record["method"] = cost.method
+            record["unknown_ops"] = cost.unknown_ops
+            record["notes"] = cost.notes
+            record["t_min_possible_ms"] = min_possible_time_ms(cost, hw)
+    return record
+
+
+def sol_command(args) -> int:
+    err = Console(stderr=True)
+    try:
+        paths = discover_problems(args.problem) if args.problem.is_dir() else [args.problem]
+        if not paths:
+            raise SpecError(f"no problems under {args.problem}")
+        problems = [load_problem(p) for p in paths]
+        hw = pick_hardware(args.hw, err)
+    except SpecError as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        return EXIT_BAD_INPUT
+    if args.max_workloads is not None and args.max_workloads < 1:
+        err.print("[red]error:[/red] --max-workloads must be at least 1")
+        return EXIT_BAD_INPUT
+    for problem in problems:
+        workloads = problem.workloads[: args.max_workloads] if args.max_workloads else problem.workloads
+        records = [workload_record(problem, w, hw) for w in workloads]
+        if args.json:
+            for r in records:
+                sys.stdout.write(json.dumps(r) + "\n")
+        else:
+            print_table(problem, records, hw, args.convention)
+    return EXIT_OK
+
+
+def print_table(problem, records: list[dict], hw: HardwareSpec, conv: str) -> None:
+    table = Table(title=f"{problem.name}: speed of light on {hw.name} ({conv} convention)")
+    for col in ("#", "uuid", "axes", "matmul GFLOP", "other GFLOP", "MB", "T_SOL ms", "bound", "FLOP/B",
+                "solar ms" if conv == "strict" else "strict ms", "method"):
+        table.add_column(col, justify="left" if col in ("uuid", "axes", "bound", "method") else "right")
+    for i, r in enumerate(records):
+        c, other = r[conv], r["solar" if conv == "strict" else "strict"]
+        axes = ", ".join(f"{k}={v}" for k, v in r["axes"].items())
+        intensity = "-" if c["intensity"] is None else f"{c['intensity']:.1f}"
+        table.add_row(str(i), r["uuid"][:8], axes, f"{sum(c['flops_matmul'].values()) / 1e9:.4g}",
+                      f"{c['flops_other'] / 1e9:.4g}", f"{c['bytes'] / 1e6:.4g}", f"{c['t_sol_ms']:.4g}",
+                      c["bound"], intensity, f"{other['t_sol_ms']:.4g}", r["method"])
+    console = Console()
+    console.print(table)
+    unknown = sorted({u for r in records for u in r["unknown_ops"]})
+    notes = sorted({n for r in records for n in r["notes"]})
+    if unknown:
+        console.print(f"[yellow]ops not understood (counted as 0 FLOPs):[/yellow] {', '.join(unknown)}")
+    for note in notes[:10]:
+        console.print(f"[yellow]note:[/yellow] {note}")

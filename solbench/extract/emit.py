@@ -1,0 +1,141 @@
+"""Write problems to disk deterministically, share identical problems across models, and check drift.
+
+Layout: `<problems>/hf/<name>/definition.json`, `<problems>/hf/<name>/workload.jsonl` and
+`<references>/hf/<name>.py`, where the `.py` file is exactly the definition's `reference` string.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from solbench.extract import workloads as wl
+from solbench.extract.configs import ModelConfig
+from solbench.extract.draft import Draft
+from solbench.spec.errors import SpecError
+
+SUBDIR = "hf"
+
+
+@dataclass(frozen=True)
+class _Recorded:
+    """A model listed by an earlier run, whose config hash is carried over as recorded."""
+
+    model_id: str
+    config_hash: str
+
+
+@dataclass
+class Problem:
+    """One emitted problem and every model it was extracted from."""
+
+    draft: Draft
+    models: dict[str, ModelConfig | _Recorded] = field(default_factory=dict)
+
+    def provenance(self) -> dict:
+        import transformers
+
+        import solbench
+
+        models = [{"hf_id": m, "config_sha256": self.models[m].config_hash} for m in sorted(self.models)]
+        return {"extracted_by": "solbench extract", "solbench_version": solbench.__version__,
+                "transformers_version": transformers.__version__, "models": models}
+
+    def files(self) -> dict[str, str]:
+        """Relative path -> content, for the problem folder and the reference file."""
+        definition = self.draft.definition(self.provenance())
+        lines = [json.dumps(w) for w in wl.workloads(self.draft)]
+        name = self.draft.name
+        return {f"problems/{SUBDIR}/{name}/definition.json": json.dumps(definition, indent=2) + "\n",
+                f"problems/{SUBDIR}/{name}/workload.jsonl": "\n".join(lines) + "\n",
+                f"references/{SUBDIR}/{name}.py": definition["reference"]}
+
+
+def merge(per_model: list[tuple[ModelConfig, list[Draft]]]) -> dict[str, Problem]:
+    """Problems by name; a name reached from two models must mean the same computation."""
+    problems: dict[str, Problem] = {}
+    for config, drafts in per_model:
+        for draft in drafts:
+            known = problems.get(draft.name)
+            if known is None:
+                problems[draft.name] = known = Problem(draft)
+            elif _identity(known.draft) != _identity(draft):
+                raise SpecError(f"problem {draft.name!r} differs between models "
+                                f"{sorted(known.models)} and {config.model_id}; its name must say how")
+            known.models[config.model_id] = config
+    return dict(sorted(problems.items()))
+
+
+def _identity(draft: Draft) -> tuple:
+    return (draft.reference(), json.dumps(draft.axes, sort_keys=True), [a.to_dict() for a in draft.inputs],
+            [a.to_dict() for a in draft.outputs], draft.shapes, draft.tolerance_scale, draft.op_type)
+
+
+def _absorb_existing(problem: Problem, problems_root: Path) -> None:
+    """Keep models that an earlier run recorded for the same problem (single-model runs add, never drop)."""
+    path = problems_root / SUBDIR / problem.draft.name / "definition.json"
+    if not path.is_file():
+        return
+    try:
+        old = json.loads(path.read_text())
+    except json.JSONDecodeError:
+        return
+    for entry in old.get("solbench", {}).get("models", []):
+        hf_id = entry.get("hf_id")
+        if hf_id and hf_id not in problem.models:
+            problem.models[hf_id] = _Recorded(hf_id, entry.get("config_sha256", ""))
+
+
+def write(problems: dict[str, Problem], problems_root: Path, references_root: Path, merge_existing: bool = True
+          ) -> list[Path]:
+    written = []
+    for problem in problems.values():
+        if merge_existing:
+            _absorb_existing(problem, problems_root)
+        for rel, content in problem.files().items():
+            path = _place(rel, problems_root, references_root)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if not path.is_file() or path.read_text() != content:
+                path.write_text(content)
+            written.append(path)
+    return written
+
+
+def _place(rel: str, problems_root: Path, references_root: Path) -> Path:
+    kind, _, rest = rel.partition("/")
+    return (problems_root if kind == "problems" else references_root) / rest
+
+
+@dataclass
+class Drift:
+    missing: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    extra: list[str] = field(default_factory=list)
+
+    @property
+    def clean(self) -> bool:
+        return not (self.missing or self.changed or self.extra)
+
+
+def check(problems: dict[str, Problem], problems_root: Path, references_root: Path, complete: bool = True) -> Drift:
+    """Compare what the current code extracts with what is on disk (nothing is written)."""
+    drift = Drift()
+    expected: set[Path] = set()
+    for problem in problems.values():
+        if not complete:  # a partial check asks "would writing these models change anything?"
+            _absorb_existing(problem, problems_root)
+        for rel, content in problem.files().items():
+            path = _place(rel, problems_root, references_root)
+            expected.add(path.resolve())
+            if not path.is_file():
+                drift.missing.append(str(path))
+            elif path.read_text() != content:
+                drift.changed.append(str(path))
+    if complete:
+        for root, pattern in ((problems_root / SUBDIR, "*/*"), (references_root / SUBDIR, "*.py")):
+            if root.is_dir():
+                for path in sorted(root.glob(pattern)):
+                    if path.is_file() and path.resolve() not in expected:
+                        drift.extra.append(str(path))
+    return drift

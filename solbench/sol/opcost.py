@@ -1,0 +1,212 @@
+"""FLOPs of single aten ops, from shapes alone.
+
+Matmul-class ops (the work tensor cores do) are counted exactly as 2 x MACs. Everything else is
+"other" work, counted by a simple, documented convention: one FLOP per output element for
+pointwise arithmetic, one per input element for reductions, a few per element for fused
+normalisations. Pure data movement (copies, casts, gathers, concatenation, fills) costs no FLOPs:
+its cost is bytes, which the fused memory model counts at the graph boundary.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+aten = torch.ops.aten
+
+
+def _prod(values) -> int:
+    return math.prod(int(v) for v in values)
+
+
+def _logical_k(t: torch.Tensor) -> int:
+    """Contracted length of a matmul operand's last dim; packed fp4 holds two values per element."""
+    k = int(t.shape[-1])
+    return 2 * k if t.dtype == getattr(torch, "float4_e2m1fn_x2", None) else k
+
+
+def _mm(args, out) -> float:
+    a, b = args[0], args[1]
+    return 2.0 * a.shape[0] * _logical_k(a) * b.shape[1]
+
+
+def _addmm(args, out) -> float:
+    return _mm(args[1:], out)
+
+
+def _bmm(args, out) -> float:
+    a, b = args[0], args[1]
+    return 2.0 * a.shape[0] * a.shape[1] * _logical_k(a) * b.shape[2]
+
+
+def _baddbmm(args, out) -> float:
+    return _bmm(args[1:], out)
+
+
+def _mv(args, out) -> float:
+    a = args[0]
+    return 2.0 * a.shape[0] * a.shape[1]
+
+
+def _addmv(args, out) -> float:
+    return _mv(args[1:], out)
+
+
+def _dot(args, out) -> float:
+    return 2.0 * args[0].numel()
+
+
+def _convolution(args, out) -> float:
+    inp, weight = args[0], args[1]
+    transposed = bool(args[6]) if len(args) > 6 else False
+    kernel = _prod(weight.shape[2:])
+    if transposed:  # weight [C_in, C_out/groups, k...]: every input element meets C_out/groups x k weights
+        return 2.0 * inp.numel() * weight.shape[1] * kernel
+    return 2.0 * out.numel() * weight.shape[1] * kernel  # weight [C_out, C_in/groups, k...]
+
+
+def _scaled_mm(args, out) -> float:
+    a, b = args[0], args[1]
+    return 2.0 * a.shape[0] * _logical_k(a) * b.shape[1]
+
+
+def _grouped_mm(args, out) -> float:
+    a, b = args[0], args[1]
+    if a.dim() == 2 and b.dim() == 2:  # groups split K: out [G, M, N], total K = a's K
+        return 2.0 * out.shape[-2] * out.shape[-1] * _logical_k(a)
+    return 2.0 * out.numel() * _logical_k(a)
+
+
+def _sdpa_aten(args, out) -> float:
+    q, k, v = args[0], args[1], args[2]
+    batch = _prod(q.shape[:-2])
+    return 2.0 * batch * q.shape[-2] * k.shape[-2] * (q.shape[-1] + v.shape[-1])
+
+
+def solar_matmul_flops(name: str, args) -> float | None:
+    """The published convention traces a block-scaled matmul as one contraction over the stored data
+    and its scale blocks together: 2 x M x N x (K stored + K scale blocks). None: same as ours."""
+    if name != "_scaled_mm":
+        return None
+    a, b, scale_a = args[0], args[1], args[2] if len(args) > 2 else None
+    m, n, k_stored = a.shape[0], b.shape[1], a.shape[1]
+    k_scales = scale_a.numel() // m if isinstance(scale_a, torch.Tensor) and scale_a.numel() > 1 and m else 0
+    return 2.0 * m * n * (k_stored + k_scales)
+
+
+# op packet name -> FLOPs function(args, first output)
+MATMUL_OPS = {
+    "mm": _mm, "addmm": _addmm, "_addmm_activation": _addmm, "bmm": _bmm, "baddbmm": _baddbmm,
+    "addbmm": _baddbmm, "mv": _mv, "addmv": _addmv, "dot": _dot, "vdot": _dot, "convolution": _convolution,
+    "_convolution": _convolution, "_scaled_mm": _scaled_mm, "_int_mm": _mm, "_grouped_mm": _grouped_mm,
+    "_scaled_grouped_mm": _grouped_mm, "_scaled_dot_product_flash_attention": _sdpa_aten,
+    "_scaled_dot_product_efficient_attention": _sdpa_aten, "_scaled_dot_product_cudnn_attention": _sdpa_aten,
+    "_scaled_dot_product_flash_attention_for_cpu": _sdpa_aten, "_flash_attention_forward": _sdpa_aten,
+    "_efficient_attention_forward": _sdpa_aten,
+}
+
+# Which args of a matmul op are its two operands (for the operand dtype).
+MATMUL_OPERANDS = {"addmm": (1, 2), "_addmm_activation": (1, 2), "baddbmm": (1, 2), "addbmm": (1, 2),
+                   "addmv": (1, 2)}
+
+# Reductions and scans: one FLOP per input element (per element of the reduced tensor).
+REDUCTION_OPS = frozenset({
+    "sum", "mean", "amax", "amin", "max", "min", "prod", "var", "std", "var_mean", "std_mean", "norm",
+    "linalg_vector_norm", "logsumexp", "cumsum", "cumprod", "cummax", "cummin", "logcumsumexp", "argmax",
+    "argmin", "any", "all", "count_nonzero", "aminmax", "nansum", "nanmean", "median", "mode", "kthvalue",
+    "topk", "sort", "argsort", "_log_softmax_backward_data", "_softmax_backward_data", "histc", "bincount",
+    "special_logsumexp", "renorm", "dist", "cross", "trace", "linalg_norm",
+})
+
+# Fused multi-step kernels, FLOPs per element of their (first) input.
+PER_ELEMENT_OPS = {
+    "_softmax": 4, "_log_softmax": 4, "softmax": 4, "log_softmax": 4, "native_layer_norm": 5,
+    "native_group_norm": 5, "native_batch_norm": 4, "_native_batch_norm_legit": 4,
+    "_native_batch_norm_legit_no_training": 4, "_fused_rms_norm": 4, "rms_norm": 4,
+    "native_layer_norm_backward": 8, "native_group_norm_backward": 8, "native_batch_norm_backward": 8,
+    "_fused_rms_norm_backward": 8, "scatter_add": 1, "scatter_reduce": 1, "index_add": 1, "index_reduce": 1,
+    "_embedding_bag": 1, "embedding_dense_backward": 1, "index_put": 0, "_index_put_impl": 0,
+    "_fft_r2c": 0, "_fft_c2r": 0, "_fft_c2c": 0,
+}
+
+# Data movement, shape and allocation ops: no FLOPs, and understood (not "unknown").
+FREE_OPS = frozenset({
+    "_to_copy", "copy", "copy_", "clone", "contiguous", "cat", "stack", "index", "index_select", "gather",
+    "scatter", "embedding", "fill", "fill_", "zero", "zero_", "zeros", "zeros_like", "ones", "ones_like",
+    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "new_zeros", "new_ones",
+    "new_full", "full", "full_like", "arange", "linspace", "logspace", "eye", "rand", "randn", "randint",
+    "rand_like", "randn_like", "randint_like", "randperm", "normal", "uniform", "uniform_", "normal_",
+    "bernoulli", "bernoulli_", "exponential_", "random_", "multinomial", "constant_pad_nd", "reflection_pad1d",
+    "reflection_pad2d", "reflection_pad3d", "replication_pad1d", "replication_pad2d", "replication_pad3d",
+    "repeat", "repeat_interleave", "flip", "roll", "tril", "triu", "nonzero", "_local_scalar_dense",
+    "lift_fresh", "lift_fresh_copy", "masked_scatter", "masked_select", "index_copy", "index_fill",
+    "slice_scatter", "select_scatter", "diagonal_scatter", "as_strided_scatter", "tril_indices",
+    "triu_indices", "one_hot", "unique", "_unique2", "unique_consecutive", "unique_dim", "searchsorted",
+    "bucketize", "im2col", "col2im", "pixel_shuffle", "pixel_unshuffle", "channel_shuffle", "set_",
+    "resize_", "_assert_async", "_assert_scalar", "_functional_assert_async", "sym_constrain_range",
+    "scalar_tensor", "_pin_memory", "detach_", "_reshape_alias", "upsample_nearest1d", "upsample_nearest2d",
+    "upsample_nearest3d", "_upsample_nearest_exact1d", "_upsample_nearest_exact2d",
+    "record_stream", "_efficientzerotensor", "native_dropout", "dropout", "view_as_real", "view_as_complex",
+    "_make_per_tensor_quantized_tensor", "_local_scalar", "max_pool1d", "max_pool2d_with_indices",
+    "max_pool3d_with_indices", "nan_to_num", "_fused_dropout", "_sparse_coo_tensor_with_dims_and_tensors",
+    "squeeze_copy", "unsqueeze_copy", "view_copy", "permute_copy", "expand_copy", "t_copy", "sym_size",
+    "sym_stride", "sym_numel", "sym_storage_offset", "is_nonzero", "equal", "allclose", "isin",
+    "_has_compatible_shallow_copy_type", "split_with_sizes_copy", "split_copy", "unbind_copy",
+})
+
+# Ops that read only the rows they gather from their first tensor argument (the "table").
+GATHER_OPS = frozenset({"index", "index_select", "gather", "embedding", "_embedding_bag", "take",
+                        "take_along_dim", "masked_select"})
+
+# Pooling / interpolation: a few FLOPs per output element.
+WINDOW_OPS = {"avg_pool1d": 1, "avg_pool2d": 1, "avg_pool3d": 1, "adaptive_avg_pool1d": 1,
+              "_adaptive_avg_pool2d": 1, "_adaptive_avg_pool3d": 1, "adaptive_max_pool2d": 1,
+              "upsample_bilinear2d": 4, "upsample_bicubic2d": 16, "upsample_linear1d": 2,
+              "upsample_trilinear3d": 8, "_upsample_bilinear2d_aa": 8, "grid_sampler_2d": 8}
+
+
+# Pointwise arithmetic not tagged as such in aten.
+EXTRA_POINTWISE = frozenset({"floor_divide", "masked_fill", "remainder", "fmod", "clamp_min", "clamp_max",
+                             "hardtanh", "leaky_relu", "elu", "softplus", "threshold", "prelu", "rrelu",
+                             "logit", "xlogy", "polar", "complex", "angle", "heaviside", "glu"})
+
+
+def packet_name(func) -> str:
+    """The op's name without overload, in-place ops named like their out-of-place form (add_ -> add)."""
+    name = func.overloadpacket.__name__
+    if name.endswith("_") and not name.endswith("__") and name not in FREE_OPS:
+        return name[:-1]
+    return name
+
+
+def fft_flops(args, out) -> float:
+    """5 N log2 N per transform of length N (the classic radix-2 count), over all transformed dims."""
+    inp = args[0]
+    dims = args[1] if len(args) > 1 else list(range(inp.dim()))
+    n = _prod(max(inp.shape[d], out.shape[d]) for d in dims) if dims else 1
+    batch = max(inp.numel(), out.numel()) / max(n, 1)
+    return 5.0 * batch * n * math.log2(max(n, 2))
+
+
+def other_flops(name: str, func, args, outs: list[torch.Tensor]) -> float | None:
+    """Non-matmul FLOPs of one op; None when the op is not understood."""
+    first_in = next((a for a in args if isinstance(a, torch.Tensor)), None)
+    out = outs[0] if outs else None
+    if name in FREE_OPS and name not in PER_ELEMENT_OPS:
+        return 0.0
+    if name in ("_fft_r2c", "_fft_c2r", "_fft_c2c") and first_in is not None and out is not None:
+        return fft_flops(args, out)
+    if name in PER_ELEMENT_OPS:
+        base = first_in.numel() if first_in is not None else 0
+        if name in ("scatter_add", "scatter_reduce", "index_add", "index_reduce"):
+            src = args[3] if len(args) > 3 and isinstance(args[3], torch.Tensor) else first_in
+            base = src.numel()
+        return float(PER_ELEMENT_OPS[name] * base)
+    if name in REDUCTION_OPS:
+        return float(first_in.numel()) if first_in is not None else 0.0
+    if name in WINDOW_OPS and out is not None:
+        return float(WINDOW_OPS[name] * out.numel())
+    if torch.Tag.pointwise in func.tags or name in EXTRA_POINTWISE:
+        return float(sum(o.numel() for o in outs))
+    return None

@@ -1,0 +1,43 @@
+"""The JSON-ready speed-of-light record stored in `Trace.evaluation.sol`."""
+
+from __future__ import annotations
+
+from solbench.sol.analyser import SolBound, WorkloadCost
+from solbench.sol.hardware import HardwareSpec
+from solbench.sol.reject import min_possible_time_ms
+from solbench.sol.scores import anchored_score, log_score
+
+
+def sol_record(cost: WorkloadCost, bound: SolBound, hw: HardwareSpec, latency_ms: float | None,
+               baseline_ms: float | None) -> dict:
+    """Everything a reader needs to re-derive the score: work, bound, achieved rates, scores."""
+    ok = latency_ms is not None and latency_ms > 0
+    seconds = latency_ms / 1e3 if ok else None
+    return {
+        "convention": cost.convention,
+        "hw": hw.name,
+        "hw_measured": hw.measured,
+        "method": cost.method,
+        "flops_matmul": dict(cost.flops_matmul),
+        "flops_matmul_total": cost.flops_matmul_total,
+        "flops_other": cost.flops_other,
+        "flops": cost.flops_total,
+        "bytes": cost.bytes_min,
+        "bytes_by_tensor": dict(cost.bytes_by_tensor),
+        "t_sol_ms": bound.t_sol_ms,
+        "bound": bound.binding,
+        "t_memory_ms": bound.t_memory_ms,
+        "t_tensor_ms": bound.t_tensor_ms,
+        "t_simt_ms": bound.t_simt_ms,
+        "intensity": bound.arithmetic_intensity,
+        "t_min_possible_ms": min_possible_time_ms(cost, hw),
+        "latency_ms": latency_ms,
+        "achieved_tflops": cost.flops_total / seconds / 1e12 if seconds else None,
+        "achieved_gbps": cost.bytes_min / seconds / 1e9 if seconds else None,
+        "sol_fraction": bound.t_sol_ms / latency_ms if ok and bound.t_sol_ms > 0 else None,
+        "t_baseline_ms": baseline_ms,
+        "score": anchored_score(latency_ms, baseline_ms, bound.t_sol_ms),
+        "log_score": log_score(latency_ms, baseline_ms, bound.t_sol_ms),
+        "unknown_ops": list(cost.unknown_ops),
+        "notes": list(cost.notes),
+    }

@@ -1,0 +1,54 @@
+"""The extract / pull command handlers: exit codes, messages, --check."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from solbench.cli import extract as extract_cli
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    extract_cli.add_arguments(parser)
+    return parser.parse_args(argv)
+
+
+def test_unknown_model_is_exit_2_with_help(capsys, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert extract_cli.handle(_args(["--model", "nobody/nothing-here"])) == 2
+    err = capsys.readouterr().err
+    assert "--config" in err and "Qwen/Qwen3-8B" in err and "Traceback" not in err
+
+
+def test_nothing_to_do_is_exit_2(capsys):
+    assert extract_cli.handle(_args([])) == 2
+    assert extract_cli.handle(_args(["--all", "--config", "x.json"])) == 2
+
+
+def test_list_names_the_shipped_models(capsys):
+    assert extract_cli.handle(_args(["--list"])) == 0
+    assert "deepseek-ai/DeepSeek-V3" in capsys.readouterr().err
+
+
+def test_extract_writes_then_check_passes_then_detects_drift(tmp_path):
+    out, refs = tmp_path / "defs", tmp_path / "refs"
+    common = ["--model", "meta-llama/Llama-3.2-1B", "-o", str(out), "--references", str(refs)]
+    assert extract_cli.handle(_args([*common, "--no-validate"])) == 0
+    assert (out / "hf" / "swiglu_mlp_h2048_i8192" / "definition.json").is_file()
+    assert (refs / "hf" / "swiglu_mlp_h2048_i8192.py").is_file()
+    assert extract_cli.handle(_args([*common, "--check"])) == 0
+    target = refs / "hf" / "swiglu_mlp_h2048_i8192.py"
+    target.write_text(target.read_text() + "# edited\n")
+    assert extract_cli.handle(_args([*common, "--check"])) == 1
+    target.unlink()
+    assert extract_cli.handle(_args([*common, "--check"])) == 1
+
+
+def test_shipped_problems_match_the_extractor_for_a_sample():
+    """`--check` on two models' problems (the full check runs every shipped model: `--check`)."""
+    args = _args(["--check", "--model", "Qwen/Qwen3-0.6B", "--model", "openai/gpt-oss-20b",
+                  "-o", str(ROOT / "problem_defs"), "--references", str(ROOT / "reference_impls")])
+    assert extract_cli.handle(args) == 0

@@ -1,0 +1,45 @@
+"""Problems shared across models are written once; a name cannot mean two computations."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from solbench.extract import emit
+from solbench.extract.pipeline import extract_model
+from solbench.spec.errors import SpecError
+
+
+@pytest.fixture(scope="module")
+def llama_and_mistral():
+    return [extract_model(m, use_hub=False, validate=False) for m in ("meta-llama/Llama-3.1-8B", "mistralai/Mistral-7B-v0.3")]
+
+
+def test_identical_problems_are_shared(llama_and_mistral, tmp_path):
+    problems = emit.merge([(r.config, r.drafts) for r in llama_and_mistral])
+    shared = problems["swiglu_mlp_h4096_i14336"]
+    assert sorted(shared.models) == ["meta-llama/Llama-3.1-8B", "mistralai/Mistral-7B-v0.3"]
+    assert "attention_block_prefill_hs4096_h32_kv8_d128" in problems  # same block in both models
+    assert "embedding_v128256_h4096" in problems and "embedding_v32768_h4096" in problems  # vocabularies differ
+    emit.write(problems, tmp_path / "p", tmp_path / "r")
+    meta = json.loads((tmp_path / "p" / "hf" / "swiglu_mlp_h4096_i14336" / "definition.json").read_text())
+    assert meta["hf_id"] == "meta-llama/Llama-3.1-8B"
+    assert [m["hf_id"] for m in meta["solbench"]["models"]] == sorted(shared.models)
+
+
+def test_single_model_run_keeps_models_recorded_earlier(llama_and_mistral, tmp_path):
+    both = emit.merge([(r.config, r.drafts) for r in llama_and_mistral])
+    emit.write(both, tmp_path / "p", tmp_path / "r")
+    only = emit.merge([(llama_and_mistral[1].config, llama_and_mistral[1].drafts)])
+    emit.write(only, tmp_path / "p", tmp_path / "r")
+    meta = json.loads((tmp_path / "p" / "hf" / "swiglu_mlp_h4096_i14336" / "definition.json").read_text())
+    assert len(meta["solbench"]["models"]) == 2
+
+
+def test_same_name_different_definition_is_refused(llama_and_mistral):
+    llama, mistral = llama_and_mistral
+    clash = next(d for d in mistral.drafts if d.name == "swiglu_mlp_h4096_i14336")
+    altered = type(clash)(**{**clash.__dict__, "code": clash.code.replace("F.silu", "F.gelu")})
+    with pytest.raises(SpecError, match="differs between models"):
+        emit.merge([(llama.config, llama.drafts), (mistral.config, [altered])])

@@ -1,0 +1,103 @@
+"""Extraction of small models end to end: every reference matches its transformers module."""
+
+from __future__ import annotations
+
+import json
+
+import torch
+
+from solbench.extract import emit, workloads
+from solbench.spec.definition import Definition
+from solbench.spec.workload import Workload
+
+
+def _by_name(result):
+    return {d.name: d for d in result.drafts}
+
+
+def test_qwen_problems_and_validation(qwen_small):
+    names = set(_by_name(qwen_small))
+    for expected in ("rmsnorm_h1024_eps1e-06", "gqa_attention_prefill_h16_kv8_d128", "gqa_attention_decode_h16_kv8_d128",
+                     "attention_block_prefill_hs1024_h16_kv8_d128_qknorm",
+                     "attention_block_decode_hs1024_h16_kv8_d128_qknorm", "swiglu_mlp_h1024_i3072",
+                     "decoder_layer_prefill_hs1024_h16_kv8_d128_qknorm_swiglu_i3072_eps1e-06",
+                     "embedding_v151936_h1024", "lm_head_v151936_h1024", "rmsnorm_backward_h1024_eps1e-06",
+                     "swiglu_mlp_backward_h1024_i3072", "gqa_attention_prefill_backward_h16_kv8_d128"):
+        assert expected in names
+    assert qwen_small.layer_kinds == 1 and qwen_small.layers == 28
+    assert all(v.passed for v in qwen_small.validations), [v.message for v in qwen_small.failed]
+    for v in qwen_small.validations:
+        if "backward" not in v.problem:
+            # forward references are the module's own computation: bit-exact in both dtypes
+            assert v.exact == {"float32": True, "bfloat16": True}, (v.problem, v.max_abs_error)
+        else:
+            assert v.max_abs_error["float32"] < 1e-4
+
+
+def test_gemma_sliding_and_full_layers(gemma_small):
+    names = set(_by_name(gemma_small))
+    assert gemma_small.layer_kinds == 2
+    assert "mqa_attention_prefill_h4_kv1_d256_sw512" in names and "mqa_attention_prefill_h4_kv1_d256" in names
+    assert "rmsnorm_oneplus_h1152_eps1e-06" in names
+    assert any(n.startswith("scaled_embedding_v262144_h1152") for n in names)
+    assert all(v.passed for v in gemma_small.validations), [v.message for v in gemma_small.failed]
+
+
+def test_validation_catches_a_wrong_reference(qwen_small):
+    """The validator must fail a reference that differs from the module (here: a missing scale)."""
+    from solbench.extract.trace import trace
+    from solbench.extract.validate import Validator
+
+    draft = _by_name(qwen_small)["rmsnorm_h1024_eps1e-06"]
+    broken = type(draft)(**{**draft.__dict__, "code": draft.code.replace("return weight * h.to(x.dtype)",
+                                                                          "return h.to(x.dtype)")})
+    validator = Validator(trace(qwen_small.config))
+    assert not validator.validate(broken).passed
+    assert validator.validate(draft).passed
+
+
+def test_definitions_load_and_workloads_fit(qwen_small):
+    problems = emit.merge([(qwen_small.config, qwen_small.drafts)])
+    for problem in problems.values():
+        files = problem.files()
+        definition = Definition.from_dict(json.loads(files[next(k for k in files if k.endswith(".json"))]))
+        assert definition.name == problem.draft.name
+        assert definition.extra["solbench"]["models"][0]["hf_id"] == "Qwen/Qwen3-0.6B"
+        records = workloads.workloads(problem.draft)
+        assert 8 <= len(records) <= 16
+        assert len({r["uuid"] for r in records}) == len(records)
+        for record in records:
+            definition.resolve_axes(Workload.from_dict(record).axes)
+        small = [workloads.workload_bytes(problem.draft, r["axes"]) for r in records[:2]]
+        weights = workloads.workload_bytes(problem.draft, {k: 0 for k in records[0]["axes"]})
+        assert all(b - weights < 64 * 2**20 for b in small), problem.draft.name  # activations: CPU-sized
+
+
+def test_get_inputs_matches_declared_shapes(qwen_small):
+    for draft in qwen_small.drafts:
+        namespace: dict = {}
+        exec(draft.reference(), namespace)
+        axes = {n: s[1] for n, s in draft.axes.items() if s[0] == "const"}
+        axes |= {n: 3 for n, s in draft.axes.items() if s[0] == "var"}
+        torch.manual_seed(0)
+        inputs = namespace["get_inputs"](axes, "cpu")
+        assert list(inputs) == [a.name for a in draft.inputs]
+        for arg in draft.inputs:
+            shape = tuple(int(s) if s.isdigit() else axes[s] for s in arg.shape)
+            assert tuple(inputs[arg.name].shape) == shape, (draft.name, arg.name)
+            assert str(inputs[arg.name].dtype) == f"torch.{arg.dtype}", (draft.name, arg.name)
+
+
+def test_extraction_is_deterministic(qwen_small, tmp_path):
+    from solbench.extract.pipeline import extract_model
+
+    again = extract_model("Qwen/Qwen3-0.6B", use_hub=False, validate=False)
+    first = emit.merge([(qwen_small.config, qwen_small.drafts)])
+    second = emit.merge([(again.config, again.drafts)])
+    emit.write(first, tmp_path / "a", tmp_path / "ra")
+    emit.write(second, tmp_path / "b", tmp_path / "rb")
+    for path in sorted((tmp_path / "a").rglob("*")):
+        if path.is_file():
+            twin = tmp_path / "b" / path.relative_to(tmp_path / "a")
+            assert twin.read_bytes() == path.read_bytes(), path
+    assert len(list((tmp_path / "ra").rglob("*.py"))) == len(first)

@@ -1,0 +1,61 @@
+"""`solbench hw` and `solbench sol`, called through the real parser."""
+
+from __future__ import annotations
+
+import json
+
+from solbench.cli import main
+
+
+def test_hw_list_and_show(capsys):
+    assert main(["hw", "list", "--json"]) == 0
+    names = {json.loads(line)["name"] for line in capsys.readouterr().out.splitlines()}
+    assert {"B200", "H100_SXM", "A100_SXM"} <= names
+    assert main(["hw", "show", "h100", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["name"] == "H100_SXM"
+
+
+def test_hw_bad_name_exit_2(capsys):
+    assert main(["hw", "show", "nonsense-gpu"]) == 2
+    assert "known:" in capsys.readouterr().err
+
+
+def test_sol_bad_problem_exit_2(tmp_path, capsys):
+    assert main(["sol", str(tmp_path / "missing"), "--hw", "B200"]) == 2
+    assert main(["sol", str(tmp_path), "--hw", "nope"]) == 2
+
+
+def test_sol_json_on_a_problem(tmp_path, capsys):
+    problem = tmp_path / "gemm"
+    problem.mkdir()
+    (problem / "definition.json").write_text(json.dumps({
+        "name": "gemm", "axes": {"M": {"type": "var"}, "N": {"type": "const", "value": 64},
+                                 "K": {"type": "const", "value": 32}},
+        "inputs": {"A": {"shape": ["M", "K"], "dtype": "float16"}, "B": {"shape": ["N", "K"], "dtype": "float16"}},
+        "outputs": {"C": {"shape": ["M", "N"], "dtype": "float16"}},
+        "reference": "import torch\ndef run(A, B):\n    return A @ B.T\n"}))
+    (problem / "workload.jsonl").write_text(json.dumps({"uuid": "w1", "axes": {"M": 16}}) + "\n")
+    assert main(["sol", str(problem), "--hw", "H100_SXM", "--json"]) == 0
+    record = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert record["uuid"] == "w1" and record["hw"] == "H100_SXM"
+    assert record["strict"]["flops_matmul"] == {"float16": 2 * 16 * 64 * 32}
+    assert record["strict"]["bytes"] == (16 * 32 + 64 * 32 + 16 * 64) * 2
+    assert record["solar"]["t_sol_ms"] > record["strict"]["t_sol_ms"]  # + the published 0.4 us
+    assert main(["sol", str(problem), "--hw", "H100_SXM"]) == 0
+    assert "gemm" in capsys.readouterr().out
+
+
+def test_sol_on_every_shipped_problem(capsys):
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "problem_defs"
+    if not root.is_dir():
+        import pytest
+
+        pytest.skip("no problem_defs/ in this checkout")
+    assert main(["sol", str(root), "--hw", "H100", "--json", "--max-workloads", "2"]) == 0
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert records
+    for r in records:
+        assert r["method"] == "meta" and not r["unknown_ops"], r["definition"]
+        assert r["strict"]["t_sol_ms"] > 0 and r["solar"]["t_sol_ms"] > r["strict"]["t_sol_ms"] * 0.2

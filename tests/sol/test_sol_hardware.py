@@ -1,0 +1,79 @@
+"""Hardware specs: lookup by name or alias, unknown GPUs, spec folders."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from solbench.sol import hardware
+from solbench.sol.hardware import UnknownHardwareError, list_specs, load_spec
+
+REQUIRED = {"B200", "B200_BOOST", "GB200", "H100_SXM", "H200_SXM", "H100_PCIE", "A100_SXM"}
+
+
+def test_required_specs_present_with_sources():
+    specs = {s.name: s for s in list_specs()}
+    assert REQUIRED <= set(specs)
+    for spec in specs.values():
+        assert spec.sources, spec.name
+        assert spec.hbm_bandwidth_gbps > 0 and spec.bf16_tflops > 0 and spec.fp32_simt_tflops > 0
+
+
+@pytest.mark.parametrize("name,expected", [
+    ("H100", "H100_SXM"), ("h100_sxm", "H100_SXM"), ("NVIDIA H100 80GB HBM3", "H100_SXM"),
+    ("NVIDIA H100 PCIe", "H100_PCIE"), ("NVIDIA B200", "B200"), ("b200-boost", "B200_BOOST"),
+    ("NVIDIA H200", "H200_SXM"), ("NVIDIA A100-SXM4-80GB", "A100_SXM"),
+])
+def test_aliases(name, expected):
+    assert load_spec(name).name == expected
+
+
+def test_unknown_gpu_lists_known_specs():
+    with pytest.raises(UnknownHardwareError) as info:
+        load_spec("NVIDIA GeForce RTX 4090")
+    assert "H100_SXM" in str(info.value) and "--hw" in str(info.value)
+
+
+def test_detect_unknown_device_is_an_error_not_a_guess(monkeypatch):
+    monkeypatch.setattr(hardware, "device_name", lambda index=0: "NVIDIA Mystery X1")
+    with pytest.raises(UnknownHardwareError, match="Mystery"):
+        hardware.detect_spec()
+    monkeypatch.setattr(hardware, "device_name", lambda index=0: "NVIDIA H100 80GB HBM3")
+    assert hardware.detect_spec().name == "H100_SXM"
+
+
+def test_b200_locked_convention_figures():
+    b200 = load_spec("B200")
+    assert b200.clocks_locked and b200.reject_with == "B200_BOOST"
+    assert b200.bf16_tflops == pytest.approx(2250 * 1.5 / 1.8634, rel=1e-3)
+    assert b200.matmul_tflops("float32") == b200.tf32_tflops
+    assert b200.matmul_tflops("float8_e5m2") == b200.fp8_tflops
+    assert b200.matmul_tflops("float4_e2m1fn_x2") == b200.fp4_tflops
+    assert load_spec("H100").matmul_tflops("float4_e2m1fn_x2") == load_spec("H100").fp8_tflops  # no fp4 unit
+
+
+def test_env_folder_adds_specs(tmp_path, monkeypatch):
+    spec = load_spec("H100_SXM").to_dict()
+    spec.update(name="MY_GPU", aliases=["Acme One"], measured=True)
+    (tmp_path / "mine.json").write_text(json.dumps(spec))
+    monkeypatch.setenv(hardware.ENV_VAR, str(tmp_path))
+    assert load_spec("acme one").name == "MY_GPU" and load_spec("MY_GPU").measured
+
+
+def test_packaged_copy_matches_repo_specs():
+    repo = {p.name: p.read_text() for p in hardware.REPO_SPECS_DIR.glob("*.json")}
+    packaged = {p.name: p.read_text() for p in hardware.PACKAGE_SPECS_DIR.glob("*.json")}
+    assert repo == packaged, "copy hw_specs/*.json to solbench/sol/hw_specs/"
+
+
+@pytest.mark.gpu
+def test_calibrate_on_gpu():
+    from solbench.sol.calibrate import measure
+
+    spec = measure(quick=True)
+    assert spec.measured and spec.hbm_bandwidth_gbps > 100 and spec.bf16_tflops > 10
+    if spec.based_on:
+        sheet = load_spec(spec.based_on)
+        assert spec.hbm_bandwidth_gbps < sheet.hbm_bandwidth_gbps * 1.1
+        assert spec.bf16_tflops < sheet.bf16_tflops * 1.1
