@@ -19,6 +19,8 @@ def _has_cuda() -> bool:
 
 
 HAS_CUDA = _has_cuda()
+if not HAS_CUDA:  # Triton decides at decoration time whether to interpret: set it before any kernel module loads
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -226,6 +226,13 @@ class _Tracer(TorchDispatchMode):
             self.fabricated.append(f"{name} of an input-dependent tensor {tuple(t.shape)}: assumed all nonzero")
             out = torch.empty((t.numel(), t.dim()), dtype=torch.int64, device="meta")
             return out
+        if name == "_unique2" and not all_real:
+            t = args[0]
+            self.fabricated.append(f"unique of an input-dependent tensor {tuple(t.shape)}: assumed all distinct")
+            n = t.numel()
+            return (torch.empty((n,), dtype=t.dtype, device="meta"),
+                    torch.empty(tuple(t.shape), dtype=torch.int64, device="meta"),
+                    torch.empty((n,), dtype=torch.int64, device="meta"))
         if name in ("index", "index_put", "_index_put_impl") and not all_real:
             args = self._bool_indices_as_long(name, args)
         if tensors and all_real and name not in opcost.MATMUL_OPS and all(
@@ -664,8 +671,13 @@ def _custom_values(definition, axis_values, scalars, namespace, tracer: _Tracer)
         return {}
     if helper.fabricated:
         tracer.notes.append(f"custom-input entrypoint {entry}: {len(helper.fabricated)} values invented")
-    return {k: v for k, v in values.items()
+    kept = {k: v for k, v in values.items()
             if not (isinstance(v, torch.Tensor) and (v.device.type == "meta" or v in helper.tainted))}
+    # Ops such as SDPA refuse a mix of meta and real float operands: when some float input had to
+    # stay meta, all float inputs do (integer and bool tensors keep their real values).
+    if any(isinstance(v, torch.Tensor) and v.is_floating_point() and k not in kept for k, v in values.items()):
+        kept = {k: v for k, v in kept.items() if not (isinstance(v, torch.Tensor) and v.is_floating_point())}
+    return kept
 
 
 def _default_scalar(dtype_name: str):

@@ -4,13 +4,13 @@ import math
 import pytest
 import torch
 
-from tests.check.check_builders import build_definition
 from solbench.check import correctness
 from solbench.check.correctness import check_outputs, compare, merge_trials
 from solbench.inputs import allocate_outputs
 from solbench.inputs.fp4 import pack_codes
 from solbench.spec.trace import Correctness, Status
 from solbench.spec.workload import Tolerance
+from tests.check.check_builders import build_definition
 
 TOL = Tolerance(max_atol=1e-2, max_rtol=1e-2, required_matched_ratio=1.0)
 

@@ -1,9 +1,9 @@
 import pytest
 import torch
 
-from tests.check.check_builders import build_definition
 from solbench.check.outputs import OutputError, byte_span, normalize_outputs, structural_check
 from solbench.spec.trace import Status
+from tests.check.check_builders import build_definition
 
 ONE = build_definition({"y": {"shape": ["n"], "dtype": "float32"}})
 TWO = build_definition({"y": {"shape": ["n"], "dtype": "float32"}, "idx": {"shape": ["n"], "dtype": "int64"}})

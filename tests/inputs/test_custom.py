@@ -4,10 +4,10 @@ import numpy
 import pytest
 import torch
 
-from tests.inputs.inputs_builders import build_definition, build_workload, entrypoint_from
 from solbench.inputs import make_inputs
 from solbench.inputs.custom import call_entrypoint
 from solbench.inputs.errors import InputError
+from tests.inputs.inputs_builders import build_definition, build_workload, entrypoint_from
 
 GLOBAL_RNG_ENTRY = '''
 def get_inputs(axes_and_scalars, device):

@@ -5,10 +5,10 @@ import sys
 import pytest
 import torch
 
-from tests.inputs.inputs_builders import build_definition, build_workload
 from solbench.inputs import allocate_outputs, fill_value, make_inputs, needs_second_fill
 from solbench.inputs.errors import InputError
 from solbench.spec import dtypes
+from tests.inputs.inputs_builders import build_definition, build_workload
 
 AXES = {"n": {"type": "var"}, "h": {"type": "const", "value": 8}}
 

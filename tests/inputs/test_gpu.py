@@ -6,7 +6,6 @@ import sys
 import pytest
 import torch
 
-from tests.inputs.inputs_builders import build_definition, build_workload, entrypoint_from
 from solbench.check.correctness import compare
 from solbench.check.outputs import structural_check
 from solbench.inputs import allocate_outputs, make_inputs
@@ -15,6 +14,7 @@ from solbench.inputs.seeds import make_generator
 from solbench.spec import dtypes
 from solbench.spec.trace import Status
 from solbench.spec.workload import Tolerance
+from tests.inputs.inputs_builders import build_definition, build_workload, entrypoint_from
 
 pytestmark = pytest.mark.gpu
 

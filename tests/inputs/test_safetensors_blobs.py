@@ -2,7 +2,6 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from tests.inputs.inputs_builders import build_definition, build_workload
 from solbench.inputs import make_inputs
 from solbench.inputs.errors import InputError, MissingDataError
 from solbench.inputs.safetensors_blobs import (
@@ -12,6 +11,7 @@ from solbench.inputs.safetensors_blobs import (
     load_blob,
     resolve_blob,
 )
+from tests.inputs.inputs_builders import build_definition, build_workload
 
 
 @pytest.fixture(autouse=True)

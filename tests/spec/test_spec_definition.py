@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from tests.spec.spec_builders import REFERENCE, make_definition
 
 from solbench.spec import Definition, SpecError, TensorSpec
+from tests.spec.spec_builders import REFERENCE, make_definition
 
 
 def load(**overrides) -> Definition:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 
 import pytest
-from tests.spec.spec_builders import make_definition, make_workload, write_problem
 
 from solbench.spec import SpecError, discover_problems, load_problem
+from tests.spec.spec_builders import make_definition, make_workload, write_problem
 
 
 def test_load_problem_folder(tmp_path):

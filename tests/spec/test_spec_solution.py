@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.spec.spec_builders import make_definition
 
 from solbench.spec import BuildSpec, Definition, SpecError, load_solution
 from solbench.spec.solution import (
@@ -16,6 +15,7 @@ from solbench.spec.solution import (
     reference_solution,
     solution_from_source,
 )
+from tests.spec.spec_builders import make_definition
 
 KERNEL = "import torch\n\ndef run(x, weight):\n    return x * weight\n"
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from tests.spec.spec_builders import make_definition, make_workload, write_problem
 
 from solbench.spec import Definition, InputSource, SpecError, Tolerance, Workload
 from solbench.spec.problem import check_workload, load_workloads
+from tests.spec.spec_builders import make_definition, make_workload, write_problem
 
 
 def test_valid_workload():
