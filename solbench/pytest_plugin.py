@@ -67,13 +67,10 @@ class SolbenchState:
         return self.config.getoption(name)
 
     def problem(self, name: str):
-        from solbench.spec.problem import discover_problems, load_problem
+        from solbench.runner.jobs import load_problems
 
-        if self.problems is None:
-            self.problems = {}
-            for path in discover_problems(self.problems_dir):
-                problem = load_problem(path)
-                self.problems[problem.name] = problem
+        if self.problems is None:  # the same loading (and duplicate-name check) as `solbench run`
+            self.problems = {problem.name: problem for problem in load_problems(Path(self.problems_dir))}
         return self.problems.get(name)
 
     def is_solution_file(self, path: Path) -> bool:

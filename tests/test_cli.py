@@ -28,6 +28,9 @@ def test_reference_passes_exit_0_and_json_traces(tmp_path):
     assert [t["evaluation"]["status"] for t in lines] == ["PASSED", "PASSED"]
     perf = lines[0]["evaluation"]["performance"]
     assert perf["latency_ms"] > 0 and perf["latency"]["n"] >= 2
+    # The reference is timed too (a false REWARD_HACK on the reference worker once dropped it).
+    assert perf["reference_latency_ms"] > 0 and perf["speedup_factor"] > 0
+    assert not [w for w in lines[0]["evaluation"]["warnings"] if "reference timing failed" in w]
 
 
 def test_wrong_solution_exit_1_with_table(tmp_path):
@@ -61,3 +64,10 @@ def test_bad_inputs_exit_2_without_traceback(tmp_path):
         assert "Traceback" not in result.stderr, result.stderr
         assert "error" in result.stderr.lower()
     assert "float7" in solbench("run", str(bad_dtype)).stderr
+
+
+def test_two_problems_with_one_name_are_bad_input(tmp_path):
+    write_problem(tmp_path / "a")
+    write_problem(tmp_path / "b")
+    result = solbench("run", str(tmp_path), *FAST)
+    assert result.returncode == 2 and "two problems are named 'axpy_fp32'" in result.stderr

@@ -29,8 +29,8 @@ EXPECTED = {
     "rmsnorm_h4096/torch_rmsnorm.py": ("rmsnorm_h4096", "pytorch", False),
     "rmsnorm_h4096/triton_rmsnorm.py": ("rmsnorm_h4096", "triton", True),
     "rmsnorm_h4096/cuda_rmsnorm.cu": ("rmsnorm_h4096", "cuda_cpp", True),
-    "swiglu_mlp_h2048_i6144/torch_swiglu.py": ("swiglu_mlp_h2048_i6144", "pytorch", True),
-    "swiglu_mlp_h2048_i6144/triton_swiglu.py": ("swiglu_mlp_h2048_i6144", "triton", False),
+    "swiglu_mlp_gateup_h2048_i6144/torch_swiglu.py": ("swiglu_mlp_gateup_h2048_i6144", "pytorch", True),
+    "swiglu_mlp_gateup_h2048_i6144/triton_swiglu.py": ("swiglu_mlp_gateup_h2048_i6144", "triton", False),
     "gemm_n4096_k4096/torch_gemm.py": ("gemm_n4096_k4096", "pytorch", False),
     "gemm_n4096_k4096/triton_gemm.py": ("gemm_n4096_k4096", "triton", True),
     "layernorm_fp32_h1024/torch_layernorm.py": ("layernorm_fp32_h1024", "pytorch", True),
@@ -213,7 +213,7 @@ def test_triton_rmsnorm_kernel_fp16_in_interpreter(tmp_path, monkeypatch):
 
 
 def test_triton_silu_and_mul_fp16_in_interpreter(tmp_path, monkeypatch):
-    module = _module("swiglu_mlp_h2048_i6144/triton_swiglu.py", tmp_path, monkeypatch)
+    module = _module("swiglu_mlp_gateup_h2048_i6144/triton_swiglu.py", tmp_path, monkeypatch)
     gen = torch.Generator().manual_seed(2)
     gate_up = torch.randn(3, 2 * 1500, generator=gen).half()  # 1500: a ragged last block
     act = module.silu_and_mul(gate_up)

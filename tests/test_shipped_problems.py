@@ -13,7 +13,7 @@ from solbench.spec import discover_problems, load_problem
 ROOT = Path(__file__).resolve().parents[1]
 PROBLEM_DEFS = ROOT / "problem_defs"
 REFERENCE_IMPLS = ROOT / "reference_impls"
-CORE = ("rmsnorm_h4096", "swiglu_mlp_h2048_i6144", "gemm_n4096_k4096", "layernorm_fp32_h1024")
+CORE = ("rmsnorm_h4096", "swiglu_mlp_gateup_h2048_i6144", "gemm_n4096_k4096", "layernorm_fp32_h1024")
 
 SHIPPED = discover_problems(PROBLEM_DEFS) if PROBLEM_DEFS.is_dir() else []
 

@@ -51,7 +51,7 @@ PROBLEMS: list[dict] = [
         "tolerance": BF16_TOLERANCE,
     },
     {
-        "name": "swiglu_mlp_h2048_i6144",
+        "name": "swiglu_mlp_gateup_h2048_i6144",
         "op_type": "mlp",
         "hf_id": "Qwen/Qwen3-1.7B",
         "description": "SwiGLU MLP down(silu(gate(x)) * up(x)) in bfloat16 with a merged gate/up "

@@ -295,7 +295,8 @@ def evaluate_workload(session: DeviceSession, problem: Problem, solution: Soluti
                                         config.timeout_s)
                 reference_samples += ref_reply["samples_ms"]
             except StepFailed as exc:
-                warnings = warnings + [f"reference timing failed ({exc.status.value}); no speedup reported"]
+                warnings = warnings + [f"reference timing failed ({exc.status.value}): {exc.log.strip()[-300:]}; "
+                                       "no speedup reported"]
                 time_reference, reference_samples = False, []
         reply = session.ask(session.candidate, {"op": "time", "workload": wdata, "seeds": seeds, "config": timing,
                                                 "checked_outputs": per_round_checks}, config.timeout_s)

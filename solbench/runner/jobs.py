@@ -25,7 +25,13 @@ def load_problems(target: Path) -> list[Problem]:
     paths = discover_problems(target)
     if not paths:
         raise SpecError(f"no problems (definition.json + workload.jsonl) under {target}")
-    return [load_problem(p) for p in paths]
+    problems = [load_problem(p) for p in paths]
+    seen: dict[str, Path] = {}
+    for problem in problems:  # solutions name their problem: two problems of one name would be ambiguous
+        if problem.name in seen:
+            raise SpecError(f"two problems are named {problem.name!r}: {seen[problem.name]} and {problem.directory}")
+        seen[problem.name] = problem.directory
+    return problems
 
 
 def solution_files(paths: list[Path]) -> list[Path]:

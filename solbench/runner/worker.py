@@ -22,6 +22,7 @@ from typing import Any
 
 _perf_counter = time.perf_counter
 _thread_enumerate = threading.enumerate
+_main_thread = threading.main_thread
 _clock_gettime = time.clock_gettime
 _thread_cpu_clock = getattr(time, "pthread_getcpuclockid", None)
 
@@ -47,7 +48,9 @@ class ThreadWatch:
         self.window_start = 0.0
 
     def extra(self) -> list[threading.Thread]:
-        base = self.state.baseline_threads or set()
+        # The harness runs on the main thread; a worker that never served a trial (the reference
+        # worker judges instead) has no baseline yet, and its main thread is not the solution's.
+        base = (self.state.baseline_threads or set()) | {_main_thread().ident}
         return [t for t in _thread_enumerate() if t.ident not in base and t.is_alive()]
 
     def call_returned(self) -> None:

@@ -1,4 +1,4 @@
-# solbench: problem=swiglu_mlp_h2048_i6144
+# solbench: problem=swiglu_mlp_gateup_h2048_i6144
 """SwiGLU MLP with cuBLAS matmuls (destination-passing: the down projection writes `output`).
 
 The down projection's matmul writes straight into the harness's buffer through out=,

@@ -1,4 +1,4 @@
-# solbench: problem=swiglu_mlp_h2048_i6144
+# solbench: problem=swiglu_mlp_gateup_h2048_i6144
 """SwiGLU MLP: cuBLAS projections around a fused Triton activation (value-returning).
 
 The two projections are tensor-core GEMMs that cuBLAS already runs near peak; what plain
