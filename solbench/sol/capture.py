@@ -531,6 +531,13 @@ class _Redirect(TorchFunctionMode):
             args, kwargs = _strip_device(args, kwargs)
         elif func in FACTORY_FUNCS or "device" in kwargs:
             kwargs["device"] = torch.device("meta")
+        t = args[0] if args else None
+        if func is torch.Tensor.tolist and isinstance(t, torch.Tensor) and not self.tracer.is_real(t) \
+                and t.dim() == 1 and not t.is_floating_point() and t.dtype != torch.bool and t.numel() <= 4096:
+            # Ids a reference loops over (e.g. the experts a batch routes to): assume every one of
+            # them is distinct and present, an upper estimate of the work, and say so.
+            self.tracer.fabricated.append(f".tolist() of input-dependent ids {tuple(t.shape)}: assumed 0..{t.numel() - 1}")
+            return list(range(t.numel()))
         if func in (torch.Tensor.tolist, torch.Tensor.numpy) and isinstance(args[0], torch.Tensor) \
                 and not self.tracer.is_real(args[0]):
             raise CaptureError(f"the reference reads the values of an input-dependent tensor "
