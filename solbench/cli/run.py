@@ -48,6 +48,11 @@ def register(subparsers) -> None:
                    help="folder to resolve safetensors inputs against; repeatable")
     p.add_argument("--seed", type=int, help="input seed (default: a secret random seed per run)")
     p.add_argument("--hw", help="hardware spec for speed-of-light figures (default: detect)")
+    p.add_argument("--baseline-csv", type=Path, help="published baseline times (columns workload_uuid, baseline_ms); "
+                                                     "the score's baseline is the fastest of these and the measured "
+                                                     "reference")
+    p.add_argument("--lock-clocks", action="store_true",
+                   help="lock each GPU's clocks (NVML presets) for the run and restore them after; needs root")
     p.set_defaults(func=run_command)
 
 
@@ -60,7 +65,30 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
                      adaptive=not args.no_adaptive, target_rel_ci=args.target_ci, max_time_s=args.max_time,
                      time_reference=not args.no_reference_timing, timeout_s=args.timeout,
                      compile_timeout_s=args.compile_timeout, max_workloads=args.max_workloads,
-                     data_roots=list(args.data_root), seed=args.seed, hw=args.hw)
+                     data_roots=list(args.data_root), seed=args.seed, hw=args.hw, lock_clocks=args.lock_clocks,
+                     baseline_ms=read_baseline_csv(args.baseline_csv) if args.baseline_csv else {})
+
+
+def read_baseline_csv(path: Path) -> dict[str, float]:
+    """workload uuid -> baseline ms from a CSV with `workload_uuid` and `baseline_ms` columns."""
+    import csv
+
+    if not path.is_file():
+        raise SpecError(f"baseline CSV {path} does not exist")
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        if not reader.fieldnames or not {"workload_uuid", "baseline_ms"} <= set(reader.fieldnames):
+            raise SpecError(f"{path}: a baseline CSV needs the columns workload_uuid and baseline_ms")
+        baselines = {}
+        for line, row in enumerate(reader, 2):
+            try:
+                value = float(row["baseline_ms"])
+            except (TypeError, ValueError):
+                raise SpecError(f"{path}:{line}: baseline_ms {row['baseline_ms']!r} is not a number") from None
+            if not value > 0:
+                raise SpecError(f"{path}:{line}: baseline_ms must be positive")
+            baselines[row["workload_uuid"]] = value
+    return baselines
 
 
 def pick_devices(config: RunConfig, devices_arg: str | None) -> list[str]:
@@ -97,6 +125,8 @@ def run_command(args: argparse.Namespace) -> int:
             raise SpecError(f"{target} does not exist")
         jobs = build_jobs(target, solutions)
         devices = pick_devices(config, args.devices)
+        if config.lock_clocks and not any(d.startswith("cuda") for d in devices):
+            raise SpecError("--lock-clocks needs a CUDA GPU")
         trace_file = TraceFile(args.output) if args.output else None
     except (SpecError, OSError) as exc:
         console.print(f"[red]error:[/red] {exc}")
@@ -120,8 +150,15 @@ def run_command(args: argparse.Namespace) -> int:
     def on_job_start(job, device) -> None:
         progress.update(task, description=f"{job.problem.name[:40]} on {device}")
 
-    with progress:
-        traces = run_jobs(jobs, config, devices, trace_file=trace_file, on_trace=on_trace, on_job_start=on_job_start)
+    from solbench.timing.clock_lock import ClockLockError
+
+    try:
+        with progress:
+            traces = run_jobs(jobs, config, devices, trace_file=trace_file, on_trace=on_trace,
+                              on_job_start=on_job_start)
+    except ClockLockError as exc:
+        console.print(f"[red]error:[/red] --lock-clocks: {exc}")
+        return EXIT_BAD_INPUT
     if not args.json:
         out = Console() if sys.stdout.isatty() else Console(width=200)
         if len(traces) <= 60:

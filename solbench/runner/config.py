@@ -26,6 +26,8 @@ class RunConfig:
     data_roots: list[Path] = field(default_factory=list)
     seed: int | None = None  # None: a secret seed per run
     hw: str | None = None  # hardware spec for speed-of-light figures; None: detect
+    lock_clocks: bool = False  # lock each GPU's clocks (NVML, per-GPU presets) for the run; restored after
+    baseline_ms: dict[str, float] = field(default_factory=dict)  # workload uuid -> published baseline time
 
     def resolved_device(self) -> str:
         if self.device != "auto":

@@ -7,6 +7,7 @@ from timing noise.
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 from collections.abc import Callable
@@ -30,6 +31,26 @@ class Job:
         return self.solution or reference_solution(self.problem.definition)
 
 
+def lock_device_clocks(devices: list[str], make_lock=None) -> contextlib.ExitStack:
+    """Lock the clocks of every CUDA device in `devices`; the stack restores them on exit.
+
+    A lock that fails (no permission, clocks that do not settle) restores what was locked and
+    raises ClockLockError: a run asked to be measured at locked clocks must not silently run without.
+    """
+    from solbench.timing.clock_lock import ClockLock
+
+    make_lock = make_lock or ClockLock
+    stack = contextlib.ExitStack()
+    try:
+        for device in devices:
+            if device.startswith("cuda"):
+                stack.enter_context(make_lock(int(device.split(":")[1]) if ":" in device else 0))
+    except BaseException:
+        stack.close()
+        raise
+    return stack
+
+
 def run_jobs(jobs: list[Job], config: RunConfig, devices: list[str], *, trace_file: TraceFile | None = None,
              on_trace: Callable[[Job, Trace], None] | None = None,
              on_job_start: Callable[[Job, str], None] | None = None) -> list[Trace]:
@@ -41,6 +62,7 @@ def run_jobs(jobs: list[Job], config: RunConfig, devices: list[str], *, trace_fi
     lock = threading.Lock()
     errors: list[BaseException] = []
 
+    clocks = lock_device_clocks(devices) if config.lock_clocks else contextlib.ExitStack()
     analysis = AnalysisPool(workers=min(2, len(devices)))
 
     def device_loop(device: str) -> None:
@@ -78,6 +100,7 @@ def run_jobs(jobs: list[Job], config: RunConfig, devices: list[str], *, trace_fi
     for t in threads:
         t.join()
     analysis.close()
+    clocks.close()
     if errors:
         raise errors[0]
     return results
