@@ -48,6 +48,8 @@ def register(subparsers) -> None:
                    help="folder to resolve safetensors inputs against; repeatable")
     p.add_argument("--seed", type=int, help="input seed (default: a secret random seed per run)")
     p.add_argument("--hw", help="hardware spec for speed-of-light figures (default: detect)")
+    p.add_argument("--baseline", choices=("eager", "compile"), default="eager",
+                   help="baselines to time besides the eager reference: 'compile' adds torch.compile of it")
     p.add_argument("--baseline-csv", type=Path, help="published baseline times (columns workload_uuid, baseline_ms); "
                                                      "the score's baseline is the fastest of these and the measured "
                                                      "reference")
@@ -66,6 +68,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
                      time_reference=not args.no_reference_timing, timeout_s=args.timeout,
                      compile_timeout_s=args.compile_timeout, max_workloads=args.max_workloads,
                      data_roots=list(args.data_root), seed=args.seed, hw=args.hw, lock_clocks=args.lock_clocks,
+                     baseline_compile=args.baseline == "compile",
                      baseline_ms=read_baseline_csv(args.baseline_csv) if args.baseline_csv else {})
 
 

@@ -335,9 +335,21 @@ def evaluate_workload(session: DeviceSession, problem: Problem, solution: Soluti
     performance = Performance(latency.median_ms, reference_latency.median_ms if reference_latency else None,
                               speedup, latency, reference_latency)
     clocks = (candidate_info.get("clocks_before"), candidate_info.get("clocks_after"))
-    baselines = [t for t in (performance.reference_latency_ms, config.baseline_ms.get(workload.uuid)) if t]
+    baselines = {"eager": performance.reference_latency_ms, "published": config.baseline_ms.get(workload.uuid),
+                 "compile": None}
+    if config.baseline_compile:
+        try:
+            reply = session.ask(session.reference, {"op": "time_compiled", "workload": wdata, "seeds": seeds,
+                                                    "config": timing, "checked_outputs": 0},
+                                config.compile_timeout_s)
+            baselines["compile"] = summarize(reply["samples_ms"], method=method).median_ms
+        except StepFailed as exc:
+            warnings = warnings + [f"torch.compile baseline unavailable ({exc.status.value}): {exc.log.strip()[-300:]}"]
+    measured = [t for t in baselines.values() if t]
     sol, impossible, notes = speed_of_light(session, problem, workload, config, latency.median_ms,
-                                            min(baselines) if baselines else None)
+                                            min(measured) if measured else None)
+    if sol is not None:
+        sol["baselines_ms"] = baselines  # T_b is the fastest of these
     status = Status.REWARD_HACK if impossible else Status.PASSED
     return make_trace(problem, solution, workload, session, status, impossible or "", correctness=correctness,
                       performance=performance, started=started, warnings=warnings + notes, clocks=clocks, sol=sol)

@@ -308,6 +308,38 @@ def handle_judge(state: WorkerState, message: dict) -> dict:
             "aliased_inputs": aliases, "mutated_inputs": mutated}
 
 
+def handle_time_compiled(state: WorkerState, message: dict) -> dict:
+    """In the reference worker: time `torch.compile` of the reference, a baseline a kernel should beat.
+
+    The compiled function must agree with the eager reference on the first timed input set first;
+    a compile that changes the answer is not a baseline.
+    """
+    from solbench.check.correctness import check_outputs
+    from solbench.check.outputs import normalize_outputs
+
+    torch = state.torch
+    eager = state.function
+    if getattr(state, "compiled", None) is None or state.compiled[0] is not eager:
+        state.compiled = (eager, torch.compile(eager))
+    compiled = state.compiled[1]
+    workload, axes, args = make_call_inputs(state, message["workload"], message["seeds"][0])
+    try:
+        expected = normalize_outputs(eager(*args), state.definition, axes)
+        got = normalize_outputs(compiled(*make_call_inputs(state, message["workload"], message["seeds"][0])[2]),
+                                state.definition, axes)
+        state.synchronize()
+    except Exception as exc:  # noqa: BLE001 - compilation is allowed to fail: then there is no such baseline
+        raise Failure("RUNTIME_ERROR", "torch.compile of the reference failed:\n" + format_exception(exc)) from None
+    status, correctness = check_outputs(got, expected, state.definition, workload.tolerance, axes)
+    if status.value != "PASSED":
+        raise Failure("INCORRECT_NUMERICAL", f"torch.compile of the reference disagrees with it: {correctness.message}")
+    state.function = compiled
+    try:
+        return handle_time(state, message)
+    finally:
+        state.function = eager
+
+
 def handle_time(state: WorkerState, message: dict) -> dict:
     """Time the call on inputs it has never seen, at fresh addresses; keep sampled outputs.
 
@@ -588,6 +620,7 @@ def send_reply(channel: Connection, reply: dict, request_id) -> None:
 
 
 HANDLERS = {"load": handle_load, "call": handle_call, "judge": handle_judge, "time": handle_time,
+            "time_compiled": handle_time_compiled,
             "environment": handle_environment}
 
 

@@ -70,3 +70,13 @@ def test_malformed_baseline_csv_is_bad_input(tmp_path):
     csv.write_text("uuid,ms\nw0-64,1\n")
     result = solbench("run", str(problem), "--baseline-csv", str(csv), *FAST)
     assert result.returncode == 2 and "workload_uuid and baseline_ms" in result.stderr
+
+
+def test_compile_baseline_is_timed_and_the_fastest_baseline_anchors_the_score(tmp_path):
+    problem = write_problem(tmp_path, sizes=(64,))
+    result = solbench("run", str(problem), "--json", "--hw", "H100", "--baseline", "compile", *FAST)
+    assert result.returncode == 0, result.stderr
+    sol = json.loads(result.stdout.splitlines()[0])["evaluation"]["sol"]
+    baselines = sol["baselines_ms"]
+    assert baselines["compile"] > 0 and baselines["eager"] > 0
+    assert sol["t_baseline_ms"] == pytest.approx(min(baselines["compile"], baselines["eager"]))
