@@ -52,7 +52,9 @@ def run_pytest(where: Path, *args: str, capsys=None) -> Outcome:
     cwd = os.getcwd()
     os.chdir(where)
     try:
+        # In-process pytest: the plugin module is already imported, so its assertion rewriting is moot.
         outcome.ret = int(pytest.main(["-p", "solbench.pytest_plugin", "-p", "no:cacheprovider", "-c", str(ini),
+                                       "-W", "ignore::pytest.PytestAssertRewriteWarning",
                                        "--rootdir", str(where), "-rs", *args], plugins=[Recorder(outcome)]))
     finally:
         os.chdir(cwd)

@@ -22,7 +22,9 @@ def test_inert_without_the_flag(project, fake_runner, capsys):
     (project / "test_plain.py").write_text("def test_ok():\n    pass\n")
     result = run_pytest(project, capsys=capsys)
     assert result.ret == 0 and list(result.outcomes) == ["test_plain.py::test_ok"]
-    assert "solbench" not in result.output and fake_runner == []
+    # Installed, the plugin is listed in pytest's header ("plugins: ..., solbench-0.1.0"); nothing else.
+    body = "\n".join(line for line in result.output.splitlines() if not line.startswith("plugins:"))
+    assert "solbench" not in body and fake_runner == []
 
 
 def test_collects_one_item_per_solution_and_workload(project, fake_runner, capsys):

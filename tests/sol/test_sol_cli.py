@@ -60,9 +60,11 @@ def test_sol_on_every_shipped_problem(capsys):
     untraced = []
     for r in records:
         if r["method"] != "meta":
-            # Known gap: fused MoE decoder layers loop over `.tolist()` of the routed experts, which a
-            # meta trace cannot evaluate. They must say so (never a silent zero) and keep their bytes.
-            assert "_moe_" in r["definition"] and r["unknown_ops"], r["definition"]
+            # Known gap: fused MoE decoder layers loop over the routed experts (`.tolist()`); a meta
+            # trace assumes every expert is present (approximate, noted) or, when that cannot index
+            # the weights, does not trace: it must say so (never a silent zero) and keep its bytes.
+            assert "_moe_" in r["definition"], r["definition"]
+            assert r["method"] == "meta-approx" or r["unknown_ops"], r["definition"]
             untraced.append(r["definition"])
         else:
             assert not r["unknown_ops"], r["definition"]
