@@ -36,6 +36,7 @@ def run_once(problems: list[Path], out: Path, args: argparse.Namespace) -> float
                "--device", args.device, "--trials", "1"]
         if args.max_workloads:
             cmd += ["--max-workloads", str(args.max_workloads)]
+        cmd += args.run_arg
         env = dict(os.environ, PYTHONPATH=str(REPO))
         result = subprocess.run(cmd, env=env, capture_output=True, text=True)
         if result.returncode not in (0, 1):
@@ -58,6 +59,8 @@ def main() -> int:
     parser.add_argument("--device", default="auto")
     parser.add_argument("--max-workloads", type=int, default=0)
     parser.add_argument("--out", type=Path, help="write the rows as JSON here")
+    parser.add_argument("--run-arg", action="append", default=[],
+                        help="extra argument for `solbench run`, e.g. --run-arg=--fresh-inputs-budget=0; repeatable")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         first, second = Path(tmp) / "run1.jsonl", Path(tmp) / "run2.jsonl"

@@ -41,6 +41,9 @@ def register(subparsers) -> None:
     p.add_argument("--target-ci", type=float, help="stop timing when the median's CI half-width is below this "
                                                    "fraction of the median (default: the timer's)")
     p.add_argument("--max-time", type=float, help="seconds of adaptive timing per timed block (default: the timer's)")
+    p.add_argument("--fresh-inputs-budget", type=float, metavar="SECONDS",
+                   help="time per timed block spent drawing fresh inputs for every call (default 3); "
+                        "0 rotates the fixed timed input sets instead (flagged timed_inputs_fixed)")
     p.add_argument("--no-reference-timing", action="store_true", help="do not time the reference")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per worker request (default 300)")
     p.add_argument("--compile-timeout", type=float, default=600.0, help="seconds to build a CUDA solution")
@@ -65,6 +68,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         raise SpecError("--max-workloads must be at least 1")
     return RunConfig(device=args.device, trials=args.trials, warmup=args.warmup, iters=args.iters,
                      adaptive=not args.no_adaptive, target_rel_ci=args.target_ci, max_time_s=args.max_time,
+                     fresh_inputs_budget_s=args.fresh_inputs_budget,
                      time_reference=not args.no_reference_timing, timeout_s=args.timeout,
                      compile_timeout_s=args.compile_timeout, max_workloads=args.max_workloads,
                      data_roots=list(args.data_root), seed=args.seed, hw=args.hw, lock_clocks=args.lock_clocks,

@@ -287,11 +287,13 @@ def evaluate_workload(session: DeviceSession, problem: Problem, solution: Soluti
     time_reference = config.time_reference
     rounds = max(1, config.timing_rounds if session.device.startswith("cuda") else 1)  # CPU timings: a smoke test
     per_round_checks = -(-config.checked_timed_outputs // rounds)
+    fresh_budget = ({} if config.fresh_inputs_budget_s is None
+                    else {"fresh_inputs_budget_s": config.fresh_inputs_budget_s})
     for _ in range(rounds):
         if time_reference:
             try:
                 ref_reply = session.ask(session.reference, {"op": "time", "workload": wdata, "seeds": seeds,
-                                                            "config": timing, "checked_outputs": 0},
+                                                            "config": timing, "checked_outputs": 0, **fresh_budget},
                                         config.timeout_s)
                 reference_samples += ref_reply["samples_ms"]
             except StepFailed as exc:
@@ -299,7 +301,7 @@ def evaluate_workload(session: DeviceSession, problem: Problem, solution: Soluti
                                        "no speedup reported"]
                 time_reference, reference_samples = False, []
         reply = session.ask(session.candidate, {"op": "time", "workload": wdata, "seeds": seeds, "config": timing,
-                                                "checked_outputs": per_round_checks}, config.timeout_s)
+                                                "checked_outputs": per_round_checks, **fresh_budget}, config.timeout_s)
         candidate_samples += reply["samples_ms"]
         flags.update(reply.get("flags", []))
         candidate_info = reply

@@ -357,7 +357,8 @@ def handle_time(state: WorkerState, message: dict) -> dict:
     generated = [make_call_inputs(state, message["workload"], seed, fresh_copy=False) for seed in seeds]
     axes = generated[0][1]
     sets = [args for _, _, args in generated]
-    fresh = len(sets) < 2 or changed_tensors(snapshot_tensors(sets[0]), sets[1]) != []
+    budget_s = float(message.get("fresh_inputs_budget_s", FRESH_INPUTS_BUDGET_S))
+    fresh = budget_s > 0 and (len(sets) < 2 or changed_tensors(snapshot_tensors(sets[0]), sets[1]) != [])
     slots = build_slots(state, sets, axes, message.get("max_slots", 8))
     # A uniform random sample (reservoir) of the calls in this block has its outputs kept for the judge,
     # and the last call's always. The choice for call i is made after it returns, from the OS's
@@ -410,7 +411,7 @@ def handle_time(state: WorkerState, message: dict) -> dict:
         threads.call_returned()
         stash_last()
         slot_inputs, slot_outputs = slots[i % len(slots)]
-        if fresh and generation_s[0] < FRESH_INPUTS_BUDGET_S:
+        if fresh and generation_s[0] < budget_s:
             started = _perf_counter()
             seed = chooser.getrandbits(62)
             source = make_call_inputs(state, message["workload"], seed, fresh_copy=False)[2]

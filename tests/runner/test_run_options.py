@@ -80,3 +80,13 @@ def test_compile_baseline_is_timed_and_the_fastest_baseline_anchors_the_score(tm
     baselines = sol["baselines_ms"]
     assert baselines["compile"] > 0 and baselines["eager"] > 0
     assert sol["t_baseline_ms"] == pytest.approx(min(baselines["compile"], baselines["eager"]))
+
+
+def test_fresh_inputs_can_be_turned_off_and_the_trace_says_so(tmp_path):
+    problem = write_problem(tmp_path, sizes=(64,))
+    flags = {}
+    for budget in ("3", "0"):
+        result = solbench("run", str(problem), "--json", "--fresh-inputs-budget", budget, *FAST)
+        assert result.returncode == 0, result.stderr
+        flags[budget] = json.loads(result.stdout.splitlines()[0])["evaluation"]["performance"]["latency"]["flags"]
+    assert "timed_inputs_fixed" in flags["0"] and "timed_inputs_fixed" not in flags["3"]
