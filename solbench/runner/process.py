@@ -18,7 +18,6 @@ import tempfile
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -75,12 +74,6 @@ class OutputTail:
             text = text[-limit:]
         out = text.decode("utf-8", "replace")
         return (f"[... {dropped} bytes of output not kept ...]\n" if dropped else "") + out
-
-
-@dataclass
-class WorkerSpec:
-    device: str  # "cpu" or "cuda:N" as seen by the orchestrator
-    env: dict[str, str]
 
 
 class WorkerProcess:

@@ -255,7 +255,7 @@ def handle_call(state: WorkerState, message: dict) -> dict:
 
     torch = state.torch
     workload, axes, args = make_call_inputs(state, message["workload"], message["seed"])
-    pristine = snapshot_tensors(args)
+    pristine = state.inputs_cache[message["seed"]][2]  # the cached originals: args are copies of them
     outputs = allocate_outputs(state.definition, axes, state.device) if state.destination_passing else None
     started = _perf_counter()
     try:
@@ -292,7 +292,7 @@ def handle_judge(state: WorkerState, message: dict) -> dict:
 
     torch = state.torch
     workload, axes, args = make_call_inputs(state, message["workload"], message["seed"])
-    pristine = snapshot_tensors(args)
+    pristine = state.inputs_cache[message["seed"]][2]  # the cached originals: args are copies of them
     try:
         reference = normalize_outputs(invoke(state, args, None), state.definition, axes)
         state.synchronize()
@@ -301,7 +301,7 @@ def handle_judge(state: WorkerState, message: dict) -> dict:
     names = list(state.definition.inputs)
     aliases = input_aliases(reference, state.definition, args)
     mutated = [names[i] for i in changed_tensors(pristine, args)]
-    del args, pristine
+    del args
     candidate = [o.to(state.device) if isinstance(o, torch.Tensor) else o for o in message["outputs"]]
     status, correctness = check_outputs(candidate, reference, state.definition, workload.tolerance, axes)
     return {"ok": True, "status": status.value, "correctness": correctness.to_dict(),
@@ -358,7 +358,7 @@ def handle_time(state: WorkerState, message: dict) -> dict:
     axes = generated[0][1]
     sets = [args for _, _, args in generated]
     budget_s = float(message.get("fresh_inputs_budget_s", FRESH_INPUTS_BUDGET_S))
-    fresh = budget_s > 0 and (len(sets) < 2 or changed_tensors(snapshot_tensors(sets[0]), sets[1]) != [])
+    fresh = budget_s > 0 and (len(sets) < 2 or changed_tensors(sets[0], sets[1]) != [])
     slots = build_slots(state, sets, axes, message.get("max_slots", 8))
     # A uniform random sample (reservoir) of the calls in this block has its outputs kept for the judge,
     # and the last call's always. The choice for call i is made after it returns, from the OS's
@@ -538,12 +538,6 @@ def refill_outputs(outputs: list) -> None:
                 o.fill_(float("nan"))
             elif o.dtype != torch.bool:
                 o.fill_(torch.iinfo(o.dtype).min if o.dtype != torch.uint8 else 255)
-
-
-def snapshot_tensors(args: list) -> list:
-    import torch
-
-    return [a.detach().clone() if isinstance(a, torch.Tensor) else None for a in args]
 
 
 def changed_tensors(before: list, after: list) -> list[int]:
