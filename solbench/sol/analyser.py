@@ -165,8 +165,13 @@ def cost_from_capture(capture: Capture, convention: str) -> WorkloadCost:
     notes = list(dict.fromkeys(capture.notes))
     if capture.fabricated:
         notes.append("approximate: values that depend on input data were invented: " + "; ".join(capture.fabricated[:5]))
+    # for rejection: outputs handed back after an in-place update are not charged (see reject.py)
     output_bytes = sum(o.numel * _bytes_per_element(o.dtype) for o in capture.outputs.values()
                        if o.aliases_input is None)
+    for o in capture.outputs.values():
+        if o.aliases_input is not None:
+            notes.append(f"output {o.name} is input {o.aliases_input} updated in place: "
+                         f"{o.elements_moved} of {o.numel} elements written")
     by_tensor: dict[str, float] = {}
     if convention == "strict":
         flops_mm: dict[str, float] = {}
@@ -178,7 +183,7 @@ def cost_from_capture(capture: Capture, convention: str) -> WorkloadCost:
         for name, use in capture.inputs.items():
             by_tensor[name] = use.elements_read * _bytes_per_element(use.dtype)
         for name, out in capture.outputs.items():
-            by_tensor[name] = out.numel * _bytes_per_element(out.dtype)
+            by_tensor[name] = out.elements_moved * _bytes_per_element(out.dtype)
         width = None
         flops_other = capture.flops_other
     else:
@@ -190,7 +195,7 @@ def cost_from_capture(capture: Capture, convention: str) -> WorkloadCost:
         for name, use in capture.inputs.items():
             by_tensor[name] = 0.0 if use.dtype == "bool" else use.elements_read * _values_per_element(use.dtype) * width
         for name, out in capture.outputs.items():
-            by_tensor[name] = out.numel * _values_per_element(out.dtype) * width
+            by_tensor[name] = out.elements_moved * _values_per_element(out.dtype) * width
         flops_other = 0.0
     provable = sum(e.flops * e.active for e in capture.matmuls if e.provable) if capture.exact else 0.0
     return WorkloadCost(convention, capture.method, flops_mm, float(flops_other), float(sum(by_tensor.values())),

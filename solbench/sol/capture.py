@@ -32,7 +32,7 @@ from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.weak import WeakIdKeyDictionary
 
-from solbench.sol import opcost
+from solbench.sol import inplace, opcost
 from solbench.spec import dtypes
 
 aten = torch.ops.aten
@@ -40,6 +40,7 @@ aten = torch.ops.aten
 REAL_NUMEL_LIMIT = 1 << 24  # constants up to this many elements are computed for real on the CPU
 REAL_MATMUL_FLOPS_LIMIT = 1e8
 REAL_FLOAT_INPUT_BYTES = 1 << 24  # float inputs from a custom entrypoint kept real (masks) up to this storage
+CUSTOM_INPUT_SEED = 0  # the CPU generator's seed while a custom-input entrypoint runs
 MAX_OPS = 20_000
 MAX_SECONDS = 5.0  # per trace (reference, or custom-input entrypoint)
 INACTIVE_FILL = -1e4
@@ -102,10 +103,16 @@ class InputUse:
     numel: int  # stored elements (packed fp4: bytes)
     regions: dict = field(default_factory=dict)  # (offset, shape, stride) -> distinct elements
     gathered: int = 0
+    written_regions: dict = field(default_factory=dict)  # written in place: (offset, shape, stride) -> elements
+    scattered: int = 0  # written in place by indexed / masked ops
 
     @property
     def elements_read(self) -> int:
         return min(self.numel, sum(self.regions.values()) + self.gathered)
+
+    @property
+    def elements_written(self) -> int:
+        return min(self.numel, sum(self.written_regions.values()) + self.scattered)
 
 
 @dataclass
@@ -114,6 +121,12 @@ class OutputInfo:
     dtype: str
     numel: int
     aliases_input: str | None = None  # the reference returned (a view of) this input
+    written: int | None = None  # for an input handed back: the elements the reference wrote into it
+
+    @property
+    def elements_moved(self) -> int:
+        """Elements a kernel must write: all of a fresh output, the updated part of an input handed back."""
+        return self.numel if self.aliases_input is None else min(self.numel, self.written or 0)
 
 
 @dataclass
@@ -317,8 +330,7 @@ class _Tracer(TorchDispatchMode):
         if gathered_elements is not None:
             use.gathered += gathered_elements
             return
-        distinct = math.prod(s for s, st in zip(t.shape, t.stride()) if st != 0) if t.dim() else 1
-        use.regions[(t.storage_offset(), tuple(t.shape), tuple(t.stride()))] = distinct
+        use.regions[(t.storage_offset(), tuple(t.shape), tuple(t.stride()))] = inplace.view_elements(t)
 
     def _record(self, func, name, args, kwargs, outs) -> None:
         if self.suppress:
@@ -335,12 +347,9 @@ class _Tracer(TorchDispatchMode):
             self._propagate_view(first if first is not None else (tensor_args[0] if tensor_args else None), outs,
                                  func, args)
             return
-        writes_first = bool(func._schema.arguments) and func._schema.arguments[0].is_write and name in (
-            "copy", "copy_", "fill", "fill_", "zero", "zero_", "index_put", "_index_put_impl", "index_copy",
-            "scatter", "masked_scatter", "slice_scatter", "select_scatter", "normal", "uniform", "random",
-            "bernoulli", "exponential")
+        skip_read = self._note_writes(func, name, args, kwargs)
         for i, t in enumerate(tensor_args):
-            if i == 0 and writes_first and t is first:
+            if any(t is w for w in skip_read):
                 continue
             if name in opcost.GATHER_OPS and t is first and outs:
                 self.note_access(t, gathered_elements=min(t.numel(), outs[0].numel()))
@@ -357,6 +366,33 @@ class _Tracer(TorchDispatchMode):
             flops = 0.0
         self.flops_other += flops
         self._propagate_values(name, args, kwargs, tensor_args, outs)
+
+    def _note_writes(self, func, name, args, kwargs) -> list[torch.Tensor]:
+        """Record the elements written into inputs; returns the destinations not to count as read whole."""
+        skip = []
+        for position, t, is_out in inplace.written_arguments(func, args, kwargs):
+            root = self.roots.get(t)
+            reads = "none" if is_out else (inplace.reads_destination(name, args, kwargs) if position == 0 else "all")
+            if reads != "all":
+                skip.append(t)
+            if root is None:
+                continue
+            use = self.inputs[root]
+            region = (t.storage_offset(), tuple(t.shape), tuple(t.stride()))
+            if position == 0 and name in inplace.INDEXED_WRITE_OPS:
+                count = inplace.indexed_elements(name, args, kwargs, self.is_real)
+                use.scattered += count
+                if reads == "written":
+                    use.gathered += count
+                continue
+            count = inplace.view_elements(t)
+            if position == 0 and name in inplace.MASKED_WRITE_OPS:
+                nz = self.nonzero_fraction(args[1]) if len(args) > 1 else None
+                if nz is not None:
+                    use.scattered += int(math.ceil(nz[0] * count))
+                    continue
+            use.written_regions[region] = count
+        return skip
 
     def _origin_of(self, t: torch.Tensor) -> str | None:
         o = self.origin.get(t)
@@ -668,7 +704,8 @@ def _custom_values(definition, axis_values, scalars, namespace, tracer: _Tracer)
     helper = _Tracer(max_ops=MAX_OPS)
     helper.recording = False
     try:
-        with _Redirect(helper), helper, torch.no_grad():
+        with torch.random.fork_rng(devices=[]), _Redirect(helper), helper, torch.no_grad():
+            torch.manual_seed(CUSTOM_INPUT_SEED)  # the same routing every time: bounds are reproducible
             values = namespace[entry]({**axis_values, **scalars}, torch.device("cpu"))
     except Exception as exc:
         tracer.notes.append(f"custom-input entrypoint {entry} not usable on meta ({type(exc).__name__}); "
@@ -710,7 +747,8 @@ def _match_outputs(definition, axis_values, result, tracer: _Tracer) -> dict[str
         numel = 0 if shape is None else math.prod(shape)
         value = values[i] if i < len(values) else None
         alias = tracer.roots.get(value) if isinstance(value, torch.Tensor) else None
-        outputs[name] = OutputInfo(name, spec.dtype, numel, alias)
+        written = tracer.inputs[alias].elements_written if alias is not None else None
+        outputs[name] = OutputInfo(name, spec.dtype, numel, alias, written)
     return outputs
 
 
