@@ -52,7 +52,11 @@ def register(subparsers) -> None:
     p.add_argument("--seed", type=int, help="input seed (default: a secret random seed per run)")
     p.add_argument("--hw", help="hardware spec for speed-of-light figures (default: detect)")
     p.add_argument("--baseline", choices=("eager", "compile"), default="eager",
-                   help="baselines to time besides the eager reference: 'compile' adds torch.compile of it")
+                   help="baselines to time besides the eager reference and the problem's shipped baseline "
+                        "(reference_impls/<group>/<name>.baseline.py or <problem>/baseline.py): "
+                        "'compile' adds torch.compile of the reference")
+    p.add_argument("--no-shipped-baseline", action="store_true",
+                   help="do not time the optimised baseline shipped with a problem")
     p.add_argument("--baseline-csv", type=Path, help="published baseline times (columns workload_uuid, baseline_ms); "
                                                      "the score's baseline is the fastest of these and the measured "
                                                      "reference")
@@ -72,7 +76,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
                      time_reference=not args.no_reference_timing, timeout_s=args.timeout,
                      compile_timeout_s=args.compile_timeout, max_workloads=args.max_workloads,
                      data_roots=list(args.data_root), seed=args.seed, hw=args.hw, lock_clocks=args.lock_clocks,
-                     baseline_compile=args.baseline == "compile",
+                     baseline_shipped=not args.no_shipped_baseline, baseline_compile=args.baseline == "compile",
                      baseline_ms=read_baseline_csv(args.baseline_csv) if args.baseline_csv else {})
 
 

@@ -28,6 +28,7 @@ class RunConfig:
     seed: int | None = None  # None: a secret seed per run
     hw: str | None = None  # hardware spec for speed-of-light figures; None: detect
     lock_clocks: bool = False  # lock each GPU's clocks (NVML, per-GPU presets) for the run; restored after
+    baseline_shipped: bool = True  # time the optimised baseline shipped with a problem, where there is one
     baseline_compile: bool = False  # also time torch.compile of the reference as a baseline
     baseline_ms: dict[str, float] = field(default_factory=dict)  # workload uuid -> published baseline time
 

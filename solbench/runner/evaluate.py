@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 
 from solbench.runner.config import RunConfig
 from solbench.runner.process import WorkerDied, WorkerProcess, WorkerProtocolError, WorkerTimeout
+from solbench.spec.errors import SpecError
 from solbench.spec.problem import Problem
 from solbench.spec.solution import Solution, reference_solution
 from solbench.spec.trace import (
@@ -338,7 +339,10 @@ def evaluate_workload(session: DeviceSession, problem: Problem, solution: Soluti
                               speedup, latency, reference_latency)
     clocks = (candidate_info.get("clocks_before"), candidate_info.get("clocks_after"))
     baselines = {"eager": performance.reference_latency_ms, "published": config.baseline_ms.get(workload.uuid),
-                 "compile": None}
+                 "shipped": None, "compile": None}
+    if config.baseline_shipped and problem.baseline_path is not None:
+        baselines["shipped"], warnings = time_shipped_baseline(session, problem, wdata, seeds, timing, config,
+                                                               method, warnings)
     if config.baseline_compile:
         try:
             reply = session.ask(session.reference, {"op": "time_compiled", "workload": wdata, "seeds": seeds,
@@ -355,6 +359,27 @@ def evaluate_workload(session: DeviceSession, problem: Problem, solution: Soluti
     status = Status.REWARD_HACK if impossible else Status.PASSED
     return make_trace(problem, solution, workload, session, status, impossible or "", correctness=correctness,
                       performance=performance, started=started, warnings=warnings + notes, clocks=clocks, sol=sol)
+
+
+def time_shipped_baseline(session: DeviceSession, problem: Problem, wdata: dict, seeds: list, timing: dict,
+                          config: RunConfig, method: str, warnings: list[str]) -> tuple[float | None, list[str]]:
+    """The median time of the problem's shipped optimised baseline, timed in the reference worker
+    after it agreed with the reference; None (and a warning saying why) when it is unavailable."""
+    from solbench.spec.problem import baseline_solution
+    from solbench.timing.stats import summarize
+
+    try:
+        solution = baseline_solution(problem)
+        reply = session.ask(session.reference, {"op": "time_baseline", "workload": wdata, "seeds": seeds,
+                                                "config": timing, "checked_outputs": 0,
+                                                "baseline": solution.to_dict(),
+                                                "compile_timeout_s": config.compile_timeout_s},
+                            config.compile_timeout_s)
+    except SpecError as exc:
+        return None, warnings + [f"shipped baseline unusable: {exc}"]
+    except StepFailed as exc:
+        return None, warnings + [f"shipped baseline unavailable ({exc.status.value}): {exc.log.strip()[-300:]}"]
+    return summarize(reply["samples_ms"], method=method).median_ms, warnings
 
 
 def speed_of_light(session: DeviceSession, problem: Problem, workload: Workload, config: RunConfig,

@@ -113,6 +113,7 @@ class WorkerState:
         self.definition = None
         self.reference_module = None
         self.baseline_threads: set[int] | None = None
+        self.baselines: dict[str, Any] = {}  # shipped baselines loaded in the reference worker, by content hash
         self.source_dir: Path | None = None
         self.data_roots: list[Path] = []
         self.guard = None  # solbench.check.worker_guard.GuardState, set by main()
@@ -129,7 +130,6 @@ class WorkerState:
 # -- requests --------------------------------------------------------------------------------
 
 def handle_load(state: WorkerState, message: dict) -> dict:
-    from solbench.runner import languages
     from solbench.spec.definition import Definition
     from solbench.spec.solution import Solution
     from solbench.timing.timer import integrity_violations
@@ -152,6 +152,19 @@ def handle_load(state: WorkerState, message: dict) -> dict:
         target.write_text(source.content)
     state.source_dir = source_dir
     state.reference_module = load_reference_module(state.definition.reference)
+    state.baselines = {}
+    state.function = load_function(state, solution, source_dir, float(message.get("compile_timeout_s", 300)))
+    state.destination_passing = solution.spec.destination_passing_style
+    violations = integrity_violations()
+    if violations:
+        raise Failure("REWARD_HACK", f"harness functions were replaced while loading the solution: {violations}")
+    return {"ok": True}
+
+
+def load_function(state: WorkerState, solution, source_dir: Path, timeout_s: float):
+    """The solution's entry point, loaded by its language; SKIPPED where this device cannot judge it."""
+    from solbench.runner import languages
+
     try:
         language = languages.for_solution(solution)
         if language.needs_cuda and not state.is_cuda:
@@ -159,14 +172,9 @@ def handle_load(state: WorkerState, message: dict) -> dict:
         if language.name == "triton" and not state.is_cuda and uses_bfloat16(state.definition):
             raise languages.LoadError("Triton's CPU interpreter computes bfloat16 arithmetic wrongly (triton#11584); "
                                       "this solution can only be judged on a GPU", "SKIPPED")
-        state.function = language.load(solution, source_dir, state.device, float(message.get("compile_timeout_s", 300)))
+        return language.load(solution, source_dir, state.device, timeout_s)
     except languages.LoadError as exc:
         raise Failure(exc.status, str(exc)) from None
-    state.destination_passing = solution.spec.destination_passing_style
-    violations = integrity_violations()
-    if violations:
-        raise Failure("REWARD_HACK", f"harness functions were replaced while loading the solution: {violations}")
-    return {"ok": True}
 
 
 def uses_bfloat16(definition) -> bool:
@@ -338,6 +346,49 @@ def handle_time_compiled(state: WorkerState, message: dict) -> dict:
         return handle_time(state, message)
     finally:
         state.function = eager
+
+
+def handle_time_baseline(state: WorkerState, message: dict) -> dict:
+    """In the reference worker: time the optimised baseline shipped with the problem (trusted problem
+    code, like the reference; `solbench.spec.problem.find_baseline`).
+
+    Like the torch.compile baseline, it must agree with the eager reference on the first timed input
+    set first, under the workload's tolerance: a baseline that changes the answer is not a baseline.
+    """
+    import tempfile
+
+    from solbench.check.correctness import check_outputs
+    from solbench.check.outputs import normalize_outputs
+    from solbench.inputs.generate import allocate_outputs
+    from solbench.spec.solution import Solution
+
+    solution = Solution.from_dict(message["baseline"])
+    key = solution.content_hash()
+    if key not in state.baselines:
+        folder = Path(tempfile.mkdtemp(prefix="solbench_baseline_"))
+        for source in solution.sources:
+            (folder / source.path).write_text(source.content)
+        state.baselines[key] = load_function(state, solution, folder, float(message.get("compile_timeout_s", 300)))
+    baseline, dps = state.baselines[key], solution.spec.destination_passing_style
+    eager, eager_dps = state.function, state.destination_passing
+    workload, axes, args = make_call_inputs(state, message["workload"], message["seeds"][0])
+    try:
+        expected = normalize_outputs(eager(*args), state.definition, axes)
+        args = make_call_inputs(state, message["workload"], message["seeds"][0])[2]
+        outputs = allocate_outputs(state.definition, axes, state.device) if dps else None
+        result = baseline(*args, *outputs) if dps else baseline(*args)
+        got = normalize_outputs(outputs if dps else result, state.definition, axes)
+        state.synchronize()
+    except Exception as exc:  # noqa: BLE001 - then there is no such baseline, and the run says why
+        raise Failure("RUNTIME_ERROR", "the shipped baseline raised:\n" + format_exception(exc)) from None
+    status, correctness = check_outputs(got, expected, state.definition, workload.tolerance, axes)
+    if status.value != "PASSED":
+        raise Failure("INCORRECT_NUMERICAL", f"the shipped baseline disagrees with the reference: {correctness.message}")
+    state.function, state.destination_passing = baseline, dps
+    try:
+        return handle_time(state, message)
+    finally:
+        state.function, state.destination_passing = eager, eager_dps
 
 
 def handle_time(state: WorkerState, message: dict) -> dict:
@@ -616,6 +667,7 @@ def send_reply(channel: Connection, reply: dict, request_id) -> None:
 
 HANDLERS = {"load": handle_load, "call": handle_call, "judge": handle_judge, "time": handle_time,
             "time_compiled": handle_time_compiled,
+            "time_baseline": handle_time_baseline,
             "environment": handle_environment}
 
 

@@ -1,17 +1,21 @@
-"""A problem folder: `definition.json` + `workload.jsonl` (+ optional solutions)."""
+"""A problem folder: `definition.json` + `workload.jsonl` (+ optional solutions), and the optimised
+baseline shipped with it, if any."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from solbench.spec.definition import Definition
 from solbench.spec.errors import SpecError
+from solbench.spec.solution import Solution, solution_from_source
 from solbench.spec.workload import Workload
 
 DEFINITION_FILE = "definition.json"
 WORKLOAD_FILE = "workload.jsonl"
+BASELINE_FILE = "baseline.py"  # an optimised baseline inside the problem folder
+BASELINE_SUFFIX = ".baseline.py"  # reference_impls/<group>/<name>.baseline.py for problem_defs/<group>/<name>
 
 
 @dataclass(frozen=True)
@@ -23,6 +27,44 @@ class Problem:
     @property
     def name(self) -> str:
         return self.definition.name
+
+    @property
+    def baseline_path(self) -> Path | None:
+        return find_baseline(self.directory)
+
+
+def find_baseline(directory: Path | None) -> Path | None:
+    """The optimised baseline shipped with the problem in `directory`, if any.
+
+    `<folder>/baseline.py`, else, for a folder `<root>/problem_defs/<group>/<name>`, the file
+    `<root>/reference_impls/<group>/<name>.baseline.py` beside the readable reference. It defines
+    `run` with the reference's signature (see docs/sol.md); the definition format is untouched.
+    """
+    if directory is None:
+        return None
+    directory = Path(directory).resolve()
+    local = directory / BASELINE_FILE
+    if local.is_file():
+        return local
+    for parent in directory.parents:
+        if parent.name == "problem_defs":
+            relative = directory.relative_to(parent)
+            shipped = parent.parent / "reference_impls" / relative.parent / (relative.name + BASELINE_SUFFIX)
+            return shipped if shipped.is_file() else None
+    return None
+
+
+def baseline_solution(problem: Problem) -> Solution | None:
+    """The shipped baseline wrapped as a trusted single-file solution, or None; SpecError when it
+    does not take the reference's inputs (value-returning) or its inputs and outputs (destination-passing)."""
+    path = problem.baseline_path
+    if path is None:
+        return None
+    try:
+        solution = solution_from_source(BASELINE_FILE, path.read_text(), problem.definition)
+    except SpecError as exc:
+        raise exc.located(str(path)) from None
+    return replace(solution, name=f"baseline_{problem.name}", definition=problem.name, author="baseline")
 
 
 def read_json(path: Path) -> dict:

@@ -1,9 +1,11 @@
-"""`--lock-clocks` (against a fake NVML, the only boundary we must not touch for real) and published
-baselines from a CSV."""
+"""`--lock-clocks` (against a fake NVML, the only boundary we must not touch for real), published
+baselines from a CSV, and the optimised baselines shipped with problems."""
 
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 
 import pytest
 
@@ -90,3 +92,30 @@ def test_fresh_inputs_can_be_turned_off_and_the_trace_says_so(tmp_path):
         assert result.returncode == 0, result.stderr
         flags[budget] = json.loads(result.stdout.splitlines()[0])["evaluation"]["performance"]["latency"]["flags"]
     assert "timed_inputs_fixed" in flags["0"] and "timed_inputs_fixed" not in flags["3"]
+
+
+def test_shipped_baselines_are_checked_then_timed_and_anchor_the_score(tmp_path):
+    """One run over three problems: a correct baseline.py in the problem folder (timed, recorded
+    under "shipped"), a wrong one (refused, said in the warnings), and the core LayerNorm's Triton
+    baseline (in the interpreter on CPU), found beside problem_defs/ in reference_impls/."""
+    dataset = tmp_path / "problem_defs"
+    good = write_problem(dataset / "toy", sizes=(64,), name="axpy_good")
+    (good / "baseline.py").write_text("import torch\n\ndef run(x, y):\n    return torch.add(y, x, alpha=2.0)\n")
+    bad = write_problem(dataset / "toy", sizes=(64,), name="axpy_bad")
+    (bad / "baseline.py").write_text("def run(x, y):\n    return x * 3.0 + y\n")
+    core = Path(__file__).resolve().parents[2]
+    layernorm = dataset / "core" / "layernorm_fp32_h1024"
+    shutil.copytree(core / "problem_defs" / "core" / "layernorm_fp32_h1024", layernorm)
+    shipped = tmp_path / "reference_impls" / "core" / "layernorm_fp32_h1024.baseline.py"
+    shipped.parent.mkdir(parents=True)
+    shutil.copy(core / "reference_impls" / "core" / "layernorm_fp32_h1024.baseline.py", shipped)
+    result = solbench("run", str(dataset), "--json", "--hw", "H100", "--max-workloads", "1", *FAST)
+    assert result.returncode == 0, result.stderr
+    traces = {t["definition"]: t["evaluation"] for t in map(json.loads, result.stdout.splitlines())}
+    for name in ("axpy_good", "layernorm_fp32_h1024"):
+        sol = traces[name]["sol"]
+        assert sol["baselines_ms"]["shipped"] > 0 and sol["baselines_ms"]["eager"] > 0
+        assert sol["t_baseline_ms"] == pytest.approx(min(sol["baselines_ms"]["shipped"], sol["baselines_ms"]["eager"]))
+    refused = traces["axpy_bad"]
+    assert refused["status"] == "PASSED" and refused["sol"]["baselines_ms"]["shipped"] is None
+    assert any("shipped baseline unavailable" in w and "disagrees" in w for w in refused["warnings"])
