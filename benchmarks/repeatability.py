@@ -77,14 +77,21 @@ def main() -> int:
         rows.append({"problem": key[0], "axes": one[key]["workload"]["axes"], "median_ms": pa["latency_ms"],
                      "run2_over_run1": pb["latency_ms"] / pa["latency_ms"], "solution_over_reference": same_run,
                      "ci_halfwidth_rel": half, "n": ci.get("n"), "seconds": a.get("seconds"),
-                     "flags": ci.get("flags", [])})
-    print(f"{'problem':44} {'axes':34} {'median ms':>10} {'run2/run1':>9} {'sol/ref':>8} {'±ci%':>6} {'n':>5} {'s/wl':>6}")
+                     "flags": ci.get("flags", []), "host_ms": pa.get("host_launch_ms"),
+                     "gpu_busy_ms": pa.get("gpu_busy_ms"), "run2_host_ms": pb.get("host_launch_ms")})
+    print(f"{'problem':36} {'axes':28} {'median ms':>10} {'run2/run1':>9} {'sol/ref':>8} {'±ci%':>6} {'n':>5} "
+          f"{'host ms':>8} {'busy ms':>8} {'s/wl':>6} flags")
+
+    def ms(value) -> str:
+        return f"{value:8.4f}" if isinstance(value, (int, float)) else f"{'-':>8}"
+
     for r in rows:
-        axes = " ".join(f"{k}={v}" for k, v in r["axes"].items())[:34]
+        axes = " ".join(f"{k}={v}" for k, v in r["axes"].items())[:28]
         same = f"{r['solution_over_reference']:.3f}" if r["solution_over_reference"] else "-"
         half = f"{100 * r['ci_halfwidth_rel']:.2f}" if r["ci_halfwidth_rel"] is not None else "-"
-        print(f"{r['problem'][:44]:44} {axes:34} {r['median_ms']:10.4f} {r['run2_over_run1']:9.3f} {same:>8} "
-              f"{half:>6} {r['n'] or 0:5d} {r['seconds'] or 0:6.2f}")
+        flags = ",".join(f for f in r["flags"] if f not in ("timed_inputs_fixed",))
+        print(f"{r['problem'][:36]:36} {axes:28} {r['median_ms']:10.4f} {r['run2_over_run1']:9.3f} {same:>8} "
+              f"{half:>6} {r['n'] or 0:5d} {ms(r['host_ms'])} {ms(r['gpu_busy_ms'])} {r['seconds'] or 0:6.2f} {flags}")
     if not rows:
         print("no workload passed in both runs")
         return 1

@@ -468,6 +468,7 @@ def handle_time(state: WorkerState, message: dict) -> dict:
             "stop_reason": timing.stop_reason, "wall_s": timing.wall_s, "clocks_before": timing.clocks_before,
             "clocks_after": timing.clocks_after, "flags": flags, "sampled": sampled,
             "slots": len(slots), "energy_mj_per_call": timing.energy_mj_per_call,
+            "host_ms": timing.host_ms, "hold_ms": timing.hold_ms, "exposed": timing.exposed,
             "probe": probe.to_dict() if probe is not None else None, "aliased_inputs": sorted(aliased)}
 
 

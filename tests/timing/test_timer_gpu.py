@@ -67,3 +67,37 @@ def test_integrity_and_telemetry_on_gpu():
     if result.clocks_before is not None:
         assert result.clocks_before["sm_mhz"] > 0
         assert result.clock_warmup in ("reached", "plateau", "timeout")
+
+
+def _host_delay_then_kernel(x: torch.Tensor, delay_ms: float):
+    import time
+
+    def run(i):
+        end = time.perf_counter() + delay_ms / 1e3
+        while time.perf_counter() < end:  # a slow host: Python work between the start mark and the kernel
+            pass
+        x.add_(1.0)
+    return run
+
+
+def test_launch_hold_times_the_device_not_the_host():
+    """With the hold, 0.3 ms of host work before a ~us kernel stays out of the event time (and is reported
+    as host time, flagged launch_bound); without it, the event time is mostly that host work."""
+    x = torch.zeros(1024, device=_dev())
+    cfg = dict(iters=30, adaptive=False, clock_warmup=False)
+    held = time_iterations(_host_delay_then_kernel(x, 0.3), None, _dev(), TimingConfig.cuda(**cfg))
+    bare = time_iterations(_host_delay_then_kernel(x, 0.3), None, _dev(), TimingConfig.cuda(launch_hold=False, **cfg))
+    assert held.stats.median_ms < 0.1
+    assert bare.stats.median_ms > 0.2
+    assert held.hold_ms >= 0.3 and held.exposed <= 3
+    assert min(held.host_ms) >= 0.3
+    assert "launch_bound" in held.flags and "launch_exposed" not in held.flags
+
+
+def test_launch_slower_than_the_longest_hold_is_flagged():
+    x = torch.zeros(1024, device=_dev())
+    result = time_iterations(_host_delay_then_kernel(x, 1.0), None, _dev(),
+                             TimingConfig.cuda(iters=20, adaptive=False, clock_warmup=False, max_hold_ms=0.5))
+    assert result.hold_ms == pytest.approx(0.5)
+    assert "launch_exposed" in result.flags
+    assert result.stats.median_ms > 0.3  # the exposed host time is in the events, and the flag says so
