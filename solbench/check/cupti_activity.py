@@ -168,6 +168,9 @@ def probe(prepare: Callable[[int], None], run: Callable[[int], Any], first_index
     windows: list[tuple[int, int]] = []
     try:
         stream = torch.cuda.current_stream()
+        prepare(first_index - 1)  # an unrecorded call first: CUPTI's first activity costs milliseconds
+        run(first_index - 1)
+        torch.cuda.synchronize()
         for k in range(calls):
             i = first_index + k
             prepare(i)

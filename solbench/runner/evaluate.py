@@ -341,6 +341,9 @@ def evaluate_workload(session: DeviceSession, problem: Problem, solution: Soluti
                if reference_latency and latency.median_ms > 0 else None)
     performance = Performance(latency.median_ms, reference_latency.median_ms if reference_latency else None,
                               speedup, latency, reference_latency, *launch_and_busy_ms(host_samples, probes))
+    cupti_failures = sorted({str(p.get("cupti"))[:200] for p in probes if str(p.get("cupti", "")).startswith("failed")})
+    if cupti_failures:
+        warnings = warnings + [f"CUPTI {cupti_failures[0]}: no GPU-busy time, escaped work checked by synchronisation only"]
     clocks = (candidate_info.get("clocks_before"), candidate_info.get("clocks_after"))
     baselines = {"eager": performance.reference_latency_ms, "published": config.baseline_ms.get(workload.uuid),
                  "compile": None}

@@ -34,6 +34,8 @@ class TimingConfig:
     below it (locked or power-limited clocks) counts too."""
     l2_flush: bool = True
     """Write a buffer of >= 2x the last-level cache before every call, outside the timed window."""
+    l2_flush_mode: str = "write"
+    """CUDA: "write" (fill the buffer), "read" (sum it: leaves L2 full of clean lines) or "write_read"."""
     launch_hold: bool = True
     """CUDA: before each call's start event, hold the stream with a short GPU spin long enough for the
     host to queue the whole call, so the event time is the device's time for the call and not the
