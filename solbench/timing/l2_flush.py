@@ -101,7 +101,7 @@ class L2Flusher:
             if self.mode in ("write", "write_read"):
                 self._buffer.fill_(self.flush_count & 0xFF)
             if self.mode in ("read", "write_read"):
-                torch.sum(self._buffer, out=self._sink)
+                torch.sum(self._buffer, dim=0, out=self._sink)
         else:
             self._buffer.fill(self.flush_count & 0xFF)
 

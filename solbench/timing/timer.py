@@ -175,7 +175,8 @@ def resolve_device(device: torch.device | str | int | None) -> torch.device:
 _FLUSHERS: dict[str, L2Flusher] = {}
 
 
-def _flusher_for(device: torch.device, mode: str = "write") -> L2Flusher:
+def flusher_for(device: torch.device, mode: str = "write") -> L2Flusher:
+    """The cached per-device, per-mode flusher (one buffer each), shared with the escaped-work probe."""
     key = f"{device}/{mode}"
     if key not in _FLUSHERS:
         _FLUSHERS[key] = L2Flusher(device, mode=mode if device.type == "cuda" else "write")
@@ -362,7 +363,7 @@ def time_iterations(run: Callable[[int], object], prepare: Callable[[int], None]
         telemetry = telemetry_for(dev.index)
     flush = None
     if config.l2_flush:
-        flush = (flusher if flusher is not None else _flusher_for(dev, config.l2_flush_mode)).flush
+        flush = (flusher if flusher is not None else flusher_for(dev, config.l2_flush_mode)).flush
     method = "cuda_events" if is_cuda else "cpu_clock"
 
     device_ctx = torch.cuda.device(dev) if is_cuda else contextlib.nullcontext()

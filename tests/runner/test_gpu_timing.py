@@ -25,4 +25,6 @@ def test_trace_has_host_launch_and_busy_times(solution):
     if load_cupti() is not None:
         assert perf.gpu_busy_ms is not None, (ev.warnings, ev.log)
         assert 0 < perf.gpu_busy_ms < 3 * perf.latency_ms + 0.05
-        assert perf.kernel_sum_ms is not None and perf.kernel_sum_ms <= perf.gpu_busy_ms + 1e-6
+        assert perf.kernel_sum_ms is not None and perf.kernel_sum_ms > 0  # may exceed the span: kernels overlap
+        # the probe calls run on a flushed L2 like the timed ones, so the busy time is not a cache-hot figure
+        assert perf.gpu_busy_ms > 0.5 * perf.latency_ms, perf
