@@ -33,9 +33,10 @@ class TimingConfig:
     """SM clock at or above this fraction of its maximum counts as working level; a stable plateau
     below it (locked or power-limited clocks) counts too."""
     l2_flush: bool = True
-    """Write a buffer of >= 2x the last-level cache before every call, outside the timed window."""
-    l2_flush_mode: str = "write"
-    """CUDA: "write" (fill the buffer), "read" (sum it: leaves L2 full of clean lines) or "write_read"."""
+    """Sweep a buffer of >= 2x the last-level cache before every call, outside the timed window."""
+    l2_flush_mode: str = "read"
+    """CUDA: "read" (sum the buffer: the L2 is left full of clean lines), "write" (fill it: dirty lines
+    whose write-back the next call pays for) or "write_read". See docs/timing.md."""
     launch_hold: bool = True
     """CUDA: before each call's start event, hold the stream with a short GPU spin long enough for the
     host to queue the whole call, so the event time is the device's time for the call and not the

@@ -1,9 +1,11 @@
 """Cache flushing between timed calls, so every call starts with a cold last-level cache.
 
 Without it, a kernel whose inputs fit in L2 (50 MiB on an H100) reads them from cache on every
-iteration after the first and looks faster than it will in a model. The flush *writes* a buffer of
-at least twice the cache size: writes evict dirty and clean lines alike and cannot be satisfied by a
-read-only shortcut; the written value alternates so no layer can skip a "same value" store.
+iteration after the first and looks faster than it will in a model. The flush sweeps a buffer of at
+least twice the cache size. On CUDA the default sweep reads it: all earlier lines are evicted and the
+cache is left holding clean lines, so the next call does not pay for writing back the flush's own
+dirty data (a write sweep costs a 32 MiB-reading kernel about 5 us on an H100; docs/timing.md). On
+CPU the sweep is a memset whose value alternates so no layer can skip a "same value" store.
 """
 
 from __future__ import annotations
@@ -68,7 +70,7 @@ class L2Flusher:
     """
 
     def __init__(self, device: torch.device | str | int = "cpu", *, size_bytes: int | None = None,
-                 cache_dir: Path = SYSFS_CACHE_DIR, mode: str = "write") -> None:
+                 cache_dir: Path = SYSFS_CACHE_DIR, mode: str = "read") -> None:
         if mode not in FLUSH_MODES:
             raise ValueError(f"flush mode must be one of {FLUSH_MODES}, not {mode!r}")
         self.mode = mode

@@ -175,7 +175,7 @@ def resolve_device(device: torch.device | str | int | None) -> torch.device:
 _FLUSHERS: dict[str, L2Flusher] = {}
 
 
-def flusher_for(device: torch.device, mode: str = "write") -> L2Flusher:
+def flusher_for(device: torch.device, mode: str = "read") -> L2Flusher:
     """The cached per-device, per-mode flusher (one buffer each), shared with the escaped-work probe."""
     key = f"{device}/{mode}"
     if key not in _FLUSHERS:

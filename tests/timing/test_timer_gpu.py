@@ -40,7 +40,8 @@ def test_prepare_sync_work_not_in_window():
     assert result.stats.median_ms < 2.0
 
 
-def test_l2_flush_makes_cached_reads_slower():
+@pytest.mark.parametrize("mode", ["read", "write", "write_read"])
+def test_l2_flush_makes_cached_reads_slower(mode):
     """prepare keeps the GPU busy without memory traffic, so the unflushed arm does not time host launch
     gaps on an idle GPU (measured on an H100: hot 11.7 us, cold 17.1 us)."""
     x = torch.randn(4 << 20, device=_dev())  # 16 MiB: fits in L2 of A100/H100/H200/B200
@@ -50,7 +51,7 @@ def test_l2_flush_makes_cached_reads_slower():
         torch.cuda._sleep(100_000)
 
     hot = time_iterations(lambda i: x.sum(), busy, _dev(), TimingConfig.cuda(l2_flush=False, **cfg))
-    cold = time_iterations(lambda i: x.sum(), busy, _dev(), TimingConfig.cuda(l2_flush=True, **cfg))
+    cold = time_iterations(lambda i: x.sum(), busy, _dev(), TimingConfig.cuda(l2_flush=True, l2_flush_mode=mode, **cfg))
     assert cold.stats.median_ms > hot.stats.median_ms
 
 
