@@ -72,26 +72,36 @@ def main() -> int:
         a, b = one[key]["evaluation"], two[key]["evaluation"]
         pa, pb = a["performance"], b["performance"]
         same_run = pa["latency_ms"] / pa["reference_latency_ms"] if pa.get("reference_latency_ms") else None
+        same_run2 = pb["latency_ms"] / pb["reference_latency_ms"] if pb.get("reference_latency_ms") else None
         ci = pa["latency"] or {}
         half = ((ci.get("ci_high_ms") or 0) - (ci.get("ci_low_ms") or 0)) / 2 / pa["latency_ms"] if ci else None
         rows.append({"problem": key[0], "axes": one[key]["workload"]["axes"], "median_ms": pa["latency_ms"],
                      "run2_over_run1": pb["latency_ms"] / pa["latency_ms"], "solution_over_reference": same_run,
+                     "solution_over_reference_run2": same_run2,
                      "ci_halfwidth_rel": half, "n": ci.get("n"), "seconds": a.get("seconds"),
-                     "flags": ci.get("flags", [])})
-    print(f"{'problem':44} {'axes':34} {'median ms':>10} {'run2/run1':>9} {'sol/ref':>8} {'±ci%':>6} {'n':>5} {'s/wl':>6}")
+                     "flags": ci.get("flags", []), "host_ms": pa.get("host_launch_ms"),
+                     "gpu_busy_ms": pa.get("gpu_busy_ms"), "run2_host_ms": pb.get("host_launch_ms")})
+    print(f"{'problem':36} {'axes':28} {'median ms':>10} {'run2/run1':>9} {'sol/ref 1/2':>11} {'±ci%':>6} {'n':>5} "
+          f"{'host ms':>8} {'busy ms':>8} {'s/wl':>6} flags")
+
+    def ms(value) -> str:
+        return f"{value:8.4f}" if isinstance(value, (int, float)) else f"{'-':>8}"
+
     for r in rows:
-        axes = " ".join(f"{k}={v}" for k, v in r["axes"].items())[:34]
-        same = f"{r['solution_over_reference']:.3f}" if r["solution_over_reference"] else "-"
+        axes = " ".join(f"{k}={v}" for k, v in r["axes"].items())[:28]
+        same = "/".join(f"{v:.3f}" for v in (r["solution_over_reference"], r["solution_over_reference_run2"]) if v)
         half = f"{100 * r['ci_halfwidth_rel']:.2f}" if r["ci_halfwidth_rel"] is not None else "-"
-        print(f"{r['problem'][:44]:44} {axes:34} {r['median_ms']:10.4f} {r['run2_over_run1']:9.3f} {same:>8} "
-              f"{half:>6} {r['n'] or 0:5d} {r['seconds'] or 0:6.2f}")
+        flags = ",".join(f for f in r["flags"] if f not in ("timed_inputs_fixed",))
+        print(f"{r['problem'][:36]:36} {axes:28} {r['median_ms']:10.4f} {r['run2_over_run1']:9.3f} {same:>11} "
+              f"{half:>6} {r['n'] or 0:5d} {ms(r['host_ms'])} {ms(r['gpu_busy_ms'])} {r['seconds'] or 0:6.2f} {flags}")
     if not rows:
         print("no workload passed in both runs")
         return 1
     deviations = [abs(r["run2_over_run1"] - 1) for r in rows]
     long_ones = [r for r in rows if r["median_ms"] >= MIN_MEDIAN_MS]
     worst_long = max((abs(r["run2_over_run1"] - 1) for r in long_ones), default=0.0)
-    same = [abs(r["solution_over_reference"] - 1) for r in rows if r["solution_over_reference"]]
+    same = [abs(r[key] - 1) for r in rows for key in ("solution_over_reference", "solution_over_reference_run2")
+            if r[key]]
     checks = {
         f"every workload >= 20 us within ±3% run to run (worst {100 * worst_long:.2f}%)": worst_long <= TOLERANCE,
         f"median |run2/run1 - 1| <= 1% ({100 * statistics.median(deviations):.2f}%)":

@@ -151,8 +151,10 @@ class _Collector:
 
 
 def probe(prepare: Callable[[int], None], run: Callable[[int], Any], first_index: int,
-          calls: int = PROBE_CALLS, use_cupti: bool = True) -> ProbeResult:
-    """Make `calls` isolated calls (`prepare(i)` then `run(i)`) and measure what escaped their events."""
+          calls: int = PROBE_CALLS, use_cupti: bool = True, flush: Callable[[], None] | None = None) -> ProbeResult:
+    """Make `calls` isolated calls (`prepare(i)`, `flush()`, then `run(i)`) and measure what escaped
+    their events. Pass the timer's cache flush so the GPU-busy times are taken under the same
+    conditions as the timed calls (a call on L2-resident inputs can be twice as fast)."""
     import torch
 
     result = ProbeResult()
@@ -168,9 +170,14 @@ def probe(prepare: Callable[[int], None], run: Callable[[int], Any], first_index
     windows: list[tuple[int, int]] = []
     try:
         stream = torch.cuda.current_stream()
+        prepare(first_index - 1)  # an unrecorded call first: CUPTI's first activity costs milliseconds
+        run(first_index - 1)
+        torch.cuda.synchronize()
         for k in range(calls):
             i = first_index + k
             prepare(i)
+            if flush is not None:
+                flush()
             torch.cuda.synchronize()
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             t0 = collector.now() if collector else 0

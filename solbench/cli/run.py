@@ -44,6 +44,11 @@ def register(subparsers) -> None:
     p.add_argument("--fresh-inputs-budget", type=float, metavar="SECONDS",
                    help="time per timed block spent drawing fresh inputs for every call (default 3); "
                         "0 rotates the fixed timed input sets instead (flagged timed_inputs_fixed)")
+    p.add_argument("--no-launch-hold", action="store_true",
+                   help="CUDA: do not hold the stream while the host queues each timed call; event times then "
+                        "include this host's launch latency (see docs/timing.md)")
+    p.add_argument("--timing-rounds", type=int, default=2,
+                   help="interleaved reference/solution timed blocks per workload (default 2)")
     p.add_argument("--no-reference-timing", action="store_true", help="do not time the reference")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per worker request (default 300)")
     p.add_argument("--compile-timeout", type=float, default=600.0, help="seconds to build a CUDA solution")
@@ -68,11 +73,14 @@ def register(subparsers) -> None:
 def config_from_args(args: argparse.Namespace) -> RunConfig:
     if args.trials < 1:
         raise SpecError("--trials must be at least 1")
+    if args.timing_rounds < 1:
+        raise SpecError("--timing-rounds must be at least 1")
     if args.max_workloads is not None and args.max_workloads < 1:
         raise SpecError("--max-workloads must be at least 1")
     return RunConfig(device=args.device, trials=args.trials, warmup=args.warmup, iters=args.iters,
                      adaptive=not args.no_adaptive, target_rel_ci=args.target_ci, max_time_s=args.max_time,
-                     fresh_inputs_budget_s=args.fresh_inputs_budget,
+                     fresh_inputs_budget_s=args.fresh_inputs_budget, launch_hold=not args.no_launch_hold,
+                     timing_rounds=args.timing_rounds,
                      time_reference=not args.no_reference_timing, timeout_s=args.timeout,
                      compile_timeout_s=args.compile_timeout, max_workloads=args.max_workloads,
                      data_roots=list(args.data_root), seed=args.seed, hw=args.hw, lock_clocks=args.lock_clocks,

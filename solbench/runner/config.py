@@ -17,6 +17,7 @@ class RunConfig:
     target_rel_ci: float | None = None  # None: the timer's default
     max_time_s: float | None = None  # adaptive budget per timed block; None: the timer's default
     fresh_inputs_budget_s: float | None = None  # per timed block; 0: rotate the fixed timed sets (flagged)
+    launch_hold: bool = True  # CUDA: time calls with their launch queued ahead (see solbench.timing.timer)
     timing_rounds: int = 2  # interleaved reference/solution blocks, so drift hits both alike
     timed_input_sets: int = 2  # distinct input sets rotated through the timed iterations
     checked_timed_outputs: int = 3  # timed iterations whose outputs are verified too

@@ -7,6 +7,7 @@ judged. Each finished workload becomes a `Trace` at once, so a crash later loses
 
 from __future__ import annotations
 
+import math
 import random
 import time
 from collections.abc import Callable, Iterator
@@ -282,6 +283,8 @@ def evaluate_workload(session: DeviceSession, problem: Problem, solution: Soluti
     timing = timing_message(config, session.device)
     candidate_samples: list[float] = []
     reference_samples: list[float] = []
+    host_samples: list[float] = []
+    probes: list[dict] = []
     checked = 0
     flags: set[str] = set()
     candidate_info: dict = {}
@@ -304,6 +307,8 @@ def evaluate_workload(session: DeviceSession, problem: Problem, solution: Soluti
         reply = session.ask(session.candidate, {"op": "time", "workload": wdata, "seeds": seeds, "config": timing,
                                                 "checked_outputs": per_round_checks, **fresh_budget}, config.timeout_s)
         candidate_samples += reply["samples_ms"]
+        host_samples += [float(t) for t in reply.get("host_ms") or []]
+        probes += [reply["probe"]] if isinstance(reply.get("probe"), dict) else []
         flags.update(reply.get("flags", []))
         candidate_info = reply
         extra = sorted(set(reply.get("aliased_inputs", [])) - reference_aliases)
@@ -336,7 +341,10 @@ def evaluate_workload(session: DeviceSession, problem: Problem, solution: Soluti
     speedup = (reference_latency.median_ms / latency.median_ms
                if reference_latency and latency.median_ms > 0 else None)
     performance = Performance(latency.median_ms, reference_latency.median_ms if reference_latency else None,
-                              speedup, latency, reference_latency)
+                              speedup, latency, reference_latency, *launch_and_busy_ms(host_samples, probes))
+    cupti_failures = sorted({str(p.get("cupti"))[:200] for p in probes if str(p.get("cupti", "")).startswith("failed")})
+    if cupti_failures:
+        warnings = warnings + [f"CUPTI {cupti_failures[0]}: no GPU-busy time, escaped work checked by synchronisation only"]
     clocks = (candidate_info.get("clocks_before"), candidate_info.get("clocks_after"))
     baselines = {"eager": performance.reference_latency_ms, "published": config.baseline_ms.get(workload.uuid),
                  "shipped": None, "compile": None}
@@ -380,6 +388,22 @@ def time_shipped_baseline(session: DeviceSession, problem: Problem, wdata: dict,
     except StepFailed as exc:
         return None, warnings + [f"shipped baseline unavailable ({exc.status.value}): {exc.log.strip()[-300:]}"]
     return summarize(reply["samples_ms"], method=method).median_ms, warnings
+
+
+def launch_and_busy_ms(host_samples: list[float], probes: list[dict]) -> tuple[float | None, ...]:
+    """Median host launch time, and the CUPTI GPU-busy span and kernel-time sum of the probe calls.
+
+    These sit beside the latency (device time with the launch queued ahead, which the score uses):
+    host time says whether the call is launch-bound on this CPU, GPU-busy time whether the event time
+    holds idle gaps. Values from the solution's worker are plain numbers; anything else is dropped.
+    """
+    def median(values) -> float | None:
+        nums = sorted(v for v in values if isinstance(v, (int, float)) and math.isfinite(v) and v >= 0)
+        return nums[len(nums) // 2] if nums else None
+
+    spans = [v for p in probes if p.get("cupti") == "used" for v in p.get("span_ms") or []]
+    kernels = [v for p in probes if p.get("cupti") == "used" for v in p.get("kernel_ms") or []]
+    return median(host_samples), median(spans), median(kernels)
 
 
 def speed_of_light(session: DeviceSession, problem: Problem, workload: Workload, config: RunConfig,
@@ -463,6 +487,7 @@ def timing_message(config: RunConfig, device: str) -> dict:
     if config.max_time_s is not None:
         data["max_time_s"] = config.max_time_s
     data["adaptive"] = config.adaptive and data.get("adaptive", True)
+    data["launch_hold"] = config.launch_hold and data.get("launch_hold", True)
     return data
 
 

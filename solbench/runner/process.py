@@ -112,6 +112,9 @@ class WorkerProcess:
         env["SOLBENCH_ALARM_FD"] = str(alarm_child.fileno())
         env["PYTHONUNBUFFERED"] = "1"
         env["PYTHONDONTWRITEBYTECODE"] = "1"  # any .pyc written by a worker is then the solution's doing
+        # torch.compile compiles in this process, not in a pool of helper processes that outlive the
+        # call (a solution's leftover children are treated as hidden work).
+        env["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
         # Make the solbench that runs this orchestrator importable in the worker without
         # putting the worker's cwd or any solution folder ahead of the standard library.
         package_root = str(Path(__file__).resolve().parents[2])

@@ -519,6 +519,7 @@ def handle_time(state: WorkerState, message: dict) -> dict:
             "stop_reason": timing.stop_reason, "wall_s": timing.wall_s, "clocks_before": timing.clocks_before,
             "clocks_after": timing.clocks_after, "flags": flags, "sampled": sampled,
             "slots": len(slots), "energy_mj_per_call": timing.energy_mj_per_call,
+            "host_ms": timing.host_ms, "hold_ms": timing.hold_ms, "exposed": timing.exposed,
             "probe": probe.to_dict() if probe is not None else None, "aliased_inputs": sorted(aliased)}
 
 
@@ -529,9 +530,13 @@ def escaped_work_probe(state: WorkerState, message: dict, slots: list, seeds: li
     event, or CUPTI activity beyond the event time, is work on a stream nobody waited for.
     """
     from solbench.check.cupti_activity import probe
+    from solbench.timing.config import TimingConfig
+    from solbench.timing.timer import flusher_for
 
     torch = state.torch
     slot_inputs, slot_outputs = slots[0]
+    config = TimingConfig(**message["config"])
+    flush = flusher_for(torch.device(state.device), config.l2_flush_mode).flush if config.l2_flush else None
 
     def prepare(i: int) -> None:
         seed = random.SystemRandom().getrandbits(62)
@@ -544,7 +549,8 @@ def escaped_work_probe(state: WorkerState, message: dict, slots: list, seeds: li
             refill_outputs(slot_outputs)
 
     try:
-        result = probe(prepare, lambda i: invoke(state, slot_inputs, slot_outputs), first_index=1 << 30)
+        result = probe(prepare, lambda i: invoke(state, slot_inputs, slot_outputs), first_index=1 << 30,
+                       flush=flush)
     except Exception as exc:  # noqa: BLE001 - the solution failed in a probe call
         raise Failure("RUNTIME_ERROR", "the solution raised during the escaped-work probe:\n"
                       + format_exception(exc)) from None

@@ -115,20 +115,27 @@ class Performance:
     speedup_factor: float | None
     latency: LatencyStats | None = None
     reference_latency: LatencyStats | None = None
+    host_launch_ms: float | None = None  # median host time to queue one call (CUDA); see docs/timing.md
+    gpu_busy_ms: float | None = None  # median CUPTI span of one call's GPU work, all streams (probe calls)
+    kernel_sum_ms: float | None = None  # median CUPTI sum of one call's kernel durations (probe calls)
 
     def to_dict(self) -> dict:
         return {"latency_ms": _finite_or_none(self.latency_ms),
                 "reference_latency_ms": _finite_or_none(self.reference_latency_ms),
                 "speedup_factor": _finite_or_none(self.speedup_factor),
                 "latency": self.latency.to_dict() if self.latency else None,
-                "reference_latency": self.reference_latency.to_dict() if self.reference_latency else None}
+                "reference_latency": self.reference_latency.to_dict() if self.reference_latency else None,
+                "host_launch_ms": _finite_or_none(self.host_launch_ms),
+                "gpu_busy_ms": _finite_or_none(self.gpu_busy_ms),
+                "kernel_sum_ms": _finite_or_none(self.kernel_sum_ms)}
 
     @classmethod
     def from_dict(cls, data: dict | None) -> Performance | None:
         if data is None:
             return None
         return cls(data["latency_ms"], data.get("reference_latency_ms"), data.get("speedup_factor"),
-                   LatencyStats.from_dict(data.get("latency")), LatencyStats.from_dict(data.get("reference_latency")))
+                   LatencyStats.from_dict(data.get("latency")), LatencyStats.from_dict(data.get("reference_latency")),
+                   data.get("host_launch_ms"), data.get("gpu_busy_ms"), data.get("kernel_sum_ms"))
 
 
 @dataclass

@@ -33,7 +33,17 @@ class TimingConfig:
     """SM clock at or above this fraction of its maximum counts as working level; a stable plateau
     below it (locked or power-limited clocks) counts too."""
     l2_flush: bool = True
-    """Write a buffer of >= 2x the last-level cache before every call, outside the timed window."""
+    """Sweep a buffer of >= 2x the last-level cache before every call, outside the timed window."""
+    l2_flush_mode: str = "read"
+    """CUDA: "read" (sum the buffer: the L2 is left full of clean lines), "write" (fill it: dirty lines
+    whose write-back the next call pays for) or "write_read". See docs/timing.md."""
+    launch_hold: bool = True
+    """CUDA: before each call's start event, hold the stream with a short GPU spin long enough for the
+    host to queue the whole call, so the event time is the device's time for the call and not the
+    host's launch latency (see docs/timing.md). The host time per call is reported beside it."""
+    max_hold_ms: float = 2.0
+    """The spin grows to cover the host's launch time, up to this; calls that take longer to launch
+    are flagged ("launch_exposed")."""
     gc_off: bool = True
     """Disable Python's cyclic GC during warm-up and timed loops (a collection costs milliseconds)."""
     batch_min: int = 10
@@ -58,6 +68,8 @@ class TimingConfig:
             raise ValueError("time budgets must be non-negative (max_time_s > 0)")
         if not 0.0 < self.clock_working_fraction <= 1.0:
             raise ValueError("clock_working_fraction must be in (0, 1]")
+        if self.max_hold_ms < 0:
+            raise ValueError("max_hold_ms must be >= 0")
         if self.batch_min < 1:
             raise ValueError("batch_min must be >= 1")
 

@@ -1,9 +1,11 @@
 """Cache flushing between timed calls, so every call starts with a cold last-level cache.
 
 Without it, a kernel whose inputs fit in L2 (50 MiB on an H100) reads them from cache on every
-iteration after the first and looks faster than it will in a model. The flush *writes* a buffer of
-at least twice the cache size: writes evict dirty and clean lines alike and cannot be satisfied by a
-read-only shortcut; the written value alternates so no layer can skip a "same value" store.
+iteration after the first and looks faster than it will in a model. The flush sweeps a buffer of at
+least twice the cache size. On CUDA the default sweep reads it: all earlier lines are evicted and the
+cache is left holding clean lines, so the next call does not pay for writing back the flush's own
+dirty data (a write sweep costs a 32 MiB-reading kernel about 5 us on an H100; docs/timing.md). On
+CPU the sweep is a memset whose value alternates so no layer can skip a "same value" store.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ CPU_FALLBACK_BYTES = 64 << 20  # when sysfs says nothing (containers, non-Linux)
 CPU_CAP_BYTES = 512 << 20  # large server L3s: thrash up to this much, no more
 CUDA_FALLBACK_L2_BYTES = 128 << 20  # if the driver does not report an L2 size
 MIN_FLUSH_BYTES = 1 << 20
+FLUSH_MODES = ("write", "read", "write_read")  # CUDA: fill, sum, or both (CPU always writes)
 
 _SIZE_RE = re.compile(r"^\s*(\d+)\s*([KMG]?)i?B?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
@@ -67,7 +70,10 @@ class L2Flusher:
     """
 
     def __init__(self, device: torch.device | str | int = "cpu", *, size_bytes: int | None = None,
-                 cache_dir: Path = SYSFS_CACHE_DIR) -> None:
+                 cache_dir: Path = SYSFS_CACHE_DIR, mode: str = "read") -> None:
+        if mode not in FLUSH_MODES:
+            raise ValueError(f"flush mode must be one of {FLUSH_MODES}, not {mode!r}")
+        self.mode = mode
         if isinstance(device, int):
             device = torch.device("cuda", device)
         self.device = torch.device(device)
@@ -82,7 +88,8 @@ class L2Flusher:
             raise ValueError("flush buffer must be at least one byte")
         if self.device.type == "cuda":
             # int32 elements: whole-word stores; a tail of < 4 bytes is irrelevant.
-            self._buffer = torch.empty(max(1, self.size_bytes // 4), dtype=torch.int32, device=self.device)
+            self._buffer = torch.zeros(max(1, self.size_bytes // 4), dtype=torch.int32, device=self.device)
+            self._sink = torch.zeros((), dtype=torch.int64, device=self.device)
         else:
             # numpy's fill is a plain memset; torch's CPU fill_ was 5x slower on a 2-core machine.
             self._buffer = np.empty(self.size_bytes, dtype=np.uint8)
@@ -93,7 +100,10 @@ class L2Flusher:
         """Overwrite the whole buffer with a value that differs from the previous flush."""
         self.flush_count += 1
         if self.device.type == "cuda":
-            self._buffer.fill_(self.flush_count & 0xFF)
+            if self.mode in ("write", "write_read"):
+                self._buffer.fill_(self.flush_count & 0xFF)
+            if self.mode in ("read", "write_read"):
+                torch.sum(self._buffer, dim=0, out=self._sink)
         else:
             self._buffer.fill(self.flush_count & 0xFF)
 

@@ -1,11 +1,18 @@
 """Timing a callable: warm-up, per-iteration CUDA events (or the CPU clock), adaptive stopping.
 
 Protocol for each call i (warm-up and timed alike): `prepare(i)` (caller puts iteration i's inputs
-at fresh addresses), then the cache flush, then -- only for timed calls -- start mark, `run(i)`,
-end mark. `i` counts every call, warm-up first; callers map it onto their input rotation modulo
-its size. On CUDA the marks are events recorded on the current stream: no host sync inside a
-window, one sync per batch to read the events. The GPU is busy with the flush while the host
-launches `run(i)`, which hides launch latency the way a model's stream of kernels does.
+at fresh addresses), then the cache flush, then on CUDA the launch hold, then -- only for timed
+calls -- start mark, `run(i)`, end mark. `i` counts every call, warm-up first; callers map it onto
+their input rotation modulo its size. On CUDA the marks are events recorded on the current stream:
+no host sync inside a window, one sync per batch to read the events.
+
+The launch hold is a GPU spin queued after the flush, sized to outlast the host's time to queue the
+start event, the call and the end event (measured every call; the hold only grows). The GPU reaches
+the start event with the whole call already queued, so the event time is the device's time for the
+call -- what it costs inside a model whose CPU runs ahead or whose kernels are in a CUDA graph --
+and not the Python launch latency of this host, which depends on the CPU, its load and the
+interpreter and drifts from run to run. That host time is measured too (`host_ms`), and calls whose
+launch outlasted the hold are counted (`exposed`): their event time includes host latency.
 
 Robustness against the code being timed (it shares this process): the functions used here are
 captured at import into private names, so replacing `torch.cuda.Event.record` or
@@ -49,6 +56,7 @@ _event_elapsed_time = torch.cuda.Event.elapsed_time
 _event_synchronize = torch.cuda.Event.synchronize
 _cuda_synchronize = torch.cuda.synchronize
 _cuda_current_stream = torch.cuda.current_stream
+_cuda_sleep = torch.cuda._sleep
 _CAPTURED: dict[str, tuple[Callable[[], Any], Any]] = {
     "time.perf_counter_ns": (lambda: time.perf_counter_ns, _perf_counter_ns),
     "gc.disable": (lambda: gc.disable, _gc_disable),
@@ -60,6 +68,7 @@ _CAPTURED: dict[str, tuple[Callable[[], Any], Any]] = {
     "torch.cuda.Event.synchronize": (lambda: _Event.synchronize, _event_synchronize),
     "torch.cuda.synchronize": (lambda: torch.cuda.synchronize, _cuda_synchronize),
     "torch.cuda.current_stream": (lambda: torch.cuda.current_stream, _cuda_current_stream),
+    "torch.cuda._sleep": (lambda: torch.cuda._sleep, _cuda_sleep),
     "torch.cuda.streams.Event": (lambda: torch.cuda.streams.Event, _Event),
 }
 _CUDA_SYNC_PRIMITIVE = getattr(torch._C, "_cuda_synchronize", None)
@@ -68,6 +77,12 @@ if _CUDA_SYNC_PRIMITIVE is not None:
                                                _CUDA_SYNC_PRIMITIVE)
 
 FLAG_EVENTS_EXCEED_WALL = "events_exceed_wall"
+FLAG_LAUNCH_EXPOSED = "launch_exposed"  # > EXPOSED_FRACTION of timed calls launched slower than the hold
+FLAG_LAUNCH_BOUND = "launch_bound"  # the host takes longer to issue a call than the GPU to run it
+EXPOSED_FRACTION = 0.1
+HOLD_MIN_MS = 0.02
+HOLD_FACTOR = 1.5  # hold = HOLD_FACTOR x the host's p90 launch time (+ HOLD_MIN_MS)
+ASSUMED_MAX_SM_MHZ = 2200  # without NVML: above any current GPU's SM clock, so the spin errs long
 FLAG_FUNCTIONS_REPLACED = "timing_functions_replaced"  # integrity_violations() was non-empty after the block
 STOP_FIXED = "fixed_iters"  # adaptive off: exactly `iters`
 STOP_CI = "ci_target"  # the median's CI reached target_rel_ci
@@ -105,6 +120,9 @@ class TimingResult:
     clock_warmup: str = "off"  # "off", "unavailable", "reached", "plateau", "timeout"
     warmup_s: float = 0.0
     energy_mj_per_call: float | None = None
+    host_ms: list[float] | None = None  # CUDA: host time to queue each timed call (start mark to end mark)
+    hold_ms: float = 0.0  # CUDA: the launch hold at the end of the block
+    exposed: int = 0  # CUDA: timed calls whose launch outlasted the hold in force
 
     @property
     def flags(self) -> list[str]:
@@ -157,42 +175,54 @@ def resolve_device(device: torch.device | str | int | None) -> torch.device:
 _FLUSHERS: dict[str, L2Flusher] = {}
 
 
-def _flusher_for(device: torch.device) -> L2Flusher:
-    key = str(device)
+def flusher_for(device: torch.device, mode: str = "read") -> L2Flusher:
+    """The cached per-device, per-mode flusher (one buffer each), shared with the escaped-work probe."""
+    key = f"{device}/{mode}"
     if key not in _FLUSHERS:
-        _FLUSHERS[key] = L2Flusher(device)
+        _FLUSHERS[key] = L2Flusher(device, mode=mode if device.type == "cuda" else "write")
     return _FLUSHERS[key]
 
 
 class _Session:
     """State of one `time_iterations` call: the call counter and the device-specific marks."""
 
-    def __init__(self, run, prepare, device: torch.device, flush: Callable[[], None] | None) -> None:
+    def __init__(self, run, prepare, device: torch.device, flush: Callable[[], None] | None,
+                 hold: _LaunchHold | None = None) -> None:
         self.run = run
         self.prepare = prepare
         self.flush = flush
+        self.hold = hold
         self.device = device
         self.is_cuda = device.type == "cuda"
         self.calls = 0
         self.stream = _cuda_current_stream(device) if self.is_cuda else None
         self.starts: list[Any] = []
         self.ends: list[Any] = []
+        self.host_ms: list[float] = []
+        self.exposed = 0
 
     def sync(self) -> None:
         if self.is_cuda:
             _cuda_synchronize(self.device)
 
     def untimed(self, count: int) -> None:
-        """Warm-up calls: the same protocol, no marks."""
-        run, prepare, flush = self.run, self.prepare, self.flush
-        for _ in range(count):
+        """Warm-up calls: the same protocol, no marks (the host time still sizes the hold)."""
+        run, prepare, flush, hold, clock = self.run, self.prepare, self.flush, self.hold, _perf_counter_ns
+        host_ns = [0] * count
+        for j in range(count):
             i = self.calls
             self.calls += 1
             if prepare is not None:
                 prepare(i)
             if flush is not None:
                 flush()
+            if hold is not None:
+                hold.spin()
+            t0 = clock()
             run(i)
+            host_ns[j] = clock() - t0
+        if hold is not None:
+            hold.grow([t / 1e6 for t in host_ns[1:] or host_ns])  # the first call may compile
 
     def ensure_events(self, count: int) -> None:
         """Allocate event pairs outside any timed window; reused across batches."""
@@ -206,6 +236,9 @@ class _Session:
         if self.is_cuda:
             self.ensure_events(count)
             starts, ends, stream, record = self.starts, self.ends, self.stream, _event_record
+            hold, clock = self.hold, _perf_counter_ns
+            host_ns = [0] * count
+            held_ms = hold.ms if hold is not None else 0.0
             for j in range(count):
                 i = self.calls
                 self.calls += 1
@@ -213,10 +246,19 @@ class _Session:
                     prepare(i)
                 if flush is not None:
                     flush()
+                if hold is not None:
+                    hold.spin()
+                t0 = clock()
                 record(starts[j], stream)
                 run(i)
                 record(ends[j], stream)
+                host_ns[j] = clock() - t0
             _event_synchronize(ends[count - 1])
+            host_ms = [t / 1e6 for t in host_ns]
+            self.host_ms.extend(host_ms)
+            if hold is not None:
+                self.exposed += sum(1 for t in host_ms if t > held_ms)
+                hold.grow(host_ms)
             return [_event_elapsed_time(starts[j], ends[j]) for j in range(count)]
         t0s = [0] * count
         t1s = [0] * count
@@ -234,6 +276,35 @@ class _Session:
             t0s[j] = t0
             t1s[j] = t1
         return [(b - a) / 1e6 for a, b in zip(t0s, t1s)]
+
+
+class _LaunchHold:
+    """The GPU spin queued before each call's start event (see the module docstring).
+
+    `torch.cuda._sleep` spins a number of SM clock cycles; they are converted at the GPU's maximum SM
+    clock, so at any lower clock the spin only lasts longer. Starts at HOLD_MIN_MS and only grows, to
+    HOLD_FACTOR x the 90th percentile of the host launch times seen, capped at `max_ms`.
+    """
+
+    def __init__(self, max_ms: float, max_sm_mhz: int | None) -> None:
+        self.max_ms = max_ms
+        self.cycles_per_ms = 1000 * (max_sm_mhz or ASSUMED_MAX_SM_MHZ)
+        self.ms = min(HOLD_MIN_MS, max_ms)
+        self._cycles = int(self.ms * self.cycles_per_ms)
+
+    def spin(self) -> None:
+        if self._cycles > 0:
+            _cuda_sleep(self._cycles)
+
+    def grow(self, host_ms: list[float]) -> None:
+        if not host_ms:
+            return
+        ordered = sorted(host_ms)
+        p90 = ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
+        wanted = min(self.max_ms, HOLD_FACTOR * p90 + HOLD_MIN_MS)
+        if wanted > self.ms:
+            self.ms = wanted
+            self._cycles = int(wanted * self.cycles_per_ms)
 
 
 PLATEAU_READINGS = 5  # polls >= 10 ms apart, so a plateau spans >= 40 ms
@@ -292,13 +363,16 @@ def time_iterations(run: Callable[[int], object], prepare: Callable[[int], None]
         telemetry = telemetry_for(dev.index)
     flush = None
     if config.l2_flush:
-        flush = (flusher if flusher is not None else _flusher_for(dev)).flush
+        flush = (flusher if flusher is not None else flusher_for(dev, config.l2_flush_mode)).flush
     method = "cuda_events" if is_cuda else "cpu_clock"
 
     device_ctx = torch.cuda.device(dev) if is_cuda else contextlib.nullcontext()
     gc_was_enabled = _gc_isenabled()
+    hold = None
+    if is_cuda and config.launch_hold and config.max_hold_ms > 0:
+        hold = _LaunchHold(config.max_hold_ms, telemetry.max_sm_clock_mhz() if telemetry is not None else None)
     with device_ctx:
-        session = _Session(run, prepare, dev, flush)
+        session = _Session(run, prepare, dev, flush, hold)
         try:
             if config.gc_off:
                 _gc_disable()
@@ -330,6 +404,12 @@ def time_iterations(run: Callable[[int], object], prepare: Callable[[int], None]
         stats.flags.append(FLAG_EVENTS_EXCEED_WALL)
     if is_throttled(clocks_before) or is_throttled(clocks_after):
         stats.flags.append(FLAG_THROTTLED)
+    host_ms = session.host_ms if is_cuda else None
+    if host_ms and stats.median_ms > 0:
+        if hold is not None and session.exposed > EXPOSED_FRACTION * len(samples):
+            stats.flags.append(FLAG_LAUNCH_EXPOSED)
+        if sorted(host_ms)[len(host_ms) // 2] > stats.median_ms:
+            stats.flags.append(FLAG_LAUNCH_BOUND)
     if integrity_violations():
         stats.flags.append(FLAG_FUNCTIONS_REPLACED)
     return TimingResult(
@@ -337,4 +417,5 @@ def time_iterations(run: Callable[[int], object], prepare: Callable[[int], None]
         clocks_before=clocks_before, clocks_after=clocks_after, events_total_ms=events_total_ms,
         clock_warmup=clock_state, warmup_s=warmup_s,
         energy_mj_per_call=energy_per_call_mj(clocks_before, clocks_after, len(samples)),
+        host_ms=host_ms, hold_ms=hold.ms if hold is not None else 0.0, exposed=session.exposed,
     )

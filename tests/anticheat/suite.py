@@ -5,7 +5,8 @@ header comments the tests read:
 
     # solbench: problem=ac_axpy          (the problem; every file solves the same one)
     # expect: REWARD_HACK                (the status every evaluated workload must end with; PASSED for legit)
-    # expect-log: some text              (optional, repeatable: each must appear in the first trace's log)
+    # expect-log: some text              (optional, repeatable: each must appear in the first trace's log;
+    #                                      "a|b": either one)
     # device: gpu                        (optional: only on a CUDA machine)
 
 JSON solutions (several sources) carry the same headers in a top-level "x-expect" object.
@@ -62,6 +63,11 @@ class Case:
     @property
     def name(self) -> str:
         return self.path.stem
+
+    @property
+    def allowed(self) -> set[str]:
+        """`expect: A|B` allows either status (e.g. a catch that depends on how long timing runs)."""
+        return set(self.expect.split("|"))
 
     @property
     def id(self) -> str:

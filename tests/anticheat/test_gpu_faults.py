@@ -83,4 +83,7 @@ def test_probe_flags_unjoined_side_stream_and_accepts_joined():
     assert bad.verdict() is not None, bad.to_dict()
     assert good.verdict() is None, good.to_dict()
     if bad.cupti == "used":  # cupti-python installed: the span across streams is measured too
-        assert max(bad.span_ms) > 3 * max(bad.event_ms)
+        import statistics
+
+        assert statistics.median(bad.span_ms) > 3 * statistics.median(bad.event_ms)
+        assert max(bad.event_ms) < 10 * statistics.median(bad.event_ms)  # CUPTI's start-up cost is not in a call

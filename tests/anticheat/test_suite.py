@@ -23,9 +23,11 @@ def check_case(case: Case, traces) -> None:
     assert traces, f"{case.id}: no traces"
     statuses = [t.status for t in traces]
     assert Status.PASSED not in statuses or case.kind == "legit", f"{case.id} PASSED:\n{_describe(traces)}"
-    assert all(s == Status(case.expect) for s in statuses), f"{case.id}: expected {case.expect}\n{_describe(traces)}"
+    allowed = {Status(s) for s in case.allowed}
+    assert all(s in allowed for s in statuses), f"{case.id}: expected {case.expect}\n{_describe(traces)}"
     for fragment in case.logs:
-        assert fragment in traces[0].evaluation.log, f"{case.id}: {fragment!r} not in the log\n{_describe(traces)}"
+        log = traces[0].evaluation.log
+        assert any(f in log for f in fragment.split("|")), f"{case.id}: {fragment!r} not in the log\n{_describe(traces)}"
 
 
 def test_suite_is_big_enough():

@@ -214,3 +214,26 @@ def test_default_config_follows_device():
 def test_timer_module_captured_originals():
     assert timer._perf_counter_ns is time.perf_counter_ns
     assert timer._Event is torch.cuda.Event
+
+
+def test_launch_hold_grows_to_cover_host_launches_and_never_shrinks():
+    hold = timer._LaunchHold(max_ms=2.0, max_sm_mhz=1000)
+    assert hold.ms == pytest.approx(timer.HOLD_MIN_MS)
+    hold.grow([0.1] * 9 + [5.0])  # the p90 of ten samples is the largest: 5 ms, beyond the cap
+    assert hold.ms == pytest.approx(2.0)
+    hold.grow([0.01] * 20)
+    assert hold.ms == pytest.approx(2.0)  # never shrinks within a block
+    fresh = timer._LaunchHold(max_ms=2.0, max_sm_mhz=1000)
+    fresh.grow([0.2] * 20)
+    assert fresh.ms == pytest.approx(timer.HOLD_FACTOR * 0.2 + timer.HOLD_MIN_MS)
+    assert fresh._cycles == int(fresh.ms * 1000 * 1000)  # cycles at the maximum SM clock: errs long
+
+
+def test_launch_hold_without_nvml_assumes_a_clock_above_any_gpu():
+    hold = timer._LaunchHold(max_ms=1.0, max_sm_mhz=None)
+    assert hold.cycles_per_ms == 1000 * timer.ASSUMED_MAX_SM_MHZ >= 1000 * 2100
+
+
+def test_cpu_timing_reports_no_host_launch_figures():
+    result = time_iterations(lambda i: None, None, "cpu", TimingConfig.cpu(iters=5, adaptive=False))
+    assert result.host_ms is None and result.hold_ms == 0.0 and result.exposed == 0

@@ -40,7 +40,8 @@ def test_prepare_sync_work_not_in_window():
     assert result.stats.median_ms < 2.0
 
 
-def test_l2_flush_makes_cached_reads_slower():
+@pytest.mark.parametrize("mode", ["read", "write", "write_read"])
+def test_l2_flush_makes_cached_reads_slower(mode):
     """prepare keeps the GPU busy without memory traffic, so the unflushed arm does not time host launch
     gaps on an idle GPU (measured on an H100: hot 11.7 us, cold 17.1 us)."""
     x = torch.randn(4 << 20, device=_dev())  # 16 MiB: fits in L2 of A100/H100/H200/B200
@@ -50,7 +51,7 @@ def test_l2_flush_makes_cached_reads_slower():
         torch.cuda._sleep(100_000)
 
     hot = time_iterations(lambda i: x.sum(), busy, _dev(), TimingConfig.cuda(l2_flush=False, **cfg))
-    cold = time_iterations(lambda i: x.sum(), busy, _dev(), TimingConfig.cuda(l2_flush=True, **cfg))
+    cold = time_iterations(lambda i: x.sum(), busy, _dev(), TimingConfig.cuda(l2_flush=True, l2_flush_mode=mode, **cfg))
     assert cold.stats.median_ms > hot.stats.median_ms
 
 
@@ -67,3 +68,37 @@ def test_integrity_and_telemetry_on_gpu():
     if result.clocks_before is not None:
         assert result.clocks_before["sm_mhz"] > 0
         assert result.clock_warmup in ("reached", "plateau", "timeout")
+
+
+def _host_delay_then_kernel(x: torch.Tensor, delay_ms: float):
+    import time
+
+    def run(i):
+        end = time.perf_counter() + delay_ms / 1e3
+        while time.perf_counter() < end:  # a slow host: Python work between the start mark and the kernel
+            pass
+        x.add_(1.0)
+    return run
+
+
+def test_launch_hold_times_the_device_not_the_host():
+    """With the hold, 0.3 ms of host work before a ~us kernel stays out of the event time (and is reported
+    as host time, flagged launch_bound); without it, the event time is mostly that host work."""
+    x = torch.zeros(1024, device=_dev())
+    cfg = dict(iters=30, adaptive=False, clock_warmup=False)
+    held = time_iterations(_host_delay_then_kernel(x, 0.3), None, _dev(), TimingConfig.cuda(**cfg))
+    bare = time_iterations(_host_delay_then_kernel(x, 0.3), None, _dev(), TimingConfig.cuda(launch_hold=False, **cfg))
+    assert held.stats.median_ms < 0.1
+    assert bare.stats.median_ms > 0.2
+    assert held.hold_ms >= 0.3 and held.exposed <= 3
+    assert min(held.host_ms) >= 0.3
+    assert "launch_bound" in held.flags and "launch_exposed" not in held.flags
+
+
+def test_launch_slower_than_the_longest_hold_is_flagged():
+    x = torch.zeros(1024, device=_dev())
+    result = time_iterations(_host_delay_then_kernel(x, 1.0), None, _dev(),
+                             TimingConfig.cuda(iters=20, adaptive=False, clock_warmup=False, max_hold_ms=0.5))
+    assert result.hold_ms == pytest.approx(0.5)
+    assert "launch_exposed" in result.flags
+    assert result.stats.median_ms > 0.3  # the exposed host time is in the events, and the flag says so

@@ -2,12 +2,13 @@
 so the timer sees only the thread start; the output is written a moment later.
 
 Caught: the outputs of timed calls are copied for verification right after the call returns, before
-the thread has written them (destinations are NaN-filled): INCORRECT_NUMERICAL. (thread_lingers.py
-is the variant whose outputs are complete in time.)
+the thread has written them (destinations are NaN-filled): INCORRECT_NUMERICAL. When the timed block
+outlasts the thread's sleep (GPU defaults), the thread watch sees threads that finished after their
+call returned first: REWARD_HACK. (thread_lingers.py is the variant whose outputs are complete in time.)
 """
 # solbench: problem=ac_axpy
-# expect: INCORRECT_NUMERICAL
-# expect-log: timed iteration
+# expect: INCORRECT_NUMERICAL|REWARD_HACK
+# expect-log: timed iteration|finished later
 import threading
 import time
 
