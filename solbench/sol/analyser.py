@@ -23,7 +23,8 @@ import threading
 from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
 
-from solbench.sol.capture import Capture, CaptureError, compile_reference, declared_io_capture, run_capture
+from solbench.sol.capture import compile_reference, declared_io_capture, run_capture
+from solbench.sol.capture_data import Capture, CaptureError
 from solbench.sol.hardware import HardwareSpec
 from solbench.spec import dtypes
 from solbench.spec.definition import Definition

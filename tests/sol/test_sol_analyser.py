@@ -212,9 +212,9 @@ def test_in_place_output_of_an_input_writes_nothing_provable(definition_of):
 
 def test_big_causal_mask_measured_without_computing_it(definition_of, monkeypatch):
     """Masks too big to compute for real are followed symbolically through ones -> triu -> masked_fill."""
-    from solbench.sol import analyser, capture
+    from solbench.sol import analyser, meta_tracer
 
-    monkeypatch.setattr(capture, "REAL_NUMEL_LIMIT", 16)
+    monkeypatch.setattr(meta_tracer, "REAL_NUMEL_LIMIT", 16)
     monkeypatch.setattr(analyser, "_captures", analyser.OrderedDict())
     b, h, length, dim = 1, 2, 96, 32
     ref = (

@@ -1,0 +1,76 @@
+"""What a capture records: the work a reference did on meta tensors, convention-free.
+
+`capture` produces a `Capture`; `analyser` turns it into FLOPs and bytes under a convention.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+class CaptureError(RuntimeError):
+    """The reference could not be traced (the analyser falls back and says why)."""
+
+
+class BudgetExceeded(CaptureError):
+    pass
+
+
+@dataclass
+class MatmulEvent:
+    op: str
+    flops: float
+    dtype: str  # definition dtype name of the operands (narrowest origin)
+    active: float = 1.0  # fraction of the work left once masks are applied
+    flops_solar: float | None = None  # the published convention's count, where it differs
+    provable: bool = True  # both operands come from inputs and no input-dependent mask touched it
+
+
+@dataclass
+class InputUse:
+    name: str
+    dtype: str
+    numel: int  # stored elements (packed fp4: bytes)
+    regions: dict = field(default_factory=dict)  # (offset, shape, stride) -> distinct elements
+    gathered: int = 0
+    written_regions: dict = field(default_factory=dict)  # written in place: (offset, shape, stride) -> elements
+    scattered: int = 0  # written in place by indexed / masked ops
+
+    @property
+    def elements_read(self) -> int:
+        return min(self.numel, sum(self.regions.values()) + self.gathered)
+
+    @property
+    def elements_written(self) -> int:
+        return min(self.numel, sum(self.written_regions.values()) + self.scattered)
+
+
+@dataclass
+class OutputInfo:
+    name: str
+    dtype: str
+    numel: int
+    aliases_input: str | None = None  # the reference returned (a view of) this input
+    written: int | None = None  # for an input handed back: the elements the reference wrote into it
+
+    @property
+    def elements_moved(self) -> int:
+        """Elements a kernel must write: all of a fresh output, the updated part of an input handed back."""
+        return self.numel if self.aliases_input is None else min(self.numel, self.written or 0)
+
+
+@dataclass
+class Capture:
+    method: str  # "meta" (exact), "meta-approx" (invented values), "declared-io" (not traced)
+    matmuls: list[MatmulEvent]
+    flops_other: float
+    inputs: dict[str, InputUse]
+    outputs: dict[str, OutputInfo]
+    unknown_ops: dict[str, int]
+    fabricated: list[str]
+    notes: list[str]
+    n_ops: int
+
+    @property
+    def exact(self) -> bool:
+        return self.method == "meta"

@@ -1,0 +1,316 @@
+"""The dispatch mode that runs a reference on meta tensors and records its work, op by op.
+
+Every aten op runs on meta, or for real on the CPU when all its operands are real and small
+(constants that depend on no input: masks, index tables, rotary tables), so their values are known.
+When the reference asks for an input-dependent value (`.item()`, `nonzero`, boolean indexing, unique)
+one is invented and recorded in `fabricated` (the capture is then approximate).
+
+Per op it records: the elements read from each input (slices their region, gathers the rows
+gathered, broadcasts their distinct elements), the elements written into inputs updated in place
+(`inplace`), matmul-class events with their operand dtype, mask activity and provability, the
+other FLOPs (`opcost`), and the names of ops it does not understand. `value_tracking` follows what is
+known about values; `meta_redirect` keeps factories on meta and costs SDPA as one op.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+from contextlib import contextmanager
+
+import torch
+from torch.utils import _pytree as pytree
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.weak import WeakIdKeyDictionary
+
+from solbench.sol import inplace, opcost
+from solbench.sol.capture_data import BudgetExceeded, CaptureError, InputUse, MatmulEvent
+from solbench.sol.value_tracking import DTYPE_BITS, ValueTracking, dtype_family, is_float, torch_dtype_name
+
+aten = torch.ops.aten
+
+REAL_NUMEL_LIMIT = 1 << 24  # constants up to this many elements are computed for real on the CPU
+REAL_MATMUL_FLOPS_LIMIT = 1e8
+MAX_OPS = 20_000
+MAX_SECONDS = 5.0  # per trace (reference, or custom-input entrypoint)
+# Not marked as views in aten, but they only reshape or re-label the same data.
+VIEW_LIKE = frozenset({"detach", "alias", "lift_fresh", "_reshape_alias", "_unsafe_view", "squeeze", "unsqueeze",
+                       "transpose", "t", "as_strided", "view_as_real", "view_as_complex", "resolve_conj", "resolve_neg"})
+# Random float data only matters as data: big draws stay meta (random ints, e.g. routing, stay real).
+RANDOM_FLOAT = frozenset({"randn", "rand", "normal", "uniform", "randn_like", "rand_like", "bernoulli",
+                          "exponential", "cauchy", "log_normal"})
+RANDOM_REAL_LIMIT = 1 << 16
+UNINITIALISED = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"})
+
+
+class Tracer(ValueTracking, TorchDispatchMode):
+    """Executes every aten op on meta (or for real, for small constants) and records its cost."""
+
+    def __init__(self, max_ops: int = MAX_OPS, max_seconds: float = MAX_SECONDS):
+        super().__init__()
+        self.roots = WeakIdKeyDictionary()  # tensor -> input name it views
+        self.origin = WeakIdKeyDictionary()  # tensor -> narrowest float dtype its data came from
+        self.active = WeakIdKeyDictionary()  # tensor -> fraction of elements not masked off
+        self.producer = WeakIdKeyDictionary()  # tensor -> indices of matmul events it came from
+        self.const_nz = WeakIdKeyDictionary()  # meta constant -> (nonzero fraction, value of nonzeros)
+        self.tainted = WeakIdKeyDictionary()  # real tensors written with unknown values
+        self.real_nz = WeakIdKeyDictionary()  # cache of nonzero fractions of real tensors
+        self.derived = WeakIdKeyDictionary()  # tensors whose values depend on some input
+        self.unknown_mask = WeakIdKeyDictionary()  # tensors masked by something input-dependent
+        self.inputs: dict[str, InputUse] = {}
+        self.matmuls: list[MatmulEvent] = []
+        self.flops_other = 0.0
+        self.unknown: Counter = Counter()
+        self.fabricated: list[str] = []
+        self.notes: list[str] = []
+        self.n_ops = 0
+        self.max_ops = max_ops
+        self.deadline = time.monotonic() + max_seconds
+        self.suppress = 0
+        self.recording = True
+
+    @contextmanager
+    def suppressed(self):
+        """Ops inside are executed but not costed (their parent op was costed as a whole)."""
+        self.suppress += 1
+        try:
+            yield
+        finally:
+            self.suppress -= 1
+
+    # -- values ------------------------------------------------------------------------------
+
+    def is_real(self, t: torch.Tensor) -> bool:
+        return t.device.type != "meta" and t not in self.tainted
+
+    def _fabricate_scalar(self, t: torch.Tensor):
+        self.fabricated.append(f".item() of an input-dependent {torch_dtype_name(t.dtype)} tensor {tuple(t.shape)}")
+        if t.dtype == torch.bool:
+            return False
+        if is_float(t.dtype):
+            return 1.0
+        return 1
+
+    # -- dispatch ----------------------------------------------------------------------------
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is aten._local_scalar_dense.default:
+            t = args[0]
+            return func(t) if self.is_real(t) else self._fabricate_scalar(t)
+        self.n_ops += 1
+        if self.n_ops > self.max_ops or (self.n_ops % 256 == 0 and time.monotonic() > self.deadline):
+            raise BudgetExceeded(f"the reference runs more than {self.max_ops} ops or {MAX_SECONDS:.0f} s "
+                                 f"on meta tensors (a Python loop over data?)")
+        name = opcost.packet_name(func)
+        tensors = [a for a in pytree.tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)]
+        all_real = all(self.is_real(t) for t in tensors)
+        if name in ("nonzero", "argwhere") and not all_real:
+            t = args[0]
+            self.fabricated.append(f"{name} of an input-dependent tensor {tuple(t.shape)}: assumed all nonzero")
+            out = torch.empty((t.numel(), t.dim()), dtype=torch.int64, device="meta")
+            return out
+        if name == "_unique2" and not all_real:
+            t = args[0]
+            self.fabricated.append(f"unique of an input-dependent tensor {tuple(t.shape)}: assumed all distinct")
+            n = t.numel()
+            return (torch.empty((n,), dtype=t.dtype, device="meta"),
+                    torch.empty(tuple(t.shape), dtype=torch.int64, device="meta"),
+                    torch.empty((n,), dtype=torch.int64, device="meta"))
+        if name in ("index", "index_put", "_index_put_impl") and not all_real:
+            args = self._bool_indices_as_long(name, args)
+        if tensors and all_real and name not in opcost.MATMUL_OPS and all(
+                t.numel() <= REAL_NUMEL_LIMIT for t in tensors):
+            out = func(*args, **kwargs)  # small constants: real values (data-dependent ops work)
+            if self.recording:
+                self._record(func, name, args, kwargs,
+                             [o for o in pytree.tree_leaves(out) if isinstance(o, torch.Tensor)])
+            return out
+        m_args, m_kwargs = pytree.tree_map(self._to_meta, (args, kwargs))
+        if "device" in m_kwargs:
+            m_kwargs["device"] = torch.device("meta")
+        try:
+            out = func(*m_args, **m_kwargs)
+        except Exception as exc:
+            raise CaptureError(f"{func} failed on meta tensors: {type(exc).__name__}: {str(exc)[:200]}") from exc
+        outs = [o for o in pytree.tree_leaves(out) if isinstance(o, torch.Tensor)]
+        if all_real and name not in UNINITIALISED and self._small(name, m_args, outs) and not (
+                name in RANDOM_FLOAT and any(o.numel() > RANDOM_REAL_LIMIT for o in outs)):
+            r_kwargs = dict(kwargs)
+            if "device" in r_kwargs:
+                r_kwargs["device"] = torch.device("cpu")
+            out = func(*args, **r_kwargs)
+            outs = [o for o in pytree.tree_leaves(out) if isinstance(o, torch.Tensor)]
+        elif not all_real and func._schema.arguments and func._schema.arguments[0].is_write:
+            first = args[0] if args else None
+            if isinstance(first, torch.Tensor) and first.device.type != "meta":
+                self.tainted[first] = True  # a real tensor got input-dependent values
+        if self.recording:
+            self._record(func, name, args, kwargs, outs)
+        return out
+
+    def _bool_indices_as_long(self, name, args):
+        """A boolean index on meta has an unknown number of hits: assume all, as long indices."""
+        indices = args[1]
+        if not any(isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8) for i in indices):
+            return args
+        new = []
+        for i in indices:
+            if isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8):
+                if self.is_real(i):
+                    new.extend(i.nonzero().unbind(1))
+                    continue
+                self.fabricated.append(f"boolean indexing with an input-dependent mask {tuple(i.shape)}: "
+                                       f"assumed all selected")
+                new.extend([torch.empty(i.numel(), dtype=torch.int64, device="meta")] * i.dim())
+            else:
+                new.append(i)
+        return (args[0], new, *args[2:])
+
+    def _to_meta(self, a):
+        if isinstance(a, torch.Tensor) and a.device.type != "meta":
+            return a.to("meta")
+        if isinstance(a, torch.device) and a.type != "meta":
+            return torch.device("meta")
+        return a
+
+    def _small(self, name: str, m_args, outs) -> bool:
+        if any(o.numel() > REAL_NUMEL_LIMIT for o in outs):
+            return False
+        if name in opcost.MATMUL_OPS:
+            try:
+                return opcost.MATMUL_OPS[name](m_args, outs[0]) <= REAL_MATMUL_FLOPS_LIMIT
+            except Exception:
+                return False
+        return True
+
+    # -- recording ---------------------------------------------------------------------------
+
+    def add_input(self, name: str, t: torch.Tensor, declared_dtype: str) -> None:
+        self.roots[t] = name
+        self.derived[t] = True
+        self.inputs[name] = InputUse(name, declared_dtype, t.numel())
+        if is_float(t.dtype):
+            self.origin[t] = declared_dtype
+
+    def note_access(self, t: torch.Tensor, gathered_elements: int | None = None) -> None:
+        root = self.roots.get(t)
+        if root is None or self.suppress:
+            return
+        use = self.inputs[root]
+        if gathered_elements is not None:
+            use.gathered += gathered_elements
+            return
+        use.regions[(t.storage_offset(), tuple(t.shape), tuple(t.stride()))] = inplace.view_elements(t)
+
+    def _record(self, func, name, args, kwargs, outs) -> None:
+        if self.suppress:
+            return
+        tensor_args = [a for a in pytree.tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)]
+        first = args[0] if args and isinstance(args[0], torch.Tensor) else None
+        if any(t in self.derived for t in tensor_args):
+            for o in outs:
+                self.derived[o] = True
+        if any(t in self.unknown_mask for t in tensor_args):
+            for o in outs:
+                self.unknown_mask[o] = True
+        if func.is_view or name in VIEW_LIKE:
+            self._propagate_view(first if first is not None else (tensor_args[0] if tensor_args else None), outs,
+                                 func, args)
+            return
+        skip_read = self._note_writes(func, name, args, kwargs)
+        for i, t in enumerate(tensor_args):
+            if any(t is w for w in skip_read):
+                continue
+            if name in opcost.GATHER_OPS and t is first and outs:
+                self.note_access(t, gathered_elements=min(t.numel(), outs[0].numel()))
+            elif name == "embedding" and i == 0:
+                self.note_access(t, gathered_elements=min(t.numel(), outs[0].numel()))
+            else:
+                self.note_access(t)
+        if name in opcost.MATMUL_OPS:
+            self._record_matmul(name, args, tensor_args, outs)
+            return
+        flops = opcost.other_flops(name, func, args, outs)
+        if flops is None:
+            self.unknown[name] += 1
+            flops = 0.0
+        self.flops_other += flops
+        self._propagate_values(name, args, kwargs, tensor_args, outs)
+
+    def _note_writes(self, func, name, args, kwargs) -> list[torch.Tensor]:
+        """Record the elements written into inputs; returns the destinations not to count as read whole."""
+        skip = []
+        for position, t, is_out in inplace.written_arguments(func, args, kwargs):
+            root = self.roots.get(t)
+            reads = "none" if is_out else (inplace.reads_destination(name, args, kwargs) if position == 0 else "all")
+            if reads != "all":
+                skip.append(t)
+            if root is None:
+                continue
+            use = self.inputs[root]
+            region = (t.storage_offset(), tuple(t.shape), tuple(t.stride()))
+            if position == 0 and name in inplace.INDEXED_WRITE_OPS:
+                count = inplace.indexed_elements(name, args, kwargs, self.is_real)
+                use.scattered += count
+                if reads == "written":
+                    use.gathered += count
+                continue
+            count = inplace.view_elements(t)
+            if position == 0 and name in inplace.MASKED_WRITE_OPS:
+                nz = self.nonzero_fraction(args[1]) if len(args) > 1 else None
+                if nz is not None:
+                    use.scattered += int(math.ceil(nz[0] * count))
+                    continue
+            use.written_regions[region] = count
+        return skip
+
+    def origin_of(self, t: torch.Tensor) -> str | None:
+        o = self.origin.get(t)
+        if o is not None:
+            return o
+        return torch_dtype_name(t.dtype) if is_float(t.dtype) and t.device.type == "meta" else None
+
+    def _record_matmul(self, name, args, tensor_args, outs) -> None:
+        idx = opcost.MATMUL_OPERANDS.get(name, (0, 1))
+        operands = [args[i] for i in idx if i < len(args) and isinstance(args[i], torch.Tensor)]
+        if name in ("_scaled_mm", "_scaled_grouped_mm", "_int_mm"):
+            dtype = torch_dtype_name(operands[0].dtype)
+        else:
+            origins = [o for o in (self.origin_of(t) for t in operands) if o]
+            dtype = max(origins, key=lambda o: DTYPE_BITS.get(dtype_family(o), 32)) if origins else \
+                torch_dtype_name(operands[0].dtype)
+        flops = opcost.MATMUL_OPS[name](args, outs[0])
+        active = min([self.active.get(t, 1.0) for t in operands] or [1.0])
+        provable = all(t in self.derived and t not in self.unknown_mask for t in operands)
+        self.matmuls.append(MatmulEvent(name, float(flops), dtype, active, opcost.solar_matmul_flops(name, args),
+                                        provable))
+        if name in ("addmm", "baddbmm", "addbmm", "addmv", "_addmm_activation"):
+            self.flops_other += outs[0].numel()  # the bias / accumulate add
+        for o in outs[:1]:
+            self.producer[o] = {len(self.matmuls) - 1}
+            if is_float(o.dtype):
+                self.origin[o] = dtype if not dtype.startswith(("float8", "float4")) else torch_dtype_name(o.dtype)
+            if active < 1.0:
+                self.active[o] = 1.0
+
+    def _propagate_view(self, src, outs, func, args) -> None:
+        if src is None:
+            return
+        root, origin = self.roots.get(src), self.origin.get(src)
+        active, producer, const = self.active.get(src), self.producer.get(src), self.const_nz.get(src)
+        new_dtype = [o for o in outs if o.dtype != src.dtype]
+        for o in outs:
+            if root is not None:
+                self.roots[o] = root
+            if origin is not None and o.dtype == src.dtype:
+                self.origin[o] = origin
+            elif is_float(o.dtype):
+                self.origin[o] = torch_dtype_name(o.dtype)  # a view as another dtype (e.g. uint8 -> fp4x2)
+            if active is not None:
+                self.active[o] = active
+            if producer:
+                self.producer[o] = producer
+            if const is not None and not new_dtype:
+                self.const_nz[o] = const
