@@ -26,6 +26,7 @@ from torch.utils.weak import WeakIdKeyDictionary
 
 from solbench.sol import inplace, opcost
 from solbench.sol.capture_data import BudgetExceeded, CaptureError, InputUse, MatmulEvent
+from solbench.sol.routing import BalancedRouting
 from solbench.sol.value_tracking import DTYPE_BITS, ValueTracking, dtype_family, is_float, torch_dtype_name
 
 aten = torch.ops.aten
@@ -44,7 +45,7 @@ RANDOM_REAL_LIMIT = 1 << 16
 UNINITIALISED = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"})
 
 
-class Tracer(ValueTracking, TorchDispatchMode):
+class Tracer(BalancedRouting, ValueTracking, TorchDispatchMode):
     """Executes every aten op on meta (or for real, for small constants) and records its cost."""
 
     def __init__(self, max_ops: int = MAX_OPS, max_seconds: float = MAX_SECONDS):
@@ -58,6 +59,8 @@ class Tracer(ValueTracking, TorchDispatchMode):
         self.real_nz = WeakIdKeyDictionary()  # cache of nonzero fractions of real tensors
         self.derived = WeakIdKeyDictionary()  # tensors whose values depend on some input
         self.unknown_mask = WeakIdKeyDictionary()  # tensors masked by something input-dependent
+        self.value_bound = WeakIdKeyDictionary()  # integer meta tensor -> its values lie in [0, bound)
+        self.selected = WeakIdKeyDictionary()  # `ids == v` mask -> elements assumed selected (routing)
         self.inputs: dict[str, InputUse] = {}
         self.matmuls: list[MatmulEvent] = []
         self.flops_other = 0.0
@@ -108,15 +111,17 @@ class Tracer(ValueTracking, TorchDispatchMode):
         all_real = all(self.is_real(t) for t in tensors)
         if name in ("nonzero", "argwhere") and not all_real:
             t = args[0]
-            self.fabricated.append(f"{name} of an input-dependent tensor {tuple(t.shape)}: assumed all nonzero")
-            out = torch.empty((t.numel(), t.dim()), dtype=torch.int64, device="meta")
+            out = torch.empty((self.nonzero_rows(name, t), t.dim()), dtype=torch.int64, device="meta")
+            if t.dim():
+                self.value_bound[out] = max(t.shape)
             return out
         if name == "_unique2" and not all_real:
             t = args[0]
-            self.fabricated.append(f"unique of an input-dependent tensor {tuple(t.shape)}: assumed all distinct")
-            n = t.numel()
-            return (torch.empty((n,), dtype=t.dtype, device="meta"),
-                    torch.empty(tuple(t.shape), dtype=torch.int64, device="meta"),
+            n = self.unique_count(t)
+            values = torch.empty((n,), dtype=t.dtype, device="meta")
+            if t in self.value_bound:
+                self.value_bound[values] = self.value_bound[t]
+            return (values, torch.empty(tuple(t.shape), dtype=torch.int64, device="meta"),
                     torch.empty((n,), dtype=torch.int64, device="meta"))
         if name in ("index", "index_put", "_index_put_impl") and not all_real:
             args = self._bool_indices_as_long(name, args)
@@ -146,6 +151,8 @@ class Tracer(ValueTracking, TorchDispatchMode):
             first = args[0] if args else None
             if isinstance(first, torch.Tensor) and first.device.type != "meta":
                 self.tainted[first] = True  # a real tensor got input-dependent values
+        if not all_real:
+            self.track_bounds(name, func, args, kwargs, outs)
         if self.recording:
             self._record(func, name, args, kwargs, outs)
         return out
