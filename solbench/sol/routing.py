@@ -63,6 +63,8 @@ class BalancedRouting:
             index_outs = [o for o in outs if not o.is_floating_point() and o.dtype != torch.bool]
             dim = _dim(name, args, kwargs)
             if index_outs and (name not in ("max", "min") or len(outs) > 1):
+                if dim is not None and first.dim() and not -first.dim() <= dim < first.dim():
+                    return
                 bound = first.numel() if dim is None else (first.shape[dim] if first.dim() else 1)
                 for o in index_outs:
                     self.value_bound[o] = bound
