@@ -73,7 +73,9 @@ def mlp_info(module: nn.Module) -> MlpInfo:
                    module.gate_proj.bias is not None)
 
 
-def weights(info: MlpInfo, dtype: str, prefix: str = "") -> tuple[list[Arg], dict[str, str]]:
+def weights(info: MlpInfo, dtype: str, prefix: str = "", width: str = "intermediate_size"
+            ) -> tuple[list[Arg], dict[str, str]]:
+    """Weights (reference input -> parameter path); `width` names the axis of the intermediate size."""
     p = prefix
     args: list[Arg] = []
     params: dict[str, str] = {}
@@ -86,18 +88,18 @@ def weights(info: MlpInfo, dtype: str, prefix: str = "") -> tuple[list[Arg], dic
             params[p + name + "_bias"] = path + ".bias"
 
     if not info.gated:
-        add("fc1", ("intermediate_size", "hidden_size"), "Up projection", "fc1", "hidden_size", ("intermediate_size",))
-        add("fc2", ("hidden_size", "intermediate_size"), "Down projection", "fc2", "intermediate_size", ("hidden_size",))
+        add("fc1", (width, "hidden_size"), "Up projection", "fc1", "hidden_size", (width,))
+        add("fc2", ("hidden_size", width), "Down projection", "fc2", width, ("hidden_size",))
     elif info.fused:
         add("gate_up", (str(2 * info.intermediate), "hidden_size"), "Fused gate and up projections (gate rows first)",
             "gate_up_proj", "hidden_size", (str(2 * info.intermediate),))
-        add("down", ("hidden_size", "intermediate_size"), "Down projection", "down_proj", "intermediate_size",
+        add("down", ("hidden_size", width), "Down projection", "down_proj", width,
             ("hidden_size",))
     else:
-        add("gate", ("intermediate_size", "hidden_size"), "Gate projection", "gate_proj", "hidden_size",
-            ("intermediate_size",))
-        add("up", ("intermediate_size", "hidden_size"), "Up projection", "up_proj", "hidden_size", ("intermediate_size",))
-        add("down", ("hidden_size", "intermediate_size"), "Down projection", "down_proj", "intermediate_size",
+        add("gate", (width, "hidden_size"), "Gate projection", "gate_proj", "hidden_size",
+            (width,))
+        add("up", (width, "hidden_size"), "Up projection", "up_proj", "hidden_size", (width,))
+        add("down", ("hidden_size", width), "Down projection", "down_proj", width,
             ("hidden_size",))
     return args, params
 
