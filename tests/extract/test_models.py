@@ -41,6 +41,8 @@ def test_gemma_sliding_and_full_layers(gemma_small):
     assert gemma_small.layer_kinds == 2
     assert "mqa_attention_prefill_h4_kv1_d256_sw512" in names and "mqa_attention_prefill_h4_kv1_d256" in names
     assert "rmsnorm_oneplus_h1152_eps1e-06" in names
+    # backward of GeGLU and of sliding-window attention (validated over a sequence longer than the window)
+    assert {"geglu_tanh_mlp_backward_h1152_i6912", "mqa_attention_prefill_backward_h4_kv1_d256_sw512"} <= names
     # decode layers of both kinds; the sliding one is validated with a cache longer than its window
     for window in ("_sw512", ""):
         assert (f"decoder_layer_decode_hs1152_h4_kv1_d256_qknormoneplus{window}_geglu_tanh_i6912_sandwich_"
@@ -157,3 +159,27 @@ def test_deepseek_v3_mla_fused_layers_match_the_module():
     dense = [d for d in found.drafts if d.name in layers and "_moe_" not in d.name]
     for result in Validator(traced).validate_all(dense):
         assert result.exact == {"float32": True, "bfloat16": True}, (result.problem, result.message)
+
+
+def test_backward_with_sinks_and_fused_gate_up_match_autograd():
+    """gpt-oss attention backward with sinks (and a window) and phi-4's fused gate/up MLP backward agree with
+    autograd through the modules; a wrong sink gradient is caught."""
+    from solbench.extract import configs
+    from solbench.extract.families import drafts_for
+    from solbench.extract.trace import trace
+    from solbench.extract.validate import Validator
+
+    for model, names in (("openai/gpt-oss-20b", ["gqa_attention_prefill_backward_h64_kv8_d64_sinks",
+                                                 "gqa_attention_prefill_backward_h64_kv8_d64_sw128_sinks"]),
+                         ("microsoft/phi-4", ["swiglu_mlp_gateupfused_backward_h5120_i17920"])):
+        traced = trace(configs.resolve(model, use_hub=False))
+        drafts = {d.name: d for d in drafts_for(traced).drafts}
+        validator = Validator(traced)
+        for name in names:
+            result = validator.validate(drafts[name], (torch.float32,))
+            assert result.passed and result.max_abs_error["float32"] < 1e-4, (name, result.message)
+        if "sinks" in names[0]:
+            draft = drafts[names[0]]
+            assert [a.name for a in draft.outputs][-1] == "grad_sinks"
+            broken = type(draft)(**{**draft.__dict__, "code": draft.code.replace("grad_sinks = -(", "grad_sinks = (")})
+            assert not validator.validate(broken, (torch.float32,)).passed
