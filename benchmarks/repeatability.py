@@ -37,7 +37,7 @@ def run_once(problems: list[Path], out: Path, args: argparse.Namespace) -> float
         if args.max_workloads:
             cmd += ["--max-workloads", str(args.max_workloads)]
         cmd += args.run_arg
-        env = dict(os.environ, PYTHONPATH=str(REPO))
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
         result = subprocess.run(cmd, env=env, capture_output=True, text=True)
         if result.returncode not in (0, 1):
             print(result.stderr[-2000:], file=sys.stderr)

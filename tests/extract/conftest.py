@@ -23,3 +23,12 @@ def gemma_small():
     from solbench.extract.pipeline import extract_model
 
     return extract_model("google/gemma-3-1b-pt", use_hub=False)
+
+
+@pytest.fixture(scope="session")
+def deepseek_v2_lite():
+    """DeepSeek-V2-Lite: MLA with complex RoPE and a full-rank query, a dense layer and a MoE layer with shared
+    experts (validated with narrowed MLP and expert widths)."""
+    from solbench.extract.pipeline import extract_model
+
+    return extract_model("deepseek-ai/DeepSeek-V2-Lite", use_hub=False)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import torch
 
 from solbench.extract import emit, workloads
@@ -21,6 +22,7 @@ def test_qwen_problems_and_validation(qwen_small):
                      "attention_block_prefill_hs1024_h16_kv8_d128_qknorm",
                      "attention_block_decode_hs1024_h16_kv8_d128_qknorm", "swiglu_mlp_h1024_i3072",
                      "decoder_layer_prefill_hs1024_h16_kv8_d128_qknorm_swiglu_i3072_eps1e-06",
+                     "decoder_layer_decode_hs1024_h16_kv8_d128_qknorm_swiglu_i3072_eps1e-06",
                      "embedding_v151936_h1024", "lm_head_v151936_h1024", "rmsnorm_backward_h1024_eps1e-06",
                      "swiglu_mlp_backward_h1024_i3072", "gqa_attention_prefill_backward_h16_kv8_d128"):
         assert expected in names
@@ -39,6 +41,12 @@ def test_gemma_sliding_and_full_layers(gemma_small):
     assert gemma_small.layer_kinds == 2
     assert "mqa_attention_prefill_h4_kv1_d256_sw512" in names and "mqa_attention_prefill_h4_kv1_d256" in names
     assert "rmsnorm_oneplus_h1152_eps1e-06" in names
+    # backward of GeGLU and of sliding-window attention (validated over a sequence longer than the window)
+    assert {"geglu_tanh_mlp_backward_h1152_i6912", "mqa_attention_prefill_backward_h4_kv1_d256_sw512"} <= names
+    # decode layers of both kinds; the sliding one is validated with a cache longer than its window
+    for window in ("_sw512", ""):
+        assert (f"decoder_layer_decode_hs1152_h4_kv1_d256_qknormoneplus{window}_geglu_tanh_i6912_sandwich_"
+                f"onepluseps1e-06") in names
     assert any(n.startswith("scaled_embedding_v262144_h1152") for n in names)
     assert all(v.passed for v in gemma_small.validations), [v.message for v in gemma_small.failed]
 
@@ -101,3 +109,77 @@ def test_extraction_is_deterministic(qwen_small, tmp_path):
             twin = tmp_path / "b" / path.relative_to(tmp_path / "a")
             assert twin.read_bytes() == path.read_bytes(), path
     assert len(list((tmp_path / "ra").rglob("*.py"))) == len(first)
+
+
+MLA_V2 = "mla_hs2048_h16_qfull_kvr512_nope128_rope64_v128_ropecomplex_scale0p114721"
+
+
+def test_deepseek_v2_mla_blocks_and_fused_layers(deepseek_v2_lite):
+    """Complex (DeepSeek-V2) RoPE, MLA fused layers with a dense MLP and with MoE + shared experts, prefill and
+    decode against the compressed cache, all checked against the transformers modules."""
+    names = set(_by_name(deepseek_v2_lite))
+    expected = [f"{MLA_V2.replace('mla_', 'mla_attention_block_prefill_')}",
+                f"{MLA_V2.replace('mla_', 'mla_attention_block_decode_')}"]
+    for phase in ("prefill", "decode"):
+        expected += [f"decoder_layer_{phase}_{MLA_V2}_swiglu_i10944_eps1e-06",
+                     f"decoder_layer_{phase}_{MLA_V2}_moe_softmax_topk_e64_k6_i1408_shared2816_eps1e-06"]
+    assert set(expected) <= names, sorted(set(expected) - names)
+    assert not deepseek_v2_lite.skipped
+    assert all(v.passed for v in deepseek_v2_lite.validations), [v.message for v in deepseek_v2_lite.failed]
+    results = {v.problem: v for v in deepseek_v2_lite.validations}
+    for name in expected:
+        if "_moe_" in name:  # expert outputs are summed in another order: bf16 rounding only
+            assert results[name].max_abs_error["float32"] < 1e-5, results[name].max_abs_error
+        else:
+            assert results[name].exact == {"float32": True, "bfloat16": True}, (name, results[name].max_abs_error)
+    draft = _by_name(deepseek_v2_lite)[expected[-1]]
+    assert [a.name for a in draft.outputs] == ["output", "latent_new", "rope_new"]
+    assert draft.axes["shared_intermediate_size"][1] == 2816 and draft.axes["intermediate_size"][1] == 1408
+    assert draft.hints["moe"]["touched_experts"] == "min(num_experts, batch_size * top_k)"
+    assert {"moe_gate_up_weight", "moe_down_weight"} == set(draft.hints["moe"]["expert_weight_inputs"])
+    assert next(a for a in draft.inputs if a.name == "cos").dtype == "float32"  # complex frequencies stay fp32
+
+
+@pytest.mark.slow
+def test_deepseek_v3_mla_fused_layers_match_the_module():
+    """DeepSeek-V3's dense MLA layer (low-rank query, interleaved RoPE), prefill and decode: bit-exact."""
+    from solbench.extract import configs
+    from solbench.extract.families import drafts_for
+    from solbench.extract.trace import trace
+    from solbench.extract.validate import Validator
+
+    traced = trace(configs.resolve("deepseek-ai/DeepSeek-V3", use_hub=False))
+    found = drafts_for(traced)
+    assert not found.skipped
+    mla = "mla_hs7168_h128_qr1536_kvr512_nope128_rope64_v128_ropeinterleave_scale0p135234"
+    names = {d.name for d in found.drafts}
+    layers = [f"decoder_layer_{phase}_{mla}_{ffn}_eps1e-06" for phase in ("prefill", "decode")
+              for ffn in ("swiglu_i18432", "moe_sigmoid_grouped_e256_k8_i2048_shared2048")]
+    assert set(layers) <= names, sorted(set(layers) - names)
+    dense = [d for d in found.drafts if d.name in layers and "_moe_" not in d.name]
+    for result in Validator(traced).validate_all(dense):
+        assert result.exact == {"float32": True, "bfloat16": True}, (result.problem, result.message)
+
+
+def test_backward_with_sinks_and_fused_gate_up_match_autograd():
+    """gpt-oss attention backward with sinks (and a window) and phi-4's fused gate/up MLP backward agree with
+    autograd through the modules; a wrong sink gradient is caught."""
+    from solbench.extract import configs
+    from solbench.extract.families import drafts_for
+    from solbench.extract.trace import trace
+    from solbench.extract.validate import Validator
+
+    for model, names in (("openai/gpt-oss-20b", ["gqa_attention_prefill_backward_h64_kv8_d64_sinks",
+                                                 "gqa_attention_prefill_backward_h64_kv8_d64_sw128_sinks"]),
+                         ("microsoft/phi-4", ["swiglu_mlp_gateupfused_backward_h5120_i17920"])):
+        traced = trace(configs.resolve(model, use_hub=False))
+        drafts = {d.name: d for d in drafts_for(traced).drafts}
+        validator = Validator(traced)
+        for name in names:
+            result = validator.validate(drafts[name], (torch.float32,))
+            assert result.passed and result.max_abs_error["float32"] < 1e-4, (name, result.message)
+        if "sinks" in names[0]:
+            draft = drafts[names[0]]
+            assert [a.name for a in draft.outputs][-1] == "grad_sinks"
+            broken = type(draft)(**{**draft.__dict__, "code": draft.code.replace("grad_sinks = -(", "grad_sinks = (")})
+            assert not validator.validate(broken, (torch.float32,)).passed

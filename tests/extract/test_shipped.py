@@ -18,7 +18,10 @@ FOLDERS = discover_problems(PROBLEMS) if PROBLEMS.is_dir() else []
 SAMPLE = ["rmsnorm_h4096_eps1e-06", "gqa_attention_decode_h32_kv8_d128", "mqa_attention_prefill_h4_kv1_d256_sw512",
           "gqa_attention_decode_h64_kv8_d64_sw128_sinks", "moe_router_sigmoid_grouped_e256_k8_g8_tg4_h7168_renorm_scale2p5",
           "moe_experts_swiglu_e128_k8_h2048_i768", "attention_block_prefill_hs1024_h16_kv8_d128_qknorm",
-          "patch_embedding_img224_p16_c3_h768", "rmsnorm_backward_h2048_eps1e-05"]
+          "patch_embedding_img224_p16_c3_h768", "rmsnorm_backward_h2048_eps1e-05",
+          "decoder_layer_decode_hs1024_h16_kv8_d128_qknorm_swiglu_i3072_eps1e-06",
+          "decoder_layer_decode_mla_hs2048_h16_qfull_kvr512_nope128_rope64_v128_ropecomplex_scale0p114721_swiglu_i10944"
+          "_eps1e-06"]
 
 
 def test_enough_problems_and_models_are_shipped():

@@ -55,13 +55,15 @@ def test_flush_overwrites_the_whole_buffer_with_a_new_value():
 @pytest.mark.gpu
 def test_cuda_flusher_is_at_least_twice_l2():
     dev = torch.device("cuda", torch.cuda.current_device())
-    f = L2Flusher(dev)
     l2 = torch.cuda.get_device_properties(dev).L2_cache_size
-    assert f.size_bytes >= 2 * l2
-    assert f._buffer.is_cuda and f._buffer.numel() * 4 >= 2 * l2 - 4
-    f.flush()
+    writer, reader = L2Flusher(dev, mode="write"), L2Flusher(dev)
+    for f in (writer, reader):
+        assert f.size_bytes >= 2 * l2
+        assert f._buffer.is_cuda and f._buffer.numel() * 4 >= 2 * l2 - 4
+        f.flush()
     torch.cuda.synchronize()
-    assert int(f._buffer[-1]) == 1
+    assert int(writer._buffer[-1]) == 1  # the write sweep reached the end of the buffer
+    assert reader.mode == "read" and int(reader._sink) == 0  # the read sweep summed the (zero) buffer
 
 
 def test_flush_modes_are_checked_and_the_read_reduction_runs():

@@ -88,11 +88,13 @@ def test_launch_hold_times_the_device_not_the_host():
     cfg = dict(iters=30, adaptive=False, clock_warmup=False)
     held = time_iterations(_host_delay_then_kernel(x, 0.3), None, _dev(), TimingConfig.cuda(**cfg))
     bare = time_iterations(_host_delay_then_kernel(x, 0.3), None, _dev(), TimingConfig.cuda(launch_hold=False, **cfg))
-    assert held.stats.median_ms < 0.1
-    assert bare.stats.median_ms > 0.2
-    assert held.hold_ms >= 0.3 and held.exposed <= 3
-    assert min(held.host_ms) >= 0.3
-    assert "launch_bound" in held.flags and "launch_exposed" not in held.flags
+    seen = (f"held: median {held.stats.median_ms:.4f} ms, hold {held.hold_ms:.3f} ms, exposed {held.exposed}, "
+            f"host min {min(held.host_ms):.3f} ms, flags {held.flags}; bare: median {bare.stats.median_ms:.4f} ms")
+    assert held.stats.median_ms < 0.1, seen
+    assert bare.stats.median_ms > 0.2, seen
+    assert held.hold_ms >= 0.3 and held.exposed <= 3, seen
+    assert min(held.host_ms) >= 0.3, seen
+    assert "launch_bound" in held.flags and "launch_exposed" not in held.flags, seen
 
 
 def test_launch_slower_than_the_longest_hold_is_flagged():

@@ -7,7 +7,6 @@ Parts that no family recognises are reported, never silently dropped.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 
 from solbench.extract.draft import Draft
@@ -92,21 +91,24 @@ def _layer_drafts(out: Drafts, traced: TracedModel, index: int, lay, ref: str, d
     else:
         out.skipped.append(f"layer {index}: feed-forward {type(block).__name__} not recognised")
         return
-    if attn_info is not None:
-        out.add(layer.layer_draft(lay, attn_info, ffn, ref.rstrip(":") + ":", dtype, fixed_seq))
-    else:
-        out.skipped.append(f"layer {index}: fused layer problem needs standard attention (MLA layers: not yet)")
+    if attn_info is None:
+        out.skipped.append(f"layer {index}: no fused layer problem without its attention")
+        return
+    phases = ("prefill", "decode") if getattr(attn_info, "causal", True) else ("prefill",)  # MLA is causal
+    for phase in phases:
+        try:
+            out.add(layer.layer_draft(lay, attn_info, ffn, ref.rstrip(":") + ":", dtype, fixed_seq, phase))
+        except SpecError as exc:
+            out.skipped.append(f"layer {index}: fused {phase} layer: {exc}")
 
 
 def _attention_drafts(out: Drafts, attn, ref: str, cfg, dtype: str, fixed_seq: int | None,
                       layer_type: str | None, index: int):
-    """Attention problems of one layer kind; returns the AttentionInfo when a fused layer can be built."""
+    """Attention problems of one layer kind; returns its AttentionInfo or MlaInfo for the fused layer."""
     if mla.is_mla(attn):
-        if not hasattr(sys.modules[type(attn).__module__], "apply_rotary_pos_emb"):
-            raise SpecError(f"{type(attn).__name__} rotates with complex frequencies, not (cos, sin) tables; "
-                            f"not supported yet")
-        out.add(*mla.mla_drafts(mla.mla_info(attn, cfg), ref, dtype))
-        return None
+        info = mla.mla_info(attn, cfg)
+        out.add(*mla.mla_drafts(info, ref, dtype))
+        return info
     if not attention.is_attention(attn):
         raise SpecError(f"{type(attn).__name__} not recognised")
     info = attention.attention_info(attn, cfg, layer_type)

@@ -73,7 +73,9 @@ def mlp_info(module: nn.Module) -> MlpInfo:
                    module.gate_proj.bias is not None)
 
 
-def weights(info: MlpInfo, dtype: str, prefix: str = "") -> tuple[list[Arg], dict[str, str]]:
+def weights(info: MlpInfo, dtype: str, prefix: str = "", width: str = "intermediate_size"
+            ) -> tuple[list[Arg], dict[str, str]]:
+    """Weights (reference input -> parameter path); `width` names the axis of the intermediate size."""
     p = prefix
     args: list[Arg] = []
     params: dict[str, str] = {}
@@ -86,18 +88,18 @@ def weights(info: MlpInfo, dtype: str, prefix: str = "") -> tuple[list[Arg], dic
             params[p + name + "_bias"] = path + ".bias"
 
     if not info.gated:
-        add("fc1", ("intermediate_size", "hidden_size"), "Up projection", "fc1", "hidden_size", ("intermediate_size",))
-        add("fc2", ("hidden_size", "intermediate_size"), "Down projection", "fc2", "intermediate_size", ("hidden_size",))
+        add("fc1", (width, "hidden_size"), "Up projection", "fc1", "hidden_size", (width,))
+        add("fc2", ("hidden_size", width), "Down projection", "fc2", width, ("hidden_size",))
     elif info.fused:
         add("gate_up", (str(2 * info.intermediate), "hidden_size"), "Fused gate and up projections (gate rows first)",
             "gate_up_proj", "hidden_size", (str(2 * info.intermediate),))
-        add("down", ("hidden_size", "intermediate_size"), "Down projection", "down_proj", "intermediate_size",
+        add("down", ("hidden_size", width), "Down projection", "down_proj", width,
             ("hidden_size",))
     else:
-        add("gate", ("intermediate_size", "hidden_size"), "Gate projection", "gate_proj", "hidden_size",
-            ("intermediate_size",))
-        add("up", ("intermediate_size", "hidden_size"), "Up projection", "up_proj", "hidden_size", ("intermediate_size",))
-        add("down", ("hidden_size", "intermediate_size"), "Down projection", "down_proj", "intermediate_size",
+        add("gate", (width, "hidden_size"), "Gate projection", "gate_proj", "hidden_size",
+            (width,))
+        add("up", (width, "hidden_size"), "Up projection", "up_proj", "hidden_size", (width,))
+        add("down", ("hidden_size", width), "Down projection", "down_proj", width,
             ("hidden_size",))
     return args, params
 
@@ -152,10 +154,113 @@ def _first(out):
     return out[0] if isinstance(out, tuple) else out
 
 
+# d act(g) / dg in float32, for the gated backward references (`g` is the gate pre-activation in float32)
+ACTIVATION_GRADS = {
+    "silu": ["sig = torch.sigmoid(g)", "d_act = sig * (1 + g * (1 - sig))"],
+    "gelu_tanh": ["t = torch.tanh(0.7978845608028654 * (g + 0.044715 * g ** 3))  # sqrt(2 / pi)",
+                  "d_act = 0.5 * (1 + t) + 0.5 * g * (1 - t * t) * 0.7978845608028654 * (1 + 3 * 0.044715 * g * g)"],
+    "gelu": ["d_act = 0.5 * (1 + torch.erf(g * 0.7071067811865476)) + g * torch.exp(-0.5 * g * g) * 0.3989422804014327"],
+}
+
+
 def mlp_backward_draft(info: MlpInfo, module_ref: str, dtype: str = "bfloat16") -> Draft | None:
-    """Backward of a SwiGLU MLP with separate gate/up weights (the common training kernel)."""
-    if not info.gated or info.fused or info.bias or info.activation != "silu":
+    """Backward of a gated MLP without biases (SwiGLU, GeGLU; separate or fused gate/up weights)."""
+    if not info.gated or info.bias or info.activation not in ACTIVATION_GRADS:
         return None
+    if info.activation == "silu" and not info.fused:
+        return _swiglu_backward_draft(info, module_ref, dtype)
+    w, params = weights(info, dtype)
+    act_name = GATED_NAMES[info.activation]
+    act = info.act("gate")
+    grads = "\n".join("    " + line for line in ACTIVATION_GRADS[info.activation])
+    if info.fused:
+        code = f'''@torch.no_grad()
+def run(hidden_states, gate_up_weight, down_weight, grad_output):
+    """Gradients of down(act(gate) * up), where gate, up = chunk(gate_up(x), 2), with respect to x and both weights.
+
+    hidden_states, grad_output: [num_tokens, hidden]; gate_up_weight: [2 * intermediate, hidden] (gate rows first).
+    The forward is recomputed (activation checkpointing); the activation's derivative is taken in float32."""
+    x = hidden_states
+    gate, up = F.linear(x, gate_up_weight).chunk(2, dim=-1)
+    act = {act}
+    h = act * up
+    grad_down_weight = grad_output.t() @ h
+    grad_h = grad_output @ down_weight
+    grad_up = grad_h * act
+    g = gate.float()
+{grads}
+    grad_gate = (grad_h.float() * up.float() * d_act).to(x.dtype)
+    grad_gate_up = torch.cat((grad_gate, grad_up), dim=-1)
+    grad_gate_up_weight = grad_gate_up.t() @ x
+    grad_hidden_states = grad_gate_up @ gate_up_weight
+    return grad_hidden_states, grad_gate_up_weight, grad_down_weight
+'''
+        names = ["grad_hidden_states", "grad_gate_up_weight", "grad_down_weight"]
+        paths = ["gate_up_proj.weight", "down_proj.weight"]
+        weight_outputs = [Arg("grad_gate_up_weight", (str(2 * info.intermediate), "hidden_size"), dtype,
+                              "Gradient of gate_up_weight")]
+        name = f"{act_name}_mlp_gateupfused_backward_h{info.hidden}_i{info.intermediate}"
+    else:
+        code = f'''@torch.no_grad()
+def run(hidden_states, gate_weight, up_weight, down_weight, grad_output):
+    """Gradients of down(act(gate(x)) * up(x)) with respect to x and the three weights.
+
+    hidden_states, grad_output: [num_tokens, hidden]. The forward is recomputed (activation checkpointing); the
+    activation's derivative is taken in float32."""
+    x = hidden_states
+    gate = F.linear(x, gate_weight)
+    up = F.linear(x, up_weight)
+    act = {act}
+    h = act * up
+    grad_down_weight = grad_output.t() @ h
+    grad_h = grad_output @ down_weight
+    grad_up = grad_h * act
+    g = gate.float()
+{grads}
+    grad_gate = (grad_h.float() * up.float() * d_act).to(x.dtype)
+    grad_gate_weight = grad_gate.t() @ x
+    grad_up_weight = grad_up.t() @ x
+    grad_hidden_states = grad_gate @ gate_weight + grad_up @ up_weight
+    return grad_hidden_states, grad_gate_weight, grad_up_weight, grad_down_weight
+'''
+        names = ["grad_hidden_states", "grad_gate_weight", "grad_up_weight", "grad_down_weight"]
+        paths = ["gate_proj.weight", "up_proj.weight", "down_proj.weight"]
+        weight_outputs = [Arg("grad_gate_weight", ("intermediate_size", "hidden_size"), dtype, "Gradient of gate_weight"),
+                          Arg("grad_up_weight", ("intermediate_size", "hidden_size"), dtype, "Gradient of up_weight")]
+        name = f"{act_name}_mlp_backward_h{info.hidden}_i{info.intermediate}"
+    kind = f"{act_name} gated MLP" + (" with a fused gate/up weight" if info.fused else "")
+    return Draft(
+        name=name, op_type="mlp_backward",
+        description=f"Backward of a {kind} (hidden {info.hidden}, intermediate {info.intermediate}): gradients for "
+                    f"the input and every weight, recomputing the forward.",
+        axes={"num_tokens": ("var", "Tokens in the micro-batch"),
+              "hidden_size": ("const", info.hidden, "Model width"),
+              "intermediate_size": ("const", info.intermediate, "MLP width")},
+        inputs=[Arg("hidden_states", ("num_tokens", "hidden_size"), dtype, "Forward input"), *w,
+                Arg("grad_output", ("num_tokens", "hidden_size"), dtype, "Gradient of the MLP output")],
+        outputs=[Arg("grad_hidden_states", ("num_tokens", "hidden_size"), dtype, "Gradient of the input"),
+                 *weight_outputs,
+                 Arg("grad_down_weight", ("hidden_size", "intermediate_size"), dtype, "Gradient of down_weight")],
+        code=code, shapes="train_tokens", tolerance_scale=2.0,
+        check=Check(module_ref, params, _autograd_call(paths, names), {"num_tokens": 7}),
+    )
+
+
+def _autograd_call(paths: list[str], names: list[str]):
+    """Gradients of the module's output for the input and the parameters at `paths`, by autograd."""
+    def call(m, inp):
+        x = inp["hidden_states"].detach().clone().requires_grad_(True)
+        params_ = [m.get_parameter(p) for p in paths]
+        with torch.enable_grad():
+            for p in params_:
+                p.requires_grad_(True)
+            out = _first(m(x))
+            grads = torch.autograd.grad(out, [x, *params_], inp["grad_output"])
+        return dict(zip(names, grads))
+    return call
+
+
+def _swiglu_backward_draft(info: MlpInfo, module_ref: str, dtype: str) -> Draft:
     w, params = weights(info, dtype)
     code = '''@torch.no_grad()
 def run(hidden_states, gate_weight, up_weight, down_weight, grad_output):

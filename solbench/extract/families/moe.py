@@ -247,10 +247,11 @@ def experts_args(info: ExpertsInfo, dtype: str, prefix: str = "") -> tuple[list[
     return args, {p + "gate_up_weight": "gate_up_proj", p + "down_weight": "down_proj"}
 
 
-def hints(experts: ExpertsInfo) -> dict:
+def hints(experts: ExpertsInfo, prefix: str = "", tokens: str = "num_tokens") -> dict:
+    """For the analyser: which inputs are expert weights and how many experts `tokens` tokens can touch."""
     return {"moe": {"num_experts_axis": "num_experts", "top_k_axis": "top_k",
-                    "expert_weight_inputs": sorted(a.name for a in experts_args(experts, "bfloat16")[0]),
-                    "touched_experts": "min(num_experts, num_tokens * top_k)"}}
+                    "expert_weight_inputs": sorted(a.name for a in experts_args(experts, "bfloat16", prefix)[0]),
+                    "touched_experts": f"min(num_experts, {tokens} * top_k)"}}
 
 
 # -- drafts -------------------------------------------------------------------------------------
