@@ -8,7 +8,7 @@ OUT=${OUT:-/tmp/solbench-out}; mkdir -p "$OUT"
 N=${1:-3}
 step() { echo; echo "== $1 ($(date +%T))"; }
 step "pytest --solbench solutions/ (all examples, GPU required)"
-timeout ${GATE_TIMEOUT:-240} python3 -m pytest -q -p no:cacheprovider -p solbench.pytest_plugin --solbench solutions \
+timeout ${GATE_TIMEOUT:-240} python3 -m pytest -q -p no:cacheprovider -p solbench.pytest_plugin --solbench solutions reference_impls/core \
   --solbench-problems problem_defs/core --solbench-require-gpu --solbench-max-workloads "$N" \
   --solbench-traces "$OUT/gate.jsonl" --solbench-benchmark-json "$OUT/gate_benchmark.json" -rf 2>&1 | tail -8
 python3 -m solbench leaderboard "$OUT/gate.jsonl" -o "$OUT/leaderboard.csv" 2>&1 | tail -3
