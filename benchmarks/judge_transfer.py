@@ -11,6 +11,9 @@ judged) and prints the workload's seconds and where the orchestrator waited, per
 transfer requests (`receive`, `release`, `fetch`) where those exist. `--no-ipc` sends every output
 as bytes (on a GPU, the default moves outputs of 64 MiB and more by CUDA IPC); `--threads` sets
 OMP_NUM_THREADS for the workers (steadier numbers on a small, shared machine).
+
+`--stages` measures the bytes path of one judged output in this process instead (one torch thread):
+solution -> orchestrator -> reference over socket pairs, then the comparison with the reference.
 """
 
 from __future__ import annotations
@@ -48,6 +51,39 @@ def write_problem(root: Path, numel: int) -> Path:
     return folder
 
 
+def stages(mb: int, repeat: int) -> None:
+    """The judge's data path for one output, in-process: two socket hops and the comparison."""
+    import socket
+    import threading
+    from multiprocessing.connection import Connection
+
+    import torch
+
+    from solbench.check.correctness import compare
+    from solbench.runner import wire
+    from solbench.spec.workload import Tolerance
+
+    torch.set_num_threads(1)
+    output = torch.randn(mb * (1 << 20) // 4, generator=torch.Generator().manual_seed(0))
+    reference = output + 1e-7
+    hops = [tuple(Connection(s.detach()) for s in socket.socketpair()) for _ in range(2)]
+    for _ in range(repeat):
+        started = time.perf_counter()
+        sender = threading.Thread(target=wire.send, args=(hops[0][0], {"outputs": [output]}))
+        sender.start()
+        forwarded = wire.recv(hops[0][1])  # the orchestrator
+        sender.join()
+        sender = threading.Thread(target=wire.send, args=(hops[1][0], forwarded))
+        sender.start()
+        received = wire.recv(hops[1][1])["outputs"][0]  # the reference worker
+        sender.join()
+        moved = time.perf_counter()
+        result = compare(received, reference, Tolerance(max_atol=1e-5, max_rtol=1e-5), "float32")
+        done = time.perf_counter()
+        assert result.passed
+        print(f"{mb} MiB: two hops {moved - started:.2f} s, compare {done - moved:.2f} s")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=int, default=256, help="output size in MiB")
@@ -57,7 +93,11 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=2, help="evaluations (the first one includes start-up)")
     parser.add_argument("--no-ipc", action="store_true", help="send every output as bytes")
     parser.add_argument("--threads", type=int, default=None, help="OMP_NUM_THREADS for the workers")
+    parser.add_argument("--stages", action="store_true", help="time the bytes path in-process instead")
     args = parser.parse_args()
+    if args.stages:
+        stages(args.mb, max(args.repeat, 1))
+        return 0
     if args.threads:
         os.environ["OMP_NUM_THREADS"] = str(args.threads)
 

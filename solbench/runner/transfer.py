@@ -44,7 +44,6 @@ RECEIVED_KEY = "__received__"
 HANDLE_BYTES = 64
 MAX_EXPORTS_PER_MESSAGE = 64
 MAX_DIMS = 64
-DEFAULT_IPC_MIN_BYTES = 64 << 20
 _DESCRIPTOR_KEYS = frozenset({IPC_KEY, "handle", "offset", "nbytes", "dtype", "shape", "device"})
 _NEXT_EXPORT = itertools.count(1)
 
@@ -216,12 +215,15 @@ def bind_driver(state) -> None:
 
 
 def device_identity(state) -> str:
+    """The GPU this worker uses, as both workers of a device must see it alike (its UUID where torch
+    reports one)."""
     props = state.torch.cuda.get_device_properties(0)
-    for attribute in ("uuid", "pci_bus_id"):
-        value = getattr(props, attribute, None)
-        if value is not None:
-            return f"{attribute}:{value}"[:200]
-    return f"name:{props.name}"[:200]
+    uuid = getattr(props, "uuid", None)
+    if uuid is not None:
+        raw = getattr(uuid, "bytes", None)
+        return "uuid:" + (bytes(raw).hex() if raw is not None else str(uuid))[:180]
+    pci = [getattr(props, f"pci_{part}_id", None) for part in ("domain", "bus", "device")]
+    return f"name:{props.name} pci:{pci}"[:200]
 
 
 # -- the solution's worker: export, fetch, release ---------------------------------------------------

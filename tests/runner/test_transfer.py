@@ -260,3 +260,93 @@ def test_a_cpu_call_sends_bytes_even_when_ipc_is_asked_for(cpu_workers):
     reply = session.candidate.request({"op": "call", "workload": problem.workloads[0].to_dict(), "seed": 3,
                                        "ipc_min_bytes": 1}, 60)
     assert reply["ok"] and type(reply["outputs"][0]) is torch.Tensor
+
+
+# -- the reference worker's import, against a driver that maps host memory -----------------------------------
+
+class HostDriver:
+    """Stands in for libcuda: 'exported allocations' are host buffers, copies are memmoves."""
+
+    def __init__(self, allocations: dict[bytes, torch.Tensor], refuse: bool = False):
+        self.allocations, self.refuse = allocations, refuse
+        self.opened: list[int] = []
+        self.closed: list[int] = []
+        self.synchronized = 0
+
+    def require_context(self):
+        pass
+
+    def open(self, handle: bytes) -> int:
+        if self.refuse or handle not in self.allocations:
+            raise transfer.TransferUnavailable("cuIpcOpenMemHandle failed: CUDA error 1 (CUDA_ERROR_INVALID_VALUE)")
+        pointer = self.allocations[handle].data_ptr()
+        self.opened.append(pointer)
+        return pointer
+
+    def allocation(self, pointer: int) -> tuple[int, int]:
+        buffer = next(b for b in self.allocations.values() if b.data_ptr() == pointer)
+        return pointer, buffer.numel()
+
+    def copy(self, destination: int, source: int, count: int) -> None:
+        import ctypes
+
+        ctypes.memmove(destination, source, count)
+
+    def synchronize(self) -> None:
+        self.synchronized += 1
+
+    def close(self, pointer: int) -> None:
+        self.closed.append(pointer)
+
+
+class HostState:
+    def __init__(self, driver, identity: str = "uuid:GPU-test"):
+        props = type("Props", (), {"uuid": type("Uuid", (), {"__str__": lambda self: identity[5:]})()})()
+        cuda = type("Cuda", (), {"synchronize": staticmethod(lambda: None), "OutOfMemoryError": torch.cuda.OutOfMemoryError,
+                                 "get_device_properties": staticmethod(lambda index: props)})
+        self.torch = type("Torch", (), {"cuda": cuda, "empty": staticmethod(torch.empty), "zeros": staticmethod(torch.zeros),
+                                        "uint8": torch.uint8})
+        self.device, self.is_cuda, self.cuda_driver, self.received = "cpu", True, driver, {}
+
+
+def exported(handle: str = "ab" * 64) -> dict[bytes, torch.Tensor]:
+    return {bytes.fromhex(handle): torch.arange(1024, dtype=torch.int32).view(torch.uint8).clone()}
+
+
+def test_import_copies_the_named_bytes_and_closes_each_handle_once():
+    allocations = exported()
+    driver = HostDriver(allocations)
+    state = HostState(driver)
+    first = descriptor(1, shape=(16,), offset=64)  # int32 elements 16..31
+    second = descriptor(2, shape=(4,), offset=4080)  # the last 4 elements
+    reply = transfer.handle_receive(state, {"exports": [first, second]})
+    assert reply == {"ok": True, "received": [1, 2]}
+    source = allocations[bytes.fromhex("ab" * 64)].view(torch.float32)
+    assert torch.equal(state.received[1].view(torch.uint8), source[16:32].view(torch.uint8))
+    assert torch.equal(state.received[2].view(torch.uint8), source[1020:].view(torch.uint8))
+    assert state.received[1].data_ptr() != source.data_ptr()  # a copy, owned by the receiver
+    assert driver.opened == driver.closed and len(driver.opened) == 1 and driver.synchronized >= 1
+    assert torch.equal(transfer.take_received(state, {transfer.RECEIVED_KEY: 2}).view(torch.uint8),
+                       source[1020:].view(torch.uint8))
+    with pytest.raises(KeyError):
+        transfer.take_received(state, {transfer.RECEIVED_KEY: 2})  # each copy is used once
+
+
+@pytest.mark.parametrize("offset, shape", [(4096, (1,)), (4080, (5,)), (0, (1025,))])
+def test_import_refuses_ranges_outside_the_allocation(offset, shape):
+    driver = HostDriver(exported())
+    state = HostState(driver)
+    good = descriptor(1, shape=(4,), offset=0)
+    reply = transfer.handle_receive(state, {"exports": [good, descriptor(2, shape=shape, offset=offset)]})
+    assert reply["transfer_error"] == "forged" and "requested from an exported allocation" in reply["detail"]
+    assert state.received == {} and driver.opened == driver.closed and driver.synchronized >= 1
+
+
+def test_import_reports_unopenable_handles_and_other_devices_as_unavailable():
+    driver = HostDriver(exported(), refuse=True)
+    reply = transfer.handle_receive(HostState(driver), {"exports": [descriptor()]})
+    assert reply["transfer_error"] == "unavailable" and "cuIpcOpenMemHandle" in reply["detail"]
+    driver = HostDriver(exported())
+    reply = transfer.handle_receive(HostState(driver, identity="uuid:GPU-other"), {"exports": [descriptor()]})
+    assert reply["transfer_error"] == "unavailable" and "another device" in reply["detail"]
+    assert driver.opened == []
