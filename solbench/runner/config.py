@@ -32,6 +32,9 @@ class RunConfig:
     baseline_shipped: bool = True  # time the optimised baseline shipped with a problem, where there is one
     baseline_compile: bool = False  # also time torch.compile of the reference as a baseline
     baseline_ms: dict[str, float] = field(default_factory=dict)  # workload uuid -> published baseline time
+    # On a GPU, solution outputs of at least this many bytes reach the reference worker by CUDA IPC
+    # instead of as bytes through the orchestrator (solbench.runner.transfer); None: always bytes.
+    ipc_min_bytes: int | None = 64 << 20
 
     def resolved_device(self) -> str:
         if self.device != "auto":

@@ -53,6 +53,11 @@ class DeviceSession:
         self.runtime_warnings: list[str] = []  # what the solution's audit hook noticed (per solution)
         self.analysis = None  # an AnalysisPool shared by the device sessions of a run, if any
         self.costs: dict[str, object] = {}  # workload uuid -> Future of its speed-of-light analysis
+        # CUDA IPC for large outputs (solbench.runner.transfer): offered to each new solution's worker on a
+        # GPU, withdrawn for that solution when a transfer could not use it.
+        self.ipc_usable = True
+        self.ipc_offered = False  # whether the current solution's worker was ever asked for IPC exports
+        self._reference_job: tuple | None = None  # (problem, solution) loaded in the reference worker
 
     def prestart(self) -> None:
         """Start both workers now, so their (slow) imports overlap."""
@@ -160,8 +165,114 @@ class DeviceSession:
                    "data_roots": [str(p) for p in self.config.all_data_roots(problem.directory)]}
         self.ask(worker, message, self.config.compile_timeout_s + 60)
         self._loaded[id(worker)] = (key, trusted)
+        if worker is self.reference:
+            self._reference_job = (problem, solution)
+        else:
+            self.ipc_usable, self.ipc_offered = True, False  # a solution (re)loaded: IPC is offered afresh
         if self.environment is None:
             self.environment = self.ask(worker, {"op": "environment"}, 60)["environment"]
+
+    # -- outputs from the solution's worker to the reference worker --------------------------------
+
+    def transfer_fields(self) -> dict:
+        """What a solution's `call`/`time` request carries about CUDA IPC (nothing: bytes only). Never
+        put in a request to the reference worker, which must not export its memory."""
+        minimum = self.config.ipc_min_bytes
+        if not self.device.startswith("cuda") or not self.ipc_usable or not minimum or minimum <= 0:
+            return {}
+        self.ipc_offered = True
+        return {"ipc_min_bytes": int(minimum)}
+
+    def deliver(self, outputs, expected: list | None, timeout_s: float):
+        """A solution's outputs as the reference worker's judge takes them: outputs that came as CUDA IPC
+        descriptors are copied into the reference worker now (`receive`), or fetched from the solution's
+        worker as bytes when IPC cannot carry them; either way the solution's worker then releases its
+        exports. `expected`: (dtype, shape) per output position from the definition, when known."""
+        import torch
+
+        from solbench.runner import transfer
+
+        if type(outputs) is not list:
+            self.retire(self.candidate)
+            raise StepFailed(Status.REWARD_HACK, f"the solution's worker sent its outputs as a {type(outputs).__name__}")
+        odd = [type(v).__name__ for v in outputs
+               if type(v) not in (torch.Tensor, int, float, bool) and not transfer.is_descriptor(v)]
+        if odd:  # e.g. a placeholder for a copy the reference worker holds: the harness never sends one
+            self.retire(self.candidate)
+            raise StepFailed(Status.REWARD_HACK, f"the solution's worker sent outputs that are neither tensors, "
+                                                 f"numbers nor IPC descriptors: {odd[:5]}")
+        positions = [i for i, value in enumerate(outputs) if transfer.is_descriptor(value)]
+        if not positions:
+            return outputs
+        forged = None
+        if not self.ipc_offered:
+            forged = "CUDA IPC descriptors arrived although none were asked for"
+        try:
+            if forged is None:
+                specs = [transfer.check_descriptor(outputs[i], expected[i] if expected and i < len(expected) else None)
+                         for i in positions]
+                if len({s.token for s in specs}) != len(specs):
+                    raise transfer.TransferRefused("an export id appears twice")
+        except transfer.TransferRefused as exc:
+            forged = str(exc)
+        if forged is not None:
+            self.retire(self.candidate)
+            raise StepFailed(Status.REWARD_HACK, f"forged output transfer from the solution's worker: {forged}")
+        tokens = [s.token for s in specs]
+        replacements = self._receive(outputs, positions, timeout_s) if self.ipc_usable else None
+        if replacements is None:
+            replacements = self._fetch(tokens, specs, timeout_s)
+        self.ask(self.candidate, {"op": "release", "exports": tokens}, min(timeout_s, 60))
+        delivered = list(outputs)
+        for position, value in zip(positions, replacements):
+            delivered[position] = value
+        return delivered
+
+    def _receive(self, outputs: list, positions: list[int], timeout_s: float) -> list | None:
+        """Placeholders for the reference worker's copies, or None when IPC could not carry them."""
+        from solbench.runner import transfer
+
+        try:
+            reply = self.ask(self.reference, {"op": "receive", "exports": [outputs[i] for i in positions]}, timeout_s)
+        except StepFailed as exc:  # the reference worker failed or died opening them: bytes from here on
+            self._ipc_fallback(f"the reference worker failed to open them ({exc.status.value}): {exc.log.strip()[-200:]}")
+            return None
+        error = reply.get("transfer_error")
+        if error == "forged":
+            self.retire(self.candidate)
+            raise StepFailed(Status.REWARD_HACK, "forged output transfer from the solution's worker: "
+                             + str(reply.get("detail", ""))[:500])
+        if error is not None or reply.get("received") != sorted(outputs[i][transfer.IPC_KEY] for i in positions):
+            if reply.get("healthy") is False:
+                self.retire(self.reference)  # its CUDA context is broken: the next request gets a fresh one
+            self._ipc_fallback(str(reply.get("detail", "the reference worker did not confirm the copies"))[:300])
+            return None
+        return [{transfer.RECEIVED_KEY: outputs[i][transfer.IPC_KEY]} for i in positions]
+
+    def _ipc_fallback(self, reason: str) -> None:
+        self.ipc_usable = False
+        note = f"transfer: CUDA IPC unavailable, outputs sent as bytes ({reason})"
+        if note not in self.runtime_warnings:
+            self.runtime_warnings.append(note)
+        if not self.reference.alive and self._reference_job is not None:
+            self.load(self.reference, *self._reference_job)
+
+    def _fetch(self, tokens: list[int], specs: list, timeout_s: float) -> list:
+        """The exports as bytes from the solution's worker, checked against their descriptors."""
+        import torch
+
+        from solbench.spec import dtypes
+
+        tensors = self.ask(self.candidate, {"op": "fetch", "exports": tokens}, timeout_s).get("tensors")
+        if type(tensors) is not list or len(tensors) != len(specs):
+            self.retire(self.candidate)
+            raise StepFailed(Status.REWARD_HACK, "the solution's worker answered a fetch with something else")
+        for tensor, spec in zip(tensors, specs):
+            if (type(tensor) is not torch.Tensor or tuple(tensor.shape) != spec.shape
+                    or dtypes.name_of(tensor.dtype) != spec.dtype):
+                self.retire(self.candidate)
+                raise StepFailed(Status.REWARD_HACK, "the solution's worker fetched outputs unlike the ones it exported")
+        return tensors
 
 
 def screen_candidate_failure(message: dict, status, device: str) -> tuple[str, str]:
@@ -259,12 +370,14 @@ def evaluate_workload(session: DeviceSession, problem: Problem, solution: Soluti
     from solbench.inputs.seeds import derive_seed
 
     wdata = workload.to_dict()
+    expected = expected_outputs(problem, workload)
     trial_results: list[Correctness] = []
     reference_aliases: set[str] = set()
     for trial in range(config.trials):
         seed = derive_seed(run_seed, workload.uuid, "trial", trial)
-        reply = session.ask(session.candidate, {"op": "call", "workload": wdata, "seed": seed}, config.timeout_s)
-        status, correctness, verdict = judge(session, wdata, seed, reply["outputs"], config)
+        reply = session.ask(session.candidate, {"op": "call", "workload": wdata, "seed": seed,
+                                                **session.transfer_fields()}, config.timeout_s)
+        status, correctness, verdict = judge(session, wdata, seed, reply.get("outputs"), config, expected)
         reference_aliases = set(verdict.get("aliased_inputs", []))
         side_effects = check_side_effects(reply, verdict)
         if side_effects:
@@ -305,7 +418,8 @@ def evaluate_workload(session: DeviceSession, problem: Problem, solution: Soluti
                                        "no speedup reported"]
                 time_reference, reference_samples = False, []
         reply = session.ask(session.candidate, {"op": "time", "workload": wdata, "seeds": seeds, "config": timing,
-                                                "checked_outputs": per_round_checks, **fresh_budget}, config.timeout_s)
+                                                "checked_outputs": per_round_checks, **fresh_budget,
+                                                **session.transfer_fields()}, config.timeout_s)
         candidate_samples += reply["samples_ms"]
         host_samples += [float(t) for t in reply.get("host_ms") or []]
         probes += [reply["probe"]] if isinstance(reply.get("probe"), dict) else []
@@ -319,7 +433,7 @@ def evaluate_workload(session: DeviceSession, problem: Problem, solution: Soluti
         for index, input_seed, outputs in reply["sampled"]:
             if type(input_seed) is not int or not 0 <= input_seed < 2**63:
                 raise StepFailed(Status.REWARD_HACK, f"sampled timed call {index} names no valid input seed")
-            status, result, _ = judge(session, wdata, input_seed, outputs, config)
+            status, result, _ = judge(session, wdata, input_seed, outputs, config, expected)
             checked += 1
             if status != Status.PASSED:
                 correctness.checked_timed_iterations = checked
@@ -444,13 +558,27 @@ def speed_of_light(session: DeviceSession, problem: Problem, workload: Workload,
     return record, impossible, notes
 
 
-def judge(session: DeviceSession, wdata: dict, seed: int, outputs: list, config: RunConfig):
+def expected_outputs(problem: Problem, workload: Workload) -> list | None:
+    """(dtype, shape or None for a scalar) per declared output of this workload, or None when the
+    axes do not resolve here (the workers report that)."""
+    definition = problem.definition
+    try:
+        shapes = definition.output_shapes(definition.resolve_axes(workload.axes))
+    except Exception:  # noqa: BLE001 - a bad workload is reported by the workers, with their message
+        return None
+    return [(spec.dtype, shapes.get(name)) for name, spec in definition.outputs.items()]
+
+
+def judge(session: DeviceSession, wdata: dict, seed: int, outputs: list, config: RunConfig,
+          expected: list | None = None):
     """Compare a solution's outputs with the reference's for the same seed, in the reference worker.
 
     The reference worker regenerates the inputs, runs the reference and compares on its device:
     large outputs are compared on the GPU, and reference outputs never exist anywhere the
-    solution's process can reach.
+    solution's process can reach. Outputs that came as CUDA IPC descriptors are first copied into
+    the reference worker (`DeviceSession.deliver`).
     """
+    outputs = session.deliver(outputs, expected, config.timeout_s)
     try:
         reply = session.ask(session.reference, {"op": "judge", "workload": wdata, "seed": seed, "outputs": outputs},
                             config.timeout_s)

@@ -176,7 +176,7 @@ class WorkerProcess:
                 raise WorkerTimeout(f"no reply within {timeout_s:.0f} s")
             try:
                 if self.conn.poll(min(remaining, 0.5)):
-                    return self._receive(message["id"])
+                    return self._receive(message["id"], deadline)
             except (EOFError, ConnectionResetError, OSError):
                 code = self._reap()
                 raise WorkerDied(f"worker exited ({describe_exit(code)})") from None
@@ -184,19 +184,23 @@ class WorkerProcess:
                 # Replies already in the socket are still readable after the process ended.
                 try:
                     if self.conn.poll(0):
-                        return self._receive(message["id"])
+                        return self._receive(message["id"], deadline)
                 except (EOFError, OSError):
                     pass
                 code = self._reap()
                 raise WorkerDied(f"worker exited ({describe_exit(code)})")
 
-    def _receive(self, request_id: int) -> dict[str, Any]:
-        """One reply, decoded without running code; it must answer `request_id`."""
+    def _receive(self, request_id: int, deadline: float) -> dict[str, Any]:
+        """One reply, decoded without running code; it must answer `request_id` and arrive whole
+        before `deadline`."""
         try:
-            reply = wire.recv(self.conn)
+            reply = wire.recv(self.conn, deadline)
         except wire.WireError as exc:  # the harness never writes a malformed message
             self.kill()
             raise WorkerProtocolError(f"malformed reply: {exc}") from None
+        except wire.WireTimeout:
+            self.kill()
+            raise WorkerTimeout("the reply did not arrive whole in time") from None
         if type(reply) is not dict or reply.get("id") != request_id:
             got = reply.get("id") if type(reply) is dict else type(reply).__name__
             self.kill()

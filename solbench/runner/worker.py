@@ -260,8 +260,10 @@ def handle_call(state: WorkerState, message: dict) -> dict:
     """One correctness trial: fresh inputs from the seed, one call, outputs back to the judge."""
     from solbench.check.outputs import input_aliases, normalize_outputs, structural_check
     from solbench.inputs.generate import allocate_outputs
+    from solbench.runner import transfer
 
     torch = state.torch
+    transfer.release_all(state)
     workload, axes, args = make_call_inputs(state, message["workload"], message["seed"])
     pristine = state.inputs_cache[message["seed"]][2]  # the cached originals: args are copies of them
     outputs = allocate_outputs(state.definition, axes, state.device) if state.destination_passing else None
@@ -289,14 +291,26 @@ def handle_call(state: WorkerState, message: dict) -> dict:
         state.baseline_threads = {t.ident for t in _thread_enumerate()}
     # Whether writing into inputs or returning them is acceptable depends on what the reference
     # does; the orchestrator decides once it knows (see evaluate.check_side_effects).
-    return {"ok": True, "outputs": list(result), "call_s": call_s, "aliased_inputs": aliases,
+    # Large GPU outputs go to the reference worker as CUDA IPC handles of copies (transfer.py) when asked.
+    outputs = transfer.export_outputs(state, list(result), message.get("ipc_min_bytes"), copy=True)
+    return {"ok": True, "outputs": outputs, "call_s": call_s, "aliased_inputs": aliases,
             "mutated_inputs": mutated}
 
 
 def handle_judge(state: WorkerState, message: dict) -> dict:
     """In the reference worker: run the reference on the seed's inputs and judge the given outputs."""
+    from solbench.runner import transfer
+
+    try:
+        return judge_outputs(state, message)
+    finally:
+        transfer.forget_received(state)  # copies a `receive` made are used by this judge or by none
+
+
+def judge_outputs(state: WorkerState, message: dict) -> dict:
     from solbench.check.correctness import check_outputs
     from solbench.check.outputs import input_aliases, normalize_outputs
+    from solbench.runner import transfer
 
     torch = state.torch
     workload, axes, args = make_call_inputs(state, message["workload"], message["seed"])
@@ -310,7 +324,8 @@ def handle_judge(state: WorkerState, message: dict) -> dict:
     aliases = input_aliases(reference, state.definition, args)
     mutated = [names[i] for i in changed_tensors(pristine, args)]
     del args
-    candidate = [o.to(state.device) if isinstance(o, torch.Tensor) else o for o in message["outputs"]]
+    candidate = [transfer.take_received(state, o) if transfer.is_received(o)
+                 else o.to(state.device) if isinstance(o, torch.Tensor) else o for o in message["outputs"]]
     status, correctness = check_outputs(candidate, reference, state.definition, workload.tolerance, axes)
     return {"ok": True, "status": status.value, "correctness": correctness.to_dict(),
             "aliased_inputs": aliases, "mutated_inputs": mutated}
@@ -671,10 +686,46 @@ def send_reply(channel: Connection, reply: dict, request_id) -> None:
                             "log": f"the reply could not be encoded: {type(exc).__name__}: {exc}"})
 
 
-HANDLERS = {"load": handle_load, "call": handle_call, "judge": handle_judge, "time": handle_time,
+def handle_time_and_export(state: WorkerState, message: dict) -> dict:
+    """`handle_time`, with the sampled outputs exported by CUDA IPC when the request asks for it
+    (they are the harness's own copies already; see transfer.py)."""
+    from solbench.runner import transfer
+
+    transfer.release_all(state)
+    reply = handle_time(state, message)
+    minimum = message.get("ipc_min_bytes")
+    if minimum:
+        reply["sampled"] = [[index, seed, transfer.export_outputs(state, outs, minimum, copy=False)]
+                            for index, seed, outs in reply["sampled"]]
+    return reply
+
+
+def handle_receive(state: WorkerState, message: dict) -> dict:
+    """In the reference worker: copy outputs exported by CUDA IPC into this worker's memory."""
+    from solbench.runner import transfer
+
+    return transfer.handle_receive(state, message)
+
+
+def handle_release(state: WorkerState, message: dict) -> dict:
+    """In the solution's worker: drop exports the reference worker has copied."""
+    from solbench.runner import transfer
+
+    return transfer.handle_release(state, message)
+
+
+def handle_fetch(state: WorkerState, message: dict) -> dict:
+    """In the solution's worker: exports as bytes, when the reference worker could not open them."""
+    from solbench.runner import transfer
+
+    return transfer.handle_fetch(state, message)
+
+
+HANDLERS = {"load": handle_load, "call": handle_call, "judge": handle_judge, "time": handle_time_and_export,
             "time_compiled": handle_time_compiled,
             "time_baseline": handle_time_baseline,
-            "environment": handle_environment}
+            "environment": handle_environment,
+            "receive": handle_receive, "release": handle_release, "fetch": handle_fetch}
 
 
 PHASES = {"load": "load", "call": "call", "time": "timing"}
@@ -693,7 +744,7 @@ def start_guard(state: WorkerState, alarm_fd: str | None):
                  "solbench.check.anticheat", "solbench.inputs", "solbench.inputs.generate", "solbench.inputs.custom",
                  "solbench.inputs.errors", "solbench.runner.languages", "solbench.runner.languages.python_module",
                  "solbench.runner.languages.cuda_extension", "solbench.runner.environment", "solbench.runner.wire",
-                 "solbench.check.cupti_activity",
+                 "solbench.runner.transfer", "solbench.check.cupti_activity",
                  "solbench.spec.definition", "solbench.spec.solution", "solbench.spec.workload"):
         importlib.import_module(name)
     import solbench.timing.timer as timer
@@ -702,6 +753,9 @@ def start_guard(state: WorkerState, alarm_fd: str | None):
         from solbench.check.cupti_activity import load_cupti
 
         load_cupti()  # bound now, so a solution cannot slip a fake `cupti` module in first
+    from solbench.runner.transfer import bind_driver
+
+    bind_driver(state)  # libcuda for CUDA IPC of large outputs, loaded before the audit hook
     checker = worker_guard.make_checker(worker_guard.take_snapshot(
         {"HANDLERS": HANDLERS, "solbench.timing.timer._CAPTURED": timer._CAPTURED}))
     guard = worker_guard.GuardState()

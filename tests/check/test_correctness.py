@@ -8,6 +8,7 @@ from solbench.check import correctness
 from solbench.check.correctness import check_outputs, compare, merge_trials
 from solbench.inputs import allocate_outputs
 from solbench.inputs.fp4 import pack_codes
+from solbench.spec import dtypes
 from solbench.spec.trace import Correctness, Status
 from solbench.spec.workload import Tolerance
 from tests.check.check_builders import build_definition
@@ -350,3 +351,34 @@ def test_merge_trials_is_the_worst_case():
     assert merged.matched_ratio == 0.9 and merged.has_nan and merged.output == "y" and merged.message == "y: NaN"
     assert merge_trials([]).trials == 0
     assert merge_trials([good, good]).output is None
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16", "float64", "float8_e4m3fn"])
+@pytest.mark.parametrize("case", ["close", "far", "zeros", "nan_chunk", "inf_chunk", "neg_inf", "huge"])
+def test_finite_short_path_matches_the_general_path(monkeypatch, dtype, case):
+    """Chunks where everything is finite take a short path; its results equal the general path's."""
+    g = torch.Generator().manual_seed(11)
+    ref = torch.randn(5000, generator=g, dtype=torch.float64) * 3
+    out = ref + torch.randn(5000, generator=g, dtype=torch.float64) * 0.02
+    if case == "far":
+        out[1234] += 50.0
+    elif case == "zeros":
+        out = torch.zeros_like(out)
+    elif case == "nan_chunk":
+        out[2500] = float("nan")
+    elif case == "inf_chunk":
+        out[4321] = float("inf")
+    elif case == "neg_inf":
+        ref[10], out[10] = -math.inf, -math.inf
+    elif case == "huge":
+        ref[:900] = 1.5e308 if dtype == "float64" else ref[:900]
+    torch_dtype = dtypes.torch_dtype(dtype)
+    out, ref = out.to(torch_dtype), ref.to(torch_dtype)
+    monkeypatch.setattr(correctness, "CHUNK_ELEMENTS", 1000)
+    for allow in (False, True):
+        tol = Tolerance(max_atol=0.05, max_rtol=0.01, required_matched_ratio=0.9, allow_negative_inf=allow)
+        short = compare(out, ref, tol, dtype)
+        with monkeypatch.context() as m:
+            m.setattr(correctness, "_accumulate_finite", lambda *a: False)
+            general = compare(out, ref, tol, dtype)
+        assert short == general
