@@ -19,6 +19,6 @@ timeout 60 python3 -m pytest -q -p no:cacheprovider --solbench /tmp/slowed --sol
   --solbench-max-workloads 3 --solbench-baseline "$OUT/leaderboard.csv" --solbench-max-regression 5% 2>&1 \
   | grep -E "REGRESSION|passed|failed" | head -4
 echo "== IPC GPU tests"
-timeout 90 python3 -m pytest -q -p no:cacheprovider -m gpu tests/runner/test_transfer.py --tb=short 2>&1 | tail -4
+timeout 90 python3 -m pytest -q -p no:cacheprovider -m gpu tests/runner/test_transfer_gpu.py --tb=short 2>&1 | tail -4
 echo "== anti-cheat table"
 timeout 270 python3 benchmarks/anticheat_gpu.py --devices cuda:0 --workloads 1 2>&1 | tail -50
