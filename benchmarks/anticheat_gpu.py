@@ -34,7 +34,12 @@ def main() -> int:
     config.max_workloads = args.workloads
     started = time.time()
     with tempfile.TemporaryDirectory(prefix="solbench_anticheat_") as root:
-        results = run_cases(cases, write_problem(Path(root)), args.device, config=config, devices=args.devices)
+        def progress(case_id: str, trace) -> None:  # one line per workload as it ends: a cut run still says something
+            first = trace.evaluation.log.strip().splitlines()[0][:100] if trace.evaluation.log.strip() else ""
+            print(f"  {time.time() - started:5.0f}s {case_id:<46} {trace.status!s:<20} {first}", flush=True)
+
+        results = run_cases(cases, write_problem(Path(root)), args.device, config=config, devices=args.devices,
+                            on_trace=progress)
     wrong = 0
     cupti_notes = set()
     print(f"{'solution':<38} {'kind':<8} {'statuses':<40} {'expected':<20} ok  caught by")

@@ -30,6 +30,7 @@ docs/anticheat.md.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import os
 import sys
 import types
@@ -77,9 +78,10 @@ class GuardState:
     """What the hook reads and writes; the worker sets the phase and the protected folders."""
 
     def __init__(self) -> None:
-        # [phase, protected roots (tuple of str), warnings (list), reported (set)]. The hook keeps a
-        # reference to this list in its defaults; only the worker's code holds the GuardState.
-        self.cell: list = [None, (), [], set()]
+        # [phase, protected roots (tuple of str), warnings (list), reported (set), harness native calls
+        # in progress (int)]. The hook keeps a reference to this list in its defaults; only the
+        # worker's code holds the GuardState.
+        self.cell: list = [None, (), [], set(), 0]
 
     @property
     def phase(self) -> str | None:
@@ -92,6 +94,16 @@ class GuardState:
     def protect(self, roots: list[str]) -> None:
         real = [os.path.realpath(r) for r in roots if r]
         self.cell[1] = tuple(sorted(set(real)))
+
+    @contextlib.contextmanager
+    def harness_native(self):
+        """The harness's own ctypes calls (CUDA IPC in transfer.py) are not the solution's: the merely
+        unusual events they raise are not reported while this is open. Alarms still are."""
+        self.cell[4] += 1
+        try:
+            yield
+        finally:
+            self.cell[4] -= 1
 
     def note(self, text: str) -> None:
         """A warning from the harness itself (reported once per process)."""
@@ -179,6 +191,8 @@ def _make_hook(alarm_fd, cell):  # noqa: C901 - one closed function on purpose (
                 return
             level, detail = 2, f"{event} {hit}: wrote into the problem folder or the harness"
         elif event in _warn:
+            if _cell[4]:
+                return
             level, detail = 1, event
         else:
             return

@@ -8,6 +8,7 @@ sends its outputs back for the orchestrator to judge.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import os
@@ -263,7 +264,8 @@ def handle_call(state: WorkerState, message: dict) -> dict:
     from solbench.runner import transfer
 
     torch = state.torch
-    transfer.release_all(state)
+    with harness_native(state):
+        transfer.release_all(state)
     workload, axes, args = make_call_inputs(state, message["workload"], message["seed"])
     pristine = state.inputs_cache[message["seed"]][2]  # the cached originals: args are copies of them
     outputs = allocate_outputs(state.definition, axes, state.device) if state.destination_passing else None
@@ -292,7 +294,8 @@ def handle_call(state: WorkerState, message: dict) -> dict:
     # Whether writing into inputs or returning them is acceptable depends on what the reference
     # does; the orchestrator decides once it knows (see evaluate.check_side_effects).
     # Large GPU outputs go to the reference worker as CUDA IPC handles of copies (transfer.py) when asked.
-    outputs = transfer.export_outputs(state, list(result), message.get("ipc_min_bytes"), copy=True)
+    with harness_native(state):
+        outputs = transfer.export_outputs(state, list(result), message.get("ipc_min_bytes"), copy=True)
     return {"ok": True, "outputs": outputs, "call_s": call_s, "aliased_inputs": aliases,
             "mutated_inputs": mutated}
 
@@ -691,13 +694,20 @@ def handle_time_and_export(state: WorkerState, message: dict) -> dict:
     (they are the harness's own copies already; see transfer.py)."""
     from solbench.runner import transfer
 
-    transfer.release_all(state)
+    with harness_native(state):
+        transfer.release_all(state)
     reply = handle_time(state, message)
     minimum = message.get("ipc_min_bytes")
     if minimum:
-        reply["sampled"] = [[index, seed, transfer.export_outputs(state, outs, minimum, copy=False)]
-                            for index, seed, outs in reply["sampled"]]
+        with harness_native(state):
+            reply["sampled"] = [[index, seed, transfer.export_outputs(state, outs, minimum, copy=False)]
+                                for index, seed, outs in reply["sampled"]]
     return reply
+
+
+def harness_native(state: WorkerState):
+    """The guard's quiet section for the harness's own ctypes calls (no guard: nothing to quieten)."""
+    return state.guard.harness_native() if state.guard is not None else contextlib.nullcontext()
 
 
 def handle_receive(state: WorkerState, message: dict) -> dict:
@@ -711,14 +721,16 @@ def handle_release(state: WorkerState, message: dict) -> dict:
     """In the solution's worker: drop exports the reference worker has copied."""
     from solbench.runner import transfer
 
-    return transfer.handle_release(state, message)
+    with harness_native(state):
+        return transfer.handle_release(state, message)
 
 
 def handle_fetch(state: WorkerState, message: dict) -> dict:
     """In the solution's worker: exports as bytes, when the reference worker could not open them."""
     from solbench.runner import transfer
 
-    return transfer.handle_fetch(state, message)
+    with harness_native(state):
+        return transfer.handle_fetch(state, message)
 
 
 HANDLERS = {"load": handle_load, "call": handle_call, "judge": handle_judge, "time": handle_time_and_export,

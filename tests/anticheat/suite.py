@@ -122,7 +122,7 @@ def fast_config(device: str = "cpu"):
 
 
 def run_cases(cases: list[Case], problem_dir: Path, device: str = "cpu", config=None,
-              parallel: int = 1, devices: list[str] | None = None) -> dict[str, list]:
+              parallel: int = 1, devices: list[str] | None = None, on_trace=None) -> dict[str, list]:
     """Evaluate every case in one scheduler run; traces by case id.
 
     `parallel` > 1 runs that many device sessions side by side on the same device (for CPU tests,
@@ -139,7 +139,11 @@ def run_cases(cases: list[Case], problem_dir: Path, device: str = "cpu", config=
         solution = load_case(case, problem.definition)
         jobs.append(Job(problem, solution))
         ids[solution.content_hash()] = case.id
-    traces = run_jobs(jobs, config or fast_config(device), devices or [device] * parallel)
+    def report(job, trace) -> None:
+        if on_trace is not None:
+            on_trace(ids.get(trace.solution_hash, job.solution.name), trace)
+
+    traces = run_jobs(jobs, config or fast_config(device), devices or [device] * parallel, on_trace=report)
     out: dict[str, list] = {case.id: [] for case in cases}
     for trace in traces:
         out[ids[trace.solution_hash]].append(trace)

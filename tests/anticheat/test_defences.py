@@ -220,3 +220,16 @@ def test_fresh_timed_inputs_are_what_stops_value_caching(tmp_path, monkeypatch):
     monkeypatch.undo()
     wrong, sampled = _time_in_process(tmp_path / "off", monkeypatch, rotate=True)
     assert sampled >= 8 and wrong == 0  # rotating two fixed sets: every replay is right, the cache wins
+
+
+def test_harness_native_calls_are_not_reported_as_the_solution_s():
+    from solbench.check import worker_guard
+
+    state = worker_guard.GuardState()
+    state.phase = "call"
+    hook = worker_guard._make_hook(None, state.cell)  # called directly: nothing is installed here
+    with state.harness_native():
+        hook("ctypes.call_function", (0, ()))
+    assert state.take_warnings() == []
+    hook("ctypes.call_function", (0, ()))  # the same event outside the section is the solution's
+    assert state.take_warnings() == ["ctypes.call_function"]
