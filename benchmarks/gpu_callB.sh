@@ -21,4 +21,4 @@ timeout 60 python3 -m pytest -q -p no:cacheprovider -p solbench.pytest_plugin --
 echo "== IPC GPU tests"
 timeout 90 python3 -m pytest -q -p no:cacheprovider -m gpu tests/runner/test_transfer_gpu.py --tb=short 2>&1 | tail -4
 echo "== anti-cheat table"
-timeout 270 python3 benchmarks/anticheat_gpu.py --devices cuda:0 cuda:0 --workloads 1 2>&1 | grep -v '^  ' | tail -52
+timeout 270 python3 benchmarks/anticheat_gpu.py --devices cuda:0 cuda:0 --workloads 1 2>&1 | tee "$OUT/anticheat.txt" | grep -v '^  ' | tail -52
