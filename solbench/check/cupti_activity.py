@@ -25,6 +25,7 @@ Everything is optional: without CUDA nothing runs; without cupti-python the resu
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
 from collections.abc import Callable
@@ -151,10 +152,12 @@ class _Collector:
 
 
 def probe(prepare: Callable[[int], None], run: Callable[[int], Any], first_index: int,
-          calls: int = PROBE_CALLS, use_cupti: bool = True, flush: Callable[[], None] | None = None) -> ProbeResult:
+          calls: int = PROBE_CALLS, use_cupti: bool = True, flush: Callable[[], None] | None = None,
+          quiet: Callable[[], Any] = contextlib.nullcontext) -> ProbeResult:
     """Make `calls` isolated calls (`prepare(i)`, `flush()`, then `run(i)`) and measure what escaped
     their events. Pass the timer's cache flush so the GPU-busy times are taken under the same
-    conditions as the timed calls (a call on L2-resident inputs can be twice as fast)."""
+    conditions as the timed calls (a call on L2-resident inputs can be twice as fast). `quiet()` wraps
+    the harness's own CUPTI calls (the worker's guard: CUPTI loads its library through ctypes)."""
     import torch
 
     result = ProbeResult()
@@ -162,7 +165,8 @@ def probe(prepare: Callable[[int], None], run: Callable[[int], Any], first_index
     collector = None
     if cupti is not None:
         try:
-            collector = _Collector(cupti).__enter__()
+            with quiet():
+                collector = _Collector(cupti).__enter__()
             result.cupti = "used"
         except Exception as exc:  # noqa: BLE001 - e.g. another CUPTI client already holds the device
             collector = None
@@ -180,11 +184,13 @@ def probe(prepare: Callable[[int], None], run: Callable[[int], Any], first_index
                 flush()
             torch.cuda.synchronize()
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            t0 = collector.now() if collector else 0
+            with quiet():
+                t0 = collector.now() if collector else 0
             start.record(stream)
             run(i)
             end.record(stream)
-            t1 = collector.now() if collector else 0
+            with quiet():
+                t1 = collector.now() if collector else 0
             end.synchronize()
             before = _perf_counter_ns()
             torch.cuda.synchronize()
@@ -194,7 +200,8 @@ def probe(prepare: Callable[[int], None], run: Callable[[int], Any], first_index
     finally:
         if collector is not None:
             try:
-                collector.__exit__(None, None, None)
+                with quiet():
+                    collector.__exit__(None, None, None)
                 result.span_ms, result.kernel_ms, result.streams = collector.per_call(windows)
             except Exception as exc:  # noqa: BLE001
                 result.cupti = f"failed: {type(exc).__name__}: {exc}"[:200]

@@ -433,6 +433,9 @@ def handle_time(state: WorkerState, message: dict) -> dict:
     # and the last call's always. The choice for call i is made after it returns, from the OS's
     # entropy: the call cannot know.
     keep = int(message.get("checked_outputs", 3))
+    # Kept outputs are device copies: with multi-GB outputs, as many as a quarter of the free memory
+    # allows (at least the last call's), so the harness's own copies never push a call out of memory.
+    stash_budget_bytes = torch.cuda.mem_get_info()[0] // 4 if state.is_cuda else 1 << 40
     chooser = random.SystemRandom()
     stashed: dict[int, Any] = {}
     last: list = [None, None, None]  # call index, its result, its input seed
@@ -461,13 +464,17 @@ def handle_time(state: WorkerState, message: dict) -> dict:
         if keep <= 0:
             return
         seen[0] += 1
+        out_bytes = sum(o.numel() * o.element_size() for o in outs if isinstance(o, torch.Tensor))
+        room = max(1, min(keep, stash_budget_bytes // max(out_bytes, 1)))
         if final:
             victim = None
-        elif len(stashed) < keep:
+            while len(stashed) >= room:
+                del stashed[sorted(stashed)[0]]
+        elif len(stashed) < room:
             victim = None
         else:
             slot = chooser.randrange(seen[0])
-            if slot >= keep:
+            if slot >= room:
                 return
             victim = sorted(stashed)[slot]
         if victim is not None:
@@ -568,7 +575,7 @@ def escaped_work_probe(state: WorkerState, message: dict, slots: list, seeds: li
 
     try:
         result = probe(prepare, lambda i: invoke(state, slot_inputs, slot_outputs), first_index=1 << 30,
-                       flush=flush)
+                       flush=flush, quiet=lambda: harness_native(state))
     except Exception as exc:  # noqa: BLE001 - the solution failed in a probe call
         raise Failure("RUNTIME_ERROR", "the solution raised during the escaped-work probe:\n"
                       + format_exception(exc)) from None
