@@ -186,18 +186,21 @@ def test_audit_hook_alarms_on_a_separate_channel(tmp_path):
 
 def _time_in_process(tmp_path, monkeypatch, rotate: bool):
     """Load cache_by_value.py into an in-process worker state, time it, and judge its sampled outputs."""
-    from solbench.runner import worker
+    from solbench.runner import worker_calls as worker
+    from solbench.runner import worker_timing
     from solbench.runner.config import RunConfig
     from solbench.runner.evaluate import timing_message
+    from solbench.runner.worker_state import WorkerState
+    from solbench.runner.worker_timing import handle_time
     from solbench.spec.problem import load_problem
 
     problem = load_problem(write_problem(tmp_path / "p"))
     case = next(c for c in discover("hostile") if c.name == "cache_by_value")
     solution = load_case(case, problem.definition)
     if rotate:  # the defence switched off: the harness believes new seeds do not change the inputs
-        monkeypatch.setattr(worker, "changed_tensors", lambda before, after: [])
-    monkeypatch.setattr(worker, "background_activity", lambda state: None)  # pytest's own children are not ours
-    state = worker.WorkerState("cpu")
+        monkeypatch.setattr(worker_timing, "changed_tensors", lambda before, after: [])
+    monkeypatch.setattr(worker_timing, "background_activity", lambda state: None)  # pytest's own children are not ours
+    state = WorkerState("cpu")
     monkeypatch.setattr(sys, "path", list(sys.path))
     worker.handle_load(state, {"definition": problem.definition.to_dict(), "solution": solution.to_dict(),
                                "work_dir": str(tmp_path / "w")})
@@ -205,7 +208,7 @@ def _time_in_process(tmp_path, monkeypatch, rotate: bool):
     for seed in (11, 12):
         worker.handle_call(state, {"workload": wdata, "seed": seed})
     config = RunConfig(device="cpu", warmup=1, iters=24, adaptive=False)
-    reply = worker.handle_time(state, {"workload": wdata, "seeds": [21, 22], "config": timing_message(config, "cpu"),
+    reply = handle_time(state, {"workload": wdata, "seeds": [21, 22], "config": timing_message(config, "cpu"),
                                        "checked_outputs": 8})
     wrong = 0
     for _index, seed, outputs in reply["sampled"]:
