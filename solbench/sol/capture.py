@@ -36,9 +36,10 @@ from solbench.sol.capture_data import (  # noqa: F401 - re-exported: the capture
     InputUse,
     MatmulEvent,
     OutputInfo,
+    WallClockLimit,
 )
 from solbench.sol.meta_redirect import MetaRedirect
-from solbench.sol.meta_tracer import MAX_OPS, Tracer
+from solbench.sol.meta_tracer import Tracer
 from solbench.sol.value_tracking import is_float
 from solbench.spec import dtypes
 
@@ -59,7 +60,7 @@ def compile_reference(source: str, name: str) -> dict:
 
 
 def run_capture(definition, axis_values: dict[str, int], scalars: dict[str, float | int | bool],
-                namespace: dict | None = None, *, max_ops: int = MAX_OPS) -> Capture:
+                namespace: dict | None = None, *, max_ops: int | None = None) -> Capture:
     """Trace `definition.reference` on meta inputs for one workload's axes; raises CaptureError."""
     namespace = namespace if namespace is not None else compile_reference(definition.reference, definition.name)
     run = namespace["run"]
@@ -108,14 +109,15 @@ def _custom_values(definition, axis_values, scalars, namespace, tracer: Tracer) 
     entry = definition.custom_inputs_entrypoint
     if not entry or entry not in namespace:
         return {}
-    helper = Tracer(max_ops=MAX_OPS)
+    helper = Tracer()
     helper.recording = False
     try:
         with torch.random.fork_rng(devices=[]), MetaRedirect(helper), helper, torch.no_grad():
             torch.manual_seed(CUSTOM_INPUT_SEED)  # the same routing every time: bounds are reproducible
             values = namespace[entry]({**axis_values, **scalars}, torch.device("cpu"))
     except Exception as exc:
-        tracer.notes.append(f"custom-input entrypoint {entry} not usable on meta ({type(exc).__name__}); "
+        why = str(exc) if isinstance(exc, WallClockLimit) else type(exc).__name__  # never silent
+        tracer.notes.append(f"custom-input entrypoint {entry} not usable on meta ({why}); "
                             f"inputs from declared shapes")
         return {}
     if not isinstance(values, dict):

@@ -13,7 +13,11 @@ class CaptureError(RuntimeError):
 
 
 class BudgetExceeded(CaptureError):
-    pass
+    """The reference exceeded the deterministic trace budget (ops, real elements): same on every run."""
+
+
+class WallClockLimit(CaptureError):
+    """Last-resort wall-clock safety net hit: the outcome depends on machine speed, so it is reported."""
 
 
 @dataclass

@@ -25,7 +25,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.weak import WeakIdKeyDictionary
 
 from solbench.sol import inplace, opcost
-from solbench.sol.capture_data import BudgetExceeded, CaptureError, InputUse, MatmulEvent
+from solbench.sol.capture_data import BudgetExceeded, CaptureError, InputUse, MatmulEvent, WallClockLimit
 from solbench.sol.routing import BalancedRouting
 from solbench.sol.value_tracking import DTYPE_BITS, ValueTracking, dtype_family, is_float, torch_dtype_name
 
@@ -33,8 +33,13 @@ aten = torch.ops.aten
 
 REAL_NUMEL_LIMIT = 1 << 24  # constants up to this many elements are computed for real on the CPU
 REAL_MATMUL_FLOPS_LIMIT = 1e8
-MAX_OPS = 20_000
-MAX_SECONDS = 5.0  # per trace (reference, or custom-input entrypoint)
+# The trace budget is deterministic, so a workload traces (or not) the same way on any machine and
+# under any load: dispatched aten ops, and elements computed for real on the CPU (small constants).
+MAX_OPS = 20_000  # per trace (reference, or custom-input entrypoint)
+MAX_REAL_ELEMENTS = 1 << 30
+# Last resort only (a single pathological op, a reference hanging in Python between ops); when it
+# fires the result is reported as depending on wall time, never silently.
+SAFETY_SECONDS = 300.0
 # Not marked as views in aten, but they only reshape or re-label the same data.
 VIEW_LIKE = frozenset({"detach", "alias", "lift_fresh", "_reshape_alias", "_unsafe_view", "squeeze", "unsqueeze",
                        "transpose", "t", "as_strided", "view_as_real", "view_as_complex", "resolve_conj", "resolve_neg"})
@@ -48,7 +53,8 @@ UNINITIALISED = frozenset({"empty", "empty_like", "empty_strided", "new_empty", 
 class Tracer(BalancedRouting, ValueTracking, TorchDispatchMode):
     """Executes every aten op on meta (or for real, for small constants) and records its cost."""
 
-    def __init__(self, max_ops: int = MAX_OPS, max_seconds: float = MAX_SECONDS):
+    def __init__(self, max_ops: int | None = None, max_real_elements: int | None = None,
+                 safety_seconds: float | None = None):
         super().__init__()
         self.roots = WeakIdKeyDictionary()  # tensor -> input name it views
         self.origin = WeakIdKeyDictionary()  # tensor -> narrowest float dtype its data came from
@@ -68,8 +74,11 @@ class Tracer(BalancedRouting, ValueTracking, TorchDispatchMode):
         self.fabricated: list[str] = []
         self.notes: list[str] = []
         self.n_ops = 0
-        self.max_ops = max_ops
-        self.deadline = time.monotonic() + max_seconds
+        self.max_ops = MAX_OPS if max_ops is None else max_ops
+        self.real_elements = 0  # elements of outputs computed for real on the CPU
+        self.max_real_elements = MAX_REAL_ELEMENTS if max_real_elements is None else max_real_elements
+        self.safety_seconds = SAFETY_SECONDS if safety_seconds is None else safety_seconds
+        self.deadline = time.monotonic() + self.safety_seconds
         self.suppress = 0
         self.recording = True
 
@@ -103,9 +112,7 @@ class Tracer(BalancedRouting, ValueTracking, TorchDispatchMode):
             t = args[0]
             return func(t) if self.is_real(t) else self._fabricate_scalar(t)
         self.n_ops += 1
-        if self.n_ops > self.max_ops or (self.n_ops % 256 == 0 and time.monotonic() > self.deadline):
-            raise BudgetExceeded(f"the reference runs more than {self.max_ops} ops or {MAX_SECONDS:.0f} s "
-                                 f"on meta tensors (a Python loop over data?)")
+        self._check_budget()
         name = opcost.packet_name(func)
         tensors = [a for a in pytree.tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)]
         all_real = all(self.is_real(t) for t in tensors)
@@ -128,6 +135,7 @@ class Tracer(BalancedRouting, ValueTracking, TorchDispatchMode):
         if tensors and all_real and name not in opcost.MATMUL_OPS and all(
                 t.numel() <= REAL_NUMEL_LIMIT for t in tensors):
             out = func(*args, **kwargs)  # small constants: real values (data-dependent ops work)
+            self._count_real(func, name, out)
             if self.recording:
                 self._record(func, name, args, kwargs,
                              [o for o in pytree.tree_leaves(out) if isinstance(o, torch.Tensor)])
@@ -147,6 +155,7 @@ class Tracer(BalancedRouting, ValueTracking, TorchDispatchMode):
                 r_kwargs["device"] = torch.device("cpu")
             out = func(*args, **r_kwargs)
             outs = [o for o in pytree.tree_leaves(out) if isinstance(o, torch.Tensor)]
+            self._count_real(func, name, outs)
         elif not all_real and func._schema.arguments and func._schema.arguments[0].is_write:
             first = args[0] if args else None
             if isinstance(first, torch.Tensor) and first.device.type != "meta":
@@ -156,6 +165,21 @@ class Tracer(BalancedRouting, ValueTracking, TorchDispatchMode):
         if self.recording:
             self._record(func, name, args, kwargs, outs)
         return out
+
+    def _check_budget(self) -> None:
+        if self.n_ops > self.max_ops:
+            raise BudgetExceeded(f"the reference runs more than {self.max_ops} ops on meta tensors "
+                                 f"(a Python loop over data?)")
+        if self.real_elements > self.max_real_elements:
+            raise BudgetExceeded(f"the reference computes more than {self.max_real_elements} constant elements "
+                                 f"for real on the CPU")
+        if self.n_ops % 64 == 0 and time.monotonic() > self.deadline:
+            raise WallClockLimit(f"wall-clock safety limit hit: the trace ran over {self.safety_seconds:.0f} s "
+                                 f"within its op budget (this result depends on machine speed)")
+
+    def _count_real(self, func, name: str, out) -> None:
+        if not (func.is_view or name in VIEW_LIKE):  # views compute nothing
+            self.real_elements += sum(o.numel() for o in pytree.tree_leaves(out) if isinstance(o, torch.Tensor))
 
     def _bool_indices_as_long(self, name, args):
         """A boolean index on meta has an unknown number of hits: assume all, as long indices."""

@@ -1,0 +1,87 @@
+"""The trace budget is deterministic: the same result whatever the wall clock says."""
+
+from __future__ import annotations
+
+import itertools
+
+import torch
+
+from solbench.sol import analyser, meta_tracer
+
+LOOP = ("import torch\n"
+        "def run(x):\n"
+        "    y = x\n"
+        "    for _ in range({n}):\n"
+        "        y = y + 1\n"
+        "    return y\n")
+
+
+def _loop(definition_of, n: int):
+    return definition_of({"x": (["N"], "float32")}, {"y": (["N"], "float32")}, LOOP.format(n=n), {"N": 16},
+                         name=f"loop{n}")
+
+
+def _fresh(monkeypatch):
+    monkeypatch.setattr(analyser, "_captures", analyser.OrderedDict())
+
+
+def _slow_clock(monkeypatch, seconds_per_call: float):
+    ticks = itertools.count()
+    monkeypatch.setattr(meta_tracer.time, "monotonic", lambda: next(ticks) * seconds_per_call)
+
+
+def test_result_does_not_depend_on_wall_time(definition_of, monkeypatch):
+    d = _loop(definition_of, 1000)
+    _fresh(monkeypatch)
+    idle = analyser.analyse(d, {})
+    assert idle.method == "meta"
+    _fresh(monkeypatch)
+    _slow_clock(monkeypatch, 4.0)  # each clock read 4 s later: the old 5 s budget would have fired
+    slow = analyser.analyse(d, {})
+    assert slow.to_dict() == idle.to_dict()
+
+
+def test_over_the_op_budget_fails_the_same_way_every_time(definition_of, monkeypatch):
+    monkeypatch.setattr(meta_tracer, "MAX_OPS", 500)
+    d = _loop(definition_of, 600)
+    results = []
+    for _ in range(2):
+        _fresh(monkeypatch)
+        results.append(analyser.analyse(d, {}).to_dict())
+    assert results[0] == results[1]
+    assert results[0]["method"] == "declared-io"
+    assert any("more than 500 ops" in n for n in results[0]["notes"])
+    _fresh(monkeypatch)
+    assert analyser.analyse(_loop(definition_of, 400), {}).method == "meta"  # under the budget: traced
+
+
+def test_real_element_budget(definition_of, monkeypatch):
+    monkeypatch.setattr(meta_tracer, "MAX_REAL_ELEMENTS", 1000)
+    ref = ("import torch\n"
+           "def run(x):\n"
+           "    m = torch.arange({n}).float().cumsum(0)\n"
+           "    return x + m[:16]\n")
+    traced = definition_of({"x": (["N"], "float32")}, {"y": (["N"], "float32")}, ref.format(n=100), {"N": 16},
+                           name="small")
+    over = definition_of({"x": (["N"], "float32")}, {"y": (["N"], "float32")}, ref.format(n=4000), {"N": 16},
+                         name="big")
+    _fresh(monkeypatch)
+    assert analyser.analyse(traced, {}).method == "meta"
+    cost = analyser.analyse(over, {})
+    assert cost.method == "declared-io"
+    assert any("constant elements" in n for n in cost.notes)
+
+
+def test_wall_clock_safety_net_is_reported(definition_of, monkeypatch):
+    _fresh(monkeypatch)
+    _slow_clock(monkeypatch, meta_tracer.SAFETY_SECONDS)
+    cost = analyser.analyse(_loop(definition_of, 1000), {})
+    assert cost.method == "declared-io"
+    assert any("wall-clock safety limit hit" in n for n in cost.notes)
+
+
+def test_tracer_counts_no_real_elements_for_views():
+    with meta_tracer.Tracer() as t:
+        a = torch.arange(100)
+        a.view(10, 10).t()[2:]
+    assert t.real_elements == 100
