@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import random
+import statistics
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict
@@ -512,8 +513,8 @@ def launch_and_busy_ms(host_samples: list[float], probes: list[dict]) -> tuple[f
     holds idle gaps. Values from the solution's worker are plain numbers; anything else is dropped.
     """
     def median(values) -> float | None:
-        nums = sorted(v for v in values if isinstance(v, (int, float)) and math.isfinite(v) and v >= 0)
-        return nums[len(nums) // 2] if nums else None
+        nums = [v for v in values if isinstance(v, (int, float)) and math.isfinite(v) and v >= 0]
+        return statistics.median(nums) if nums else None
 
     spans = [v for p in probes if p.get("cupti") == "used" for v in p.get("span_ms") or []]
     kernels = [v for p in probes if p.get("cupti") == "used" for v in p.get("kernel_ms") or []]

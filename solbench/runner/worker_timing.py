@@ -286,7 +286,7 @@ def handle_time(state: WorkerState, message: dict) -> dict:
         raise Failure("RUNTIME_ERROR", f"out of memory while timing: {exc}") from None
     except Exception as exc:  # noqa: BLE001
         raise Failure("RUNTIME_ERROR", "the solution raised while being timed:\n" + format_exception(exc)) from None
-    probe = escaped_work_probe(state, message, slots, seeds, sets, fresh) if state.is_cuda else None
+    probe = escaped_work_probe(state, message, config, slots, sets, fresh) if state.is_cuda else None
     violations = integrity_violations()
     if violations:
         raise Failure("REWARD_HACK", f"timing functions were replaced: {violations}")
@@ -304,19 +304,17 @@ def handle_time(state: WorkerState, message: dict) -> dict:
             "probe": probe.to_dict() if probe is not None else None, "aliased_inputs": sorted(aliased)}
 
 
-def escaped_work_probe(state: WorkerState, message: dict, slots: list, seeds: list, sets: list, fresh: bool):
+def escaped_work_probe(state: WorkerState, message: dict, config, slots: list, sets: list, fresh: bool):
     """A few isolated calls after the timed block: did GPU work escape the timer's events?
 
     See solbench.check.cupti_activity: a device synchronize that still waits after the call's end
     event, or CUPTI activity beyond the event time, is work on a stream nobody waited for.
     """
     from solbench.check.cupti_activity import probe
-    from solbench.timing.config import TimingConfig
     from solbench.timing.timer import flusher_for
 
     torch = state.torch
     slot_inputs, slot_outputs = slots[0]
-    config = TimingConfig(**message["config"])
     flush = flusher_for(torch.device(state.device), config.l2_flush_mode).flush if config.l2_flush else None
 
     def prepare(i: int) -> None:

@@ -62,6 +62,11 @@ def cuda_flush_bytes(device: torch.device) -> int:
     return max(MIN_FLUSH_BYTES, 2 * int(l2))
 
 
+def read_sweep(buffer: torch.Tensor, sink: torch.Tensor) -> None:
+    """Read every element of `buffer` (a sum into the 0-d int64 `sink`: no allocation per flush)."""
+    torch.sum(buffer, dim=0, out=sink)
+
+
 class L2Flusher:
     """Owns one pre-allocated buffer; `flush()` overwrites all of it (no allocation per call).
 
@@ -97,13 +102,14 @@ class L2Flusher:
         self.flush_count = 0
 
     def flush(self) -> None:
-        """Overwrite the whole buffer with a value that differs from the previous flush."""
+        """Sweep the whole buffer: on CUDA as `mode` says (a write uses a value that differs from the
+        previous flush); on CPU always a write."""
         self.flush_count += 1
         if self.device.type == "cuda":
             if self.mode in ("write", "write_read"):
                 self._buffer.fill_(self.flush_count & 0xFF)
             if self.mode in ("read", "write_read"):
-                torch.sum(self._buffer, dim=0, out=self._sink)
+                read_sweep(self._buffer, self._sink)
         else:
             self._buffer.fill(self.flush_count & 0xFF)
 

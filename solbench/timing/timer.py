@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import math
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -179,7 +180,7 @@ def flusher_for(device: torch.device, mode: str = "read") -> L2Flusher:
     """The cached per-device, per-mode flusher (one buffer each), shared with the escaped-work probe."""
     key = f"{device}/{mode}"
     if key not in _FLUSHERS:
-        _FLUSHERS[key] = L2Flusher(device, mode=mode if device.type == "cuda" else "write")
+        _FLUSHERS[key] = L2Flusher(device, mode=mode)  # a CPU flusher ignores the mode
     return _FLUSHERS[key]
 
 
@@ -408,7 +409,7 @@ def time_iterations(run: Callable[[int], object], prepare: Callable[[int], None]
     if host_ms and stats.median_ms > 0:
         if hold is not None and session.exposed > EXPOSED_FRACTION * len(samples):
             stats.flags.append(FLAG_LAUNCH_EXPOSED)
-        if sorted(host_ms)[len(host_ms) // 2] > stats.median_ms:
+        if statistics.median(host_ms) > stats.median_ms:
             stats.flags.append(FLAG_LAUNCH_BOUND)
     if integrity_violations():
         stats.flags.append(FLAG_FUNCTIONS_REPLACED)

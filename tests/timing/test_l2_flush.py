@@ -69,7 +69,7 @@ def test_cuda_flusher_is_at_least_twice_l2():
 def test_flush_modes_are_checked_and_the_read_reduction_runs():
     with pytest.raises(ValueError):
         L2Flusher("cpu", mode="sideways")
-    # the read flush's reduction, as issued on CUDA, on CPU tensors
-    buffer, sink = torch.ones(1000, dtype=torch.int32), torch.zeros((), dtype=torch.int64)
-    torch.sum(buffer, dim=0, out=sink)
-    assert int(sink) == 1000
+    # the read flush's sweep, as issued on CUDA, on CPU tensors
+    buffer, sink = torch.arange(1000, dtype=torch.int32), torch.zeros((), dtype=torch.int64)
+    l2_flush.read_sweep(buffer, sink)
+    assert int(sink) == 999 * 1000 // 2
