@@ -255,9 +255,23 @@ def changed_tensors(before: list, after: list) -> list[int]:
             continue
         if b.numel() == 0:
             continue
-        if not torch.equal(b.reshape(-1).view(torch.uint8), a.detach().reshape(-1).contiguous().view(torch.uint8)):
+        if not bytes_equal(b, a.detach()):
             changed.append(i)
     return changed
+
+
+COMPARE_CHUNK_BYTES = 1 << 26
+
+
+def bytes_equal(x, y) -> bool:
+    """Raw-byte equality of two same-shaped tensors, in chunks: `torch.equal` on a GPU builds an
+    elementwise mask as large as the tensor, which does not fit beside a 20 GiB input."""
+    import torch
+
+    x = x.reshape(-1).contiguous().view(torch.uint8)
+    y = y.reshape(-1).contiguous().view(torch.uint8)
+    return all(torch.equal(x[start:start + COMPARE_CHUNK_BYTES], y[start:start + COMPARE_CHUNK_BYTES])
+               for start in range(0, x.numel(), COMPARE_CHUNK_BYTES))
 
 
 def handle_receive(state: WorkerState, message: dict) -> dict:
