@@ -40,6 +40,9 @@ class StepFailed(Exception):
         self.log = log
 
 
+TRIM_MIN_SET_BYTES = 256 << 20  # one input set this large or larger: workers are asked to trim their caches
+
+
 class DeviceSession:
     """The two workers of one device: the reference's and the solution's."""
 
@@ -136,6 +139,12 @@ class DeviceSession:
             self.retire(worker)
             raise StepFailed(Status.REWARD_HACK, "the solution's process did something no kernel needs: "
                              + "; ".join(alarms[:10]))
+
+    def trim(self, worker: WorkerProcess, set_bytes: int) -> None:
+        """Ask a worker to drop a large input cache before the other worker is timed beside it
+        (`worker_calls.handle_trim`); skipped for small inputs, where no cache is worth a request."""
+        if set_bytes >= TRIM_MIN_SET_BYTES and worker.alive:
+            self.ask(worker, {"op": "trim"}, 60)
 
     def retire(self, worker: WorkerProcess) -> None:
         """Kill a worker whose process can no longer be trusted; the next load starts a fresh one."""
@@ -407,8 +416,10 @@ def evaluate_workload(session: DeviceSession, problem: Problem, solution: Soluti
     per_round_checks = -(-config.checked_timed_outputs // rounds)
     fresh_budget = ({} if config.fresh_inputs_budget_s is None
                     else {"fresh_inputs_budget_s": config.fresh_inputs_budget_s})
+    set_bytes = input_set_bytes(problem, workload)
     for _ in range(rounds):
         if time_reference:
+            session.trim(session.candidate, set_bytes)
             try:
                 ref_reply = session.ask(session.reference, {"op": "time", "workload": wdata, "seeds": seeds,
                                                             "config": timing, "checked_outputs": 0, **fresh_budget},
@@ -418,6 +429,7 @@ def evaluate_workload(session: DeviceSession, problem: Problem, solution: Soluti
                 warnings = warnings + [f"reference timing failed ({exc.status.value}): {exc.log.strip()[-300:]}; "
                                        "no speedup reported"]
                 time_reference, reference_samples = False, []
+        session.trim(session.reference, set_bytes)
         reply = session.ask(session.candidate, {"op": "time", "workload": wdata, "seeds": seeds, "config": timing,
                                                 "checked_outputs": per_round_checks, **fresh_budget,
                                                 **session.transfer_fields()}, config.timeout_s)
@@ -463,6 +475,8 @@ def evaluate_workload(session: DeviceSession, problem: Problem, solution: Soluti
     clocks = (candidate_info.get("clocks_before"), candidate_info.get("clocks_after"))
     baselines = {"eager": performance.reference_latency_ms, "published": config.baseline_ms.get(workload.uuid),
                  "shipped": None, "compile": None}
+    if (config.baseline_shipped and problem.baseline_path is not None) or config.baseline_compile:
+        session.trim(session.candidate, set_bytes)
     if config.baseline_shipped and problem.baseline_path is not None:
         baselines["shipped"], warnings = time_shipped_baseline(session, problem, wdata, seeds, timing, config,
                                                                method, warnings)
@@ -568,6 +582,19 @@ def expected_outputs(problem: Problem, workload: Workload) -> list | None:
     except Exception:  # noqa: BLE001 - a bad workload is reported by the workers, with their message
         return None
     return [(spec.dtype, shapes.get(name)) for name, spec in definition.outputs.items()]
+
+
+def input_set_bytes(problem: Problem, workload: Workload) -> int:
+    """The bytes of one input set as the definition declares it (0 where the axes do not resolve here)."""
+    from solbench.spec import dtypes
+
+    definition = problem.definition
+    try:
+        shapes = definition.input_shapes(definition.resolve_axes(workload.axes))
+    except Exception:  # noqa: BLE001 - a bad workload is reported by the workers, with their message
+        return 0
+    return sum(math.prod(shape) * dtypes.storage_bits(definition.inputs[name].dtype) // 8
+               for name, shape in shapes.items() if shape is not None)
 
 
 def judge(session: DeviceSession, wdata: dict, seed: int, outputs: list, config: RunConfig,

@@ -19,6 +19,7 @@ from solbench.runner.worker_calls import (
     handle_load,
     handle_receive,
     handle_release,
+    handle_trim,
 )
 from solbench.runner.worker_state import Failure, WorkerState, format_exception
 from solbench.runner.worker_timing import (
@@ -50,7 +51,7 @@ HANDLERS = {"load": handle_load, "call": handle_call, "judge": handle_judge, "ti
             "time_compiled": handle_time_compiled,
             "time_baseline": handle_time_baseline,
             "environment": handle_environment,
-            "receive": handle_receive, "release": handle_release, "fetch": handle_fetch}
+            "receive": handle_receive, "release": handle_release, "fetch": handle_fetch, "trim": handle_trim}
 
 
 PHASES = {"load": "load", "call": "call", "time": "timing"}

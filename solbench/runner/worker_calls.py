@@ -143,6 +143,28 @@ def cache_budget_bytes(state: WorkerState) -> int:
     return 2 << 30
 
 
+def trim_threshold_bytes(state: WorkerState) -> int:
+    """Caches below this stay: regenerating them would cost more than the memory they hold."""
+    return cache_budget_bytes(state) // 4
+
+
+def handle_trim(state: WorkerState, message: dict) -> dict:
+    """Before the other worker is timed: drop this worker's input cache when it is large, so both
+    workers' copies of multi-GB inputs do not share the device. Inputs are rebuilt from seeds on
+    demand; IPC exports and received copies (transfer.py) are kept."""
+    held_bytes = sum(sum(a.numel() * a.element_size() for a in entry[2] if isinstance(a, state.torch.Tensor))
+                     for entry in state.inputs_cache.values())
+    threshold_bytes = message.get("min_bytes")
+    if type(threshold_bytes) is not int:
+        threshold_bytes = trim_threshold_bytes(state)
+    if held_bytes <= threshold_bytes:
+        return {"ok": True, "freed_bytes": 0, "held_bytes": held_bytes}
+    state.inputs_cache.clear()
+    if state.is_cuda:
+        state.torch.cuda.empty_cache()
+    return {"ok": True, "freed_bytes": held_bytes, "held_bytes": 0}
+
+
 def invoke(state: WorkerState, args: list, outputs: list | None):
     if outputs is not None:
         state.function(*args, *outputs)

@@ -179,12 +179,26 @@ def handle_time(state: WorkerState, message: dict) -> dict:
 
     torch = state.torch
     seeds = list(message["seeds"])
+    for seed in [s for s in state.inputs_cache if s not in seeds]:
+        state.inputs_cache.pop(seed)  # e.g. the trials' inputs: not needed by a timed block, and maybe GBs
     generated = [make_call_inputs(state, message["workload"], seed, fresh_copy=False) for seed in seeds]
     axes = generated[0][1]
     sets = [args for _, _, args in generated]
+    del generated
     budget_s = float(message.get("fresh_inputs_budget_s", FRESH_INPUTS_BUDGET_S))
     fresh = budget_s > 0 and (len(sets) < 2 or changed_tensors(sets[0], sets[1]) != [])
-    slots = build_slots(state, sets, axes, message.get("max_slots", 8))
+    if fresh:
+        # Calls draw their own inputs: the other sets only served the check above (the first is the
+        # slots' template). The judge rebuilds kept calls' inputs in the reference worker, not here.
+        for seed in seeds[1:]:
+            if seed != seeds[0]:
+                state.inputs_cache.pop(seed, None)
+        sets = sets[:1]
+    # Slots and recent fresh sets each get a quarter of the memory free now, so the harness's own
+    # copies of multi-GB inputs never push the call out of memory.
+    copies_budget_bytes = harness_budget_bytes(state)
+    slots = build_slots(state, sets, axes, message.get("max_slots", 8), copies_budget_bytes)
+    recent_limit = recent_sets_limit(input_bytes(state, sets[0]), copies_budget_bytes)
     # A uniform random sample (reservoir) of the calls in this block has its outputs kept for the judge,
     # and the last call's always. The choice for call i is made after it returns, from the OS's
     # entropy: the call cannot know.
@@ -246,11 +260,12 @@ def handle_time(state: WorkerState, message: dict) -> dict:
         if fresh and generation_s[0] < budget_s:
             started = _perf_counter()
             seed = chooser.getrandbits(62)
+            while len(recent) >= recent_limit:  # room first: the new set counts against the budget too
+                recent.pop(0)
             source = make_call_inputs(state, message["workload"], seed, fresh_copy=False)[2]
             state.inputs_cache.pop(seed, None)  # used once: not worth caching
             generation_s[0] += _perf_counter() - started
             recent.append((seed, source))
-            del recent[:-RECENT_SETS]
         elif fresh:
             # Input generation is slow (custom entrypoints): past the budget, calls draw at random
             # from the last few fresh sets; the trace says so ("timed_inputs_reused").
@@ -296,6 +311,7 @@ def handle_time(state: WorkerState, message: dict) -> dict:
     sampled = [[i, seed, outs] for i, (outs, seed) in sorted(stashed.items())]
     flags = list(timing.stats.flags) + ([] if fresh else ["timed_inputs_fixed"])
     flags += ["timed_inputs_reused"] if reused[0] else []
+    flags += ["timed_inputs_single_slot"] if len(slots) < 2 else []  # every call saw its inputs at one address
     return {"ok": True, "samples_ms": list(timing.samples_ms), "warmup": timing.warmup_done,
             "stop_reason": timing.stop_reason, "wall_s": timing.wall_s, "clocks_before": timing.clocks_before,
             "clocks_after": timing.clocks_after, "flags": flags, "sampled": sampled,
@@ -341,24 +357,37 @@ def escaped_work_probe(state: WorkerState, message: dict, config, slots: list, s
     return result
 
 
-def build_slots(state: WorkerState, sets: list[list], axes: dict, max_slots: int) -> list:
-    """Pre-allocated argument slots, so each timed call sees its inputs at another address."""
+def build_slots(state: WorkerState, sets: list[list], axes: dict, max_slots: int, budget_bytes: int) -> list:
+    """Pre-allocated argument slots, so each timed call sees its inputs at another address; as many
+    as `budget_bytes` holds, at least one (the trace then says so: `timed_inputs_single_slot`)."""
     from solbench.inputs.generate import allocate_outputs
 
     torch = state.torch
-    set_bytes = sum(a.numel() * a.element_size() for a in sets[0] if isinstance(a, torch.Tensor))
-    if state.is_cuda:
-        free_bytes, _ = torch.cuda.mem_get_info()
-        budget = free_bytes // 4
-    else:
-        budget = 2 << 30
-    count = int(max(2, min(max_slots, budget // max(set_bytes, 1))))
+    count = int(max(1, min(max_slots, budget_bytes // max(input_bytes(state, sets[0]), 1))))
     slots = []
     for _ in range(count):
         inputs = [torch.empty_like(a) if isinstance(a, torch.Tensor) else a for a in sets[0]]
         outputs = allocate_outputs(state.definition, axes, state.device) if state.destination_passing else None
         slots.append((inputs, outputs))
     return slots
+
+
+def harness_budget_bytes(state: WorkerState) -> int:
+    """A quarter of the device memory free to this process (what its allocator caches counts as free)."""
+    if not state.is_cuda:
+        return 2 << 30
+    torch = state.torch
+    free_bytes, _ = torch.cuda.mem_get_info()
+    return (free_bytes + torch.cuda.memory_reserved() - torch.cuda.memory_allocated()) // 4
+
+
+def recent_sets_limit(set_bytes: int, budget_bytes: int) -> int:
+    """How many fresh sets to keep for reuse once generation is over budget: within budget_bytes, at least one."""
+    return int(max(1, min(RECENT_SETS, budget_bytes // max(set_bytes, 1))))
+
+
+def input_bytes(state: WorkerState, args: list) -> int:
+    return sum(a.numel() * a.element_size() for a in args if isinstance(a, state.torch.Tensor))
 
 
 def background_activity(state: WorkerState) -> str | None:

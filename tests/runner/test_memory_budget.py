@@ -1,0 +1,144 @@
+"""The harness's own copies of inputs stay within a memory budget: timed-block slots and recent
+fresh sets, and the `trim` request that drops a worker's input cache while the other is timed."""
+
+from __future__ import annotations
+
+import sys
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from solbench import api
+from solbench.runner import evaluate, worker_calls, worker_timing
+from solbench.runner.config import RunConfig
+from solbench.runner.evaluate import DeviceSession, timing_message
+from solbench.runner.worker_state import WorkerState
+from solbench.spec.problem import load_problem
+from solbench.spec.solution import load_solution, reference_solution
+from solbench.spec.trace import Status
+from tests.runner.conftest import write_problem, write_solution
+
+GOOD = "import torch\n\ndef run(x, y):\n    return x * 2.0 + y\n"
+
+
+def test_build_slots_fits_the_budget_with_at_least_one_slot():
+    state = WorkerState("cpu")
+    state.destination_passing = False
+    inputs = [torch.zeros(1024), torch.zeros(1024)]  # 8 KiB a set
+    assert len(worker_timing.build_slots(state, [inputs], {}, 8, 3 * 8192)) == 3
+    assert len(worker_timing.build_slots(state, [inputs], {}, 2, 3 * 8192)) == 2
+    single = worker_timing.build_slots(state, [inputs], {}, 8, 100)
+    assert len(single) == 1 and single[0][0][0].data_ptr() != inputs[0].data_ptr()
+
+
+def test_recent_fresh_sets_fit_the_budget_with_at_least_one():
+    assert worker_timing.recent_sets_limit(100, 250) == 2
+    assert worker_timing.recent_sets_limit(100, 50) == 1
+    assert worker_timing.recent_sets_limit(1, 1 << 30) == worker_timing.RECENT_SETS
+
+
+@pytest.fixture
+def loaded(tmp_path, monkeypatch):
+    """A solution loaded into an in-process worker state, with two trials' inputs cached."""
+    problem = load_problem(write_problem(tmp_path / "p", sizes=(64,)))
+    solution = load_solution(write_solution(tmp_path, GOOD), problem.definition)
+    monkeypatch.setattr(worker_timing, "background_activity", lambda state: None)  # pytest's own children
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    state = WorkerState("cpu")
+    worker_calls.handle_load(state, {"definition": problem.definition.to_dict(), "solution": solution.to_dict(),
+                                     "work_dir": str(tmp_path / "w")})
+    wdata = problem.workloads[0].to_dict()
+    for seed in (11, 12):
+        worker_calls.handle_call(state, {"workload": wdata, "seed": seed})
+    return state, wdata
+
+
+def time_block(state, wdata) -> dict:
+    config = RunConfig(device="cpu", warmup=1, iters=6, adaptive=False)
+    return worker_timing.handle_time(state, {"workload": wdata, "seeds": [21, 22], "checked_outputs": 2,
+                                             "config": timing_message(config, "cpu")})
+
+
+def test_a_timed_block_with_room_for_one_slot_says_so(loaded, monkeypatch):
+    state, wdata = loaded
+    reply = time_block(state, wdata)
+    assert reply["slots"] >= 2 and "timed_inputs_single_slot" not in reply["flags"]
+    monkeypatch.setattr(worker_timing, "harness_budget_bytes", lambda state: 1)
+    reply = time_block(state, wdata)
+    assert reply["slots"] == 1 and "timed_inputs_single_slot" in reply["flags"], reply["flags"]
+    assert len(reply["sampled"]) >= 1
+
+
+def test_fresh_timed_blocks_keep_only_the_first_timed_set_cached(loaded):
+    state, wdata = loaded
+    assert {11, 12} <= set(state.inputs_cache)
+    time_block(state, wdata)
+    assert set(state.inputs_cache) == {21}  # trials' inputs and the second timed set dropped
+
+
+def test_trim_drops_a_large_cache_and_keeps_a_small_one(loaded, monkeypatch):
+    state, wdata = loaded
+    held = sum(a.numel() * a.element_size() for entry in state.inputs_cache.values() for a in entry[2])
+    assert held > 0
+    assert worker_calls.handle_trim(state, {}) == {"ok": True, "freed_bytes": 0, "held_bytes": held}
+    assert len(state.inputs_cache) == 2
+    monkeypatch.setattr(worker_calls, "trim_threshold_bytes", lambda state: held - 1)
+    assert worker_calls.handle_trim(state, {}) == {"ok": True, "freed_bytes": held, "held_bytes": 0}
+    assert state.inputs_cache == {}
+    assert worker_calls.handle_call(state, {"workload": wdata, "seed": 11})["ok"]  # rebuilt from the seed
+
+
+def test_trim_in_real_workers(tmp_path):
+    problem = load_problem(write_problem(tmp_path / "p", sizes=(64,)))
+    wdata = problem.workloads[0].to_dict()
+    session = DeviceSession("cpu", RunConfig(device="cpu"))
+    try:
+        session.load(session.reference, problem, reference_solution(problem.definition))
+        solution = load_solution(write_solution(tmp_path, GOOD), problem.definition)
+        session.load(session.candidate, problem, solution)
+        for seed in (1, 2):
+            session.ask(session.candidate, {"op": "call", "workload": wdata, "seed": seed}, 60)
+        kept = session.ask(session.candidate, {"op": "trim"}, 60)
+        assert kept["freed_bytes"] == 0 and kept["held_bytes"] == 2 * 2 * 64 * 4  # two sets of x, y
+        freed = session.ask(session.candidate, {"op": "trim", "min_bytes": 1000}, 60)
+        assert freed["freed_bytes"] == 2 * 2 * 64 * 4 and freed["held_bytes"] == 0
+        assert session.ask(session.candidate, {"op": "trim", "min_bytes": 0}, 60)["held_bytes"] == 0
+        reply = session.ask(session.candidate, {"op": "call", "workload": wdata, "seed": 1}, 60)
+        assert reply["outputs"][0].shape == (64,)
+    finally:
+        session.close()
+
+
+def test_evaluation_asks_the_idle_worker_to_trim_and_still_passes(tmp_path, monkeypatch):
+    problem_dir = write_problem(tmp_path / "p", sizes=(64,))
+    solution = write_solution(tmp_path, GOOD)
+    monkeypatch.setattr(evaluate, "TRIM_MIN_SET_BYTES", 0)  # every input set counts as large
+    asked: list[tuple[str, str]] = []
+    original = DeviceSession.ask
+
+    def recording(self, worker, message, timeout_s):
+        asked.append(("solution" if worker is self.candidate else "reference", message["op"]))
+        return original(self, worker, message, timeout_s)
+
+    monkeypatch.setattr(DeviceSession, "ask", recording)
+    config = RunConfig(device="cpu", trials=2, warmup=1, iters=3, adaptive=False, timing_rounds=1, timeout_s=60)
+    traces = api.evaluate(problem_dir, solution, config=config)
+    assert [t.status for t in traces] == [Status.PASSED], traces[0].evaluation.log
+    timed = [i for i, entry in enumerate(asked) if entry[1] == "time"]
+    assert [asked[i] for i in timed] == [("reference", "time"), ("solution", "time")]
+    assert [asked[i - 1] for i in timed] == [("solution", "trim"), ("reference", "trim")]
+
+
+def test_small_inputs_are_not_worth_a_trim_request(tmp_path):
+    problem = load_problem(write_problem(tmp_path / "p", sizes=(64,)))
+    set_bytes = evaluate.input_set_bytes(problem, problem.workloads[0])
+    assert set_bytes == 2 * 64 * 4
+    session = DeviceSession("cpu", RunConfig(device="cpu"))  # no worker is started
+    sent: list[dict] = []
+    session.ask = lambda worker, message, timeout_s: sent.append(message)
+    idle = SimpleNamespace(alive=True)
+    session.trim(idle, set_bytes)
+    assert sent == []
+    session.trim(idle, evaluate.TRIM_MIN_SET_BYTES)
+    assert sent == [{"op": "trim"}]
