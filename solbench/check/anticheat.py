@@ -57,10 +57,12 @@ def _is_number(x: Any) -> bool:
 
 
 def check_time_reply(reply: dict, config: dict, *, checked_outputs: int, elapsed_s: float,
-                     margin_s: float = 0.05) -> list[str]:
+                     required_outputs: int | None = None, margin_s: float = 0.05) -> list[str]:
     """Problems with a timing reply from a solution's worker (empty when it is plausible).
 
     `config` is the TimingConfig dict that was sent; `elapsed_s` the time the orchestrator waited.
+    `required_outputs` (default: all `checked_outputs`) is the fewest sampled outputs acceptable: a
+    worker may keep fewer than asked only when the outputs are too large for its memory.
     """
     problems: list[str] = []
     samples = reply.get("samples_ms")
@@ -94,7 +96,8 @@ def check_time_reply(reply: dict, config: dict, *, checked_outputs: int, elapsed
     if type(sampled) is not list:
         problems.append("sampled outputs missing")
     else:
-        wanted = min(checked_outputs, calls)
+        required = checked_outputs if required_outputs is None else min(required_outputs, checked_outputs)
+        wanted = min(required, calls)
         if len(sampled) < wanted:
             problems.append(f"{len(sampled)} sampled outputs came back, {wanted} were asked for")
         if len(sampled) > max(checked_outputs + 1, 1):

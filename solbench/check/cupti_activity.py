@@ -33,6 +33,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 PROBE_CALLS = 5
+# CUPTI slows launch-heavy calls many times over (a 0.45 s eager loop of small kernels took ~19 s
+# traced on an H100): past this budget the probe stops, after at least one recorded call.
+PROBE_BUDGET_S = 2.0
 TAIL_FLOOR_MS = 0.05
 TAIL_FRACTION = 0.25
 SPAN_FACTOR = 1.5
@@ -54,7 +57,8 @@ def load_cupti():
 class ProbeResult:
     event_ms: list[float] = field(default_factory=list)
     tail_ms: list[float] = field(default_factory=list)
-    span_ms: list[float] = field(default_factory=list)  # CUPTI: GPU-busy span across all streams
+    span_ms: list[float] = field(default_factory=list)  # CUPTI: first start to last end, all streams
+    busy_ms: list[float] = field(default_factory=list)  # CUPTI: time any of the call's work ran (union)
     kernel_ms: list[float] = field(default_factory=list)  # CUPTI: sum of kernel durations
     streams: list[int] = field(default_factory=list)  # CUPTI: distinct streams per call
     cupti: str = "unavailable"  # "used", "unavailable", or "failed: <why>"
@@ -78,7 +82,7 @@ class ProbeResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {"event_ms": self.event_ms, "tail_ms": self.tail_ms, "span_ms": self.span_ms,
-                "kernel_ms": self.kernel_ms, "streams": self.streams, "cupti": self.cupti}
+                "busy_ms": self.busy_ms, "kernel_ms": self.kernel_ms, "streams": self.streams, "cupti": self.cupti}
 
 
 class _Collector:
@@ -131,33 +135,52 @@ class _Collector:
     def now(self) -> int:
         return int(self.cupti.get_timestamp())
 
-    def per_call(self, windows: list[tuple[int, int]]) -> tuple[list[float], list[float], list[int]]:
-        """(GPU span ms, kernel-time sum ms, distinct streams) of the work launched in each window."""
+    def per_call(self, windows: list[tuple[int, int]]) -> tuple[list[float], list[float], list[float], list[int]]:
+        """(GPU span ms, GPU busy ms, kernel-time sum ms, distinct streams) of the work launched in
+        each window."""
         by_corr: dict[int, list] = {}
         for rec in self.work:
             by_corr.setdefault(rec[2], []).append(rec)
-        spans, sums, streams = [], [], []
+        spans, busy, sums, streams = [], [], [], []
         for t0, t1 in windows:
             ids = {corr for start, corr in self.launches if t0 <= start <= t1}
             recs = [r for corr in ids for r in by_corr.get(corr, [])]
             if not recs:
                 spans.append(0.0)
+                busy.append(0.0)
                 sums.append(0.0)
                 streams.append(0)
                 continue
             spans.append((max(r[1] for r in recs) - min(r[0] for r in recs)) / 1e6)
+            busy.append(union_ns([(r[0], r[1]) for r in recs]) / 1e6)
             sums.append(sum(r[1] - r[0] for r in recs if r[3]) / 1e6)
             streams.append(len({self.streams.get(corr) for corr in ids if corr in self.streams}))
-        return spans, sums, streams
+        return spans, busy, sums, streams
+
+
+def union_ns(intervals: list[tuple[int, int]]) -> int:
+    """Length of the union of [start, end) intervals: the time the GPU had any of them running."""
+    total, reach = 0, None
+    for start, end in sorted(intervals):
+        if reach is None or start > reach:
+            total += end - start
+            reach = end
+        elif end > reach:
+            total += end - reach
+            reach = end
+    return total
 
 
 def probe(prepare: Callable[[int], None], run: Callable[[int], Any], first_index: int,
           calls: int = PROBE_CALLS, use_cupti: bool = True, flush: Callable[[], None] | None = None,
-          quiet: Callable[[], Any] = contextlib.nullcontext) -> ProbeResult:
+          quiet: Callable[[], Any] = contextlib.nullcontext, budget_s: float | None = None,
+          warm_call: bool = True) -> ProbeResult:
     """Make `calls` isolated calls (`prepare(i)`, `flush()`, then `run(i)`) and measure what escaped
     their events. Pass the timer's cache flush so the GPU-busy times are taken under the same
     conditions as the timed calls (a call on L2-resident inputs can be twice as fast). `quiet()` wraps
-    the harness's own CUPTI calls (the worker's guard: CUPTI loads its library through ctypes)."""
+    the harness's own CUPTI calls (the worker's guard: CUPTI loads its library through ctypes).
+    Past `budget_s` no further call starts; `warm_call=False` skips the unrecorded first call (its
+    milliseconds of CUPTI start-up only matter to short calls)."""
     import torch
 
     result = ProbeResult()
@@ -174,10 +197,14 @@ def probe(prepare: Callable[[int], None], run: Callable[[int], Any], first_index
     windows: list[tuple[int, int]] = []
     try:
         stream = torch.cuda.current_stream()
-        prepare(first_index - 1)  # an unrecorded call first: CUPTI's first activity costs milliseconds
-        run(first_index - 1)
-        torch.cuda.synchronize()
+        if warm_call:
+            prepare(first_index - 1)  # an unrecorded call first: CUPTI's first activity costs milliseconds
+            run(first_index - 1)
+            torch.cuda.synchronize()
+        started = time.monotonic()
         for k in range(calls):
+            if k and budget_s is not None and time.monotonic() - started > budget_s:
+                break
             i = first_index + k
             prepare(i)
             if flush is not None:
@@ -202,7 +229,7 @@ def probe(prepare: Callable[[int], None], run: Callable[[int], Any], first_index
             try:
                 with quiet():
                     collector.__exit__(None, None, None)
-                result.span_ms, result.kernel_ms, result.streams = collector.per_call(windows)
+                result.span_ms, result.busy_ms, result.kernel_ms, result.streams = collector.per_call(windows)
             except Exception as exc:  # noqa: BLE001
                 result.cupti = f"failed: {type(exc).__name__}: {exc}"[:200]
     return result

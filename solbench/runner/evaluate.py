@@ -118,6 +118,7 @@ class DeviceSession:
             from solbench.check.anticheat import check_time_reply
 
             problems = check_time_reply(reply, message["config"], checked_outputs=message.get("checked_outputs", 0),
+                                        required_outputs=message.get("required_outputs"),
                                         elapsed_s=time.monotonic() - asked)
             if problems:
                 self.retire(worker)
@@ -431,8 +432,9 @@ def evaluate_workload(session: DeviceSession, problem: Problem, solution: Soluti
                 time_reference, reference_samples = False, []
         session.trim(session.reference, set_bytes)
         reply = session.ask(session.candidate, {"op": "time", "workload": wdata, "seeds": seeds, "config": timing,
-                                                "checked_outputs": per_round_checks, **fresh_budget,
-                                                **session.transfer_fields()}, config.timeout_s)
+                                                "checked_outputs": per_round_checks,
+                                                "required_outputs": required_checks(problem, workload, per_round_checks),
+                                                **fresh_budget, **session.transfer_fields()}, config.timeout_s)
         candidate_samples += reply["samples_ms"]
         host_samples += [float(t) for t in reply.get("host_ms") or []]
         probes += [reply["probe"]] if isinstance(reply.get("probe"), dict) else []
@@ -520,7 +522,8 @@ def time_shipped_baseline(session: DeviceSession, problem: Problem, wdata: dict,
 
 
 def launch_and_busy_ms(host_samples: list[float], probes: list[dict]) -> tuple[float | None, ...]:
-    """Median host launch time, and the CUPTI GPU-busy span and kernel-time sum of the probe calls.
+    """Median host launch time, and the CUPTI GPU-busy time (union of the call's GPU activity; the
+    first-to-last span from workers that report no union) and kernel-time sum of the probe calls.
 
     These sit beside the latency (device time with the launch queued ahead, which the score uses):
     host time says whether the call is launch-bound on this CPU, GPU-busy time whether the event time
@@ -530,7 +533,7 @@ def launch_and_busy_ms(host_samples: list[float], probes: list[dict]) -> tuple[f
         nums = [v for v in values if isinstance(v, (int, float)) and math.isfinite(v) and v >= 0]
         return statistics.median(nums) if nums else None
 
-    spans = [v for p in probes if p.get("cupti") == "used" for v in p.get("span_ms") or []]
+    spans = [v for p in probes if p.get("cupti") == "used" for v in p.get("busy_ms") or p.get("span_ms") or []]
     kernels = [v for p in probes if p.get("cupti") == "used" for v in p.get("kernel_ms") or []]
     return median(host_samples), median(spans), median(kernels)
 
@@ -584,17 +587,30 @@ def expected_outputs(problem: Problem, workload: Workload) -> list | None:
     return [(spec.dtype, shapes.get(name)) for name, spec in definition.outputs.items()]
 
 
-def input_set_bytes(problem: Problem, workload: Workload) -> int:
-    """The bytes of one input set as the definition declares it (0 where the axes do not resolve here)."""
+def input_set_bytes(problem: Problem, workload: Workload, which: str = "inputs") -> int:
+    """The bytes of one input (or output) set as the definition declares it (0 where the axes do not
+    resolve here)."""
     from solbench.spec import dtypes
 
     definition = problem.definition
+    tensors = definition.inputs if which == "inputs" else definition.outputs
     try:
-        shapes = definition.input_shapes(definition.resolve_axes(workload.axes))
+        axes = definition.resolve_axes(workload.axes)
+        shapes = definition.input_shapes(axes) if which == "inputs" else definition.output_shapes(axes)
     except Exception:  # noqa: BLE001 - a bad workload is reported by the workers, with their message
         return 0
-    return sum(math.prod(shape) * dtypes.storage_bits(definition.inputs[name].dtype) // 8
+    return sum(math.prod(shape) * dtypes.storage_bits(tensors[name].dtype) // 8
                for name, shape in shapes.items() if shape is not None)
+
+
+# Outputs up to this size are always kept for every sampled check; above it the solution's worker may
+# keep fewer (at least one) when a quarter of its free memory holds no more, and the trace says so.
+ALWAYS_KEPT_OUTPUT_BYTES = 1 << 30
+
+
+def required_checks(problem: Problem, workload: Workload, wanted: int) -> int:
+    out_bytes = input_set_bytes(problem, workload, "outputs")
+    return wanted if out_bytes * wanted <= ALWAYS_KEPT_OUTPUT_BYTES else min(wanted, 1)
 
 
 def judge(session: DeviceSession, wdata: dict, seed: int, outputs: list, config: RunConfig,

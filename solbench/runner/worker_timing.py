@@ -6,6 +6,7 @@ variants (torch.compile of the reference, a shipped optimised baseline).
 from __future__ import annotations
 
 import random
+import statistics
 import threading
 import time
 from pathlib import Path
@@ -88,6 +89,7 @@ FRESH_INPUTS_BUDGET_S = 3.0  # per timed block: time spent drawing fresh inputs 
 
 
 RECENT_SETS = 4
+WARM_PROBE_BELOW_MS = 10.0  # calls this short get an unrecorded CUPTI warm-up call before the probe
 
 
 def handle_time_compiled(state: WorkerState, message: dict) -> dict:
@@ -203,6 +205,7 @@ def handle_time(state: WorkerState, message: dict) -> dict:
     # and the last call's always. The choice for call i is made after it returns, from the OS's
     # entropy: the call cannot know.
     keep = int(message.get("checked_outputs", 3))
+    required = min(keep, int(message.get("required_outputs", keep)))  # kept even past the memory budget
     # Kept outputs are device copies: with multi-GB outputs, as many as a quarter of the free memory
     # allows (at least the last call's), so the harness's own copies never push a call out of memory.
     stash_budget_bytes = torch.cuda.mem_get_info()[0] // 4 if state.is_cuda else 1 << 40
@@ -235,7 +238,7 @@ def handle_time(state: WorkerState, message: dict) -> dict:
             return
         seen[0] += 1
         out_bytes = sum(o.numel() * o.element_size() for o in outs if isinstance(o, torch.Tensor))
-        room = max(1, min(keep, stash_budget_bytes // max(out_bytes, 1)))
+        room = max(1, required, min(keep, stash_budget_bytes // max(out_bytes, 1)))
         if final:
             victim = None
             while len(stashed) >= room:
@@ -301,7 +304,8 @@ def handle_time(state: WorkerState, message: dict) -> dict:
         raise Failure("RUNTIME_ERROR", f"out of memory while timing: {exc}") from None
     except Exception as exc:  # noqa: BLE001
         raise Failure("RUNTIME_ERROR", "the solution raised while being timed:\n" + format_exception(exc)) from None
-    probe = escaped_work_probe(state, message, config, slots, sets, fresh) if state.is_cuda else None
+    call_ms = max(statistics.median(timing.samples_ms), statistics.median(timing.host_ms or [0.0]))
+    probe = escaped_work_probe(state, message, config, slots, sets, fresh, call_ms) if state.is_cuda else None
     violations = integrity_violations()
     if violations:
         raise Failure("REWARD_HACK", f"timing functions were replaced: {violations}")
@@ -311,6 +315,7 @@ def handle_time(state: WorkerState, message: dict) -> dict:
     sampled = [[i, seed, outs] for i, (outs, seed) in sorted(stashed.items())]
     flags = list(timing.stats.flags) + ([] if fresh else ["timed_inputs_fixed"])
     flags += ["timed_inputs_reused"] if reused[0] else []
+    flags += ["checked_outputs_capped"] if keep > 0 and len(stashed) < min(keep, seen[0]) else []
     flags += ["timed_inputs_single_slot"] if len(slots) < 2 else []  # every call saw its inputs at one address
     return {"ok": True, "samples_ms": list(timing.samples_ms), "warmup": timing.warmup_done,
             "stop_reason": timing.stop_reason, "wall_s": timing.wall_s, "clocks_before": timing.clocks_before,
@@ -320,13 +325,14 @@ def handle_time(state: WorkerState, message: dict) -> dict:
             "probe": probe.to_dict() if probe is not None else None, "aliased_inputs": sorted(aliased)}
 
 
-def escaped_work_probe(state: WorkerState, message: dict, config, slots: list, sets: list, fresh: bool):
+def escaped_work_probe(state: WorkerState, message: dict, config, slots: list, sets: list, fresh: bool,
+                       call_ms: float = 0.0):
     """A few isolated calls after the timed block: did GPU work escape the timer's events?
 
     See solbench.check.cupti_activity: a device synchronize that still waits after the call's end
     event, or CUPTI activity beyond the event time, is work on a stream nobody waited for.
     """
-    from solbench.check.cupti_activity import probe
+    from solbench.check.cupti_activity import PROBE_BUDGET_S, probe
     from solbench.timing.timer import flusher_for
 
     torch = state.torch
@@ -345,7 +351,8 @@ def escaped_work_probe(state: WorkerState, message: dict, config, slots: list, s
 
     try:
         result = probe(prepare, lambda i: invoke(state, slot_inputs, slot_outputs), first_index=1 << 30,
-                       flush=flush, quiet=lambda: harness_native(state))
+                       flush=flush, quiet=lambda: harness_native(state), budget_s=PROBE_BUDGET_S,
+                       warm_call=call_ms < WARM_PROBE_BELOW_MS)
     except Exception as exc:  # noqa: BLE001 - the solution failed in a probe call
         raise Failure("RUNTIME_ERROR", "the solution raised during the escaped-work probe:\n"
                       + format_exception(exc)) from None

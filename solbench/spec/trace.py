@@ -116,7 +116,7 @@ class Performance:
     latency: LatencyStats | None = None
     reference_latency: LatencyStats | None = None
     host_launch_ms: float | None = None  # median host time to queue one call (CUDA); see docs/timing.md
-    gpu_busy_ms: float | None = None  # median CUPTI span of one call's GPU work, all streams (probe calls)
+    gpu_busy_ms: float | None = None  # median CUPTI time one call's GPU work ran (union, all streams; probe calls)
     kernel_sum_ms: float | None = None  # median CUPTI sum of one call's kernel durations (probe calls)
 
     def to_dict(self) -> dict:

@@ -67,6 +67,32 @@ def test_implausible_time_reply_is_refused(overrides, fragment):
     assert any(fragment in p for p in problems), problems
 
 
+def test_fewer_sampled_outputs_only_when_the_orchestrator_allows_it():
+    one = _reply(sampled=[[4, 123, []]])
+    assert check_time_reply(one, CONFIG, checked_outputs=3, required_outputs=1, elapsed_s=0.5) == []
+    assert check_time_reply(one, CONFIG, checked_outputs=3, required_outputs=3, elapsed_s=0.5) != []
+    none = _reply(sampled=[])
+    assert any("asked for" in p for p in
+               check_time_reply(none, CONFIG, checked_outputs=3, required_outputs=1, elapsed_s=0.5))
+
+
+def test_outputs_over_a_gib_may_be_kept_fewer(tmp_path):
+    from solbench.runner import evaluate
+    from solbench.spec.problem import load_problem
+
+    problem = load_problem(write_problem(tmp_path))
+    workload = problem.workloads[0]
+    assert evaluate.required_checks(problem, workload, 3) == 3
+    small = evaluate.input_set_bytes(problem, workload, "outputs")
+    assert small > 0
+    original = evaluate.ALWAYS_KEPT_OUTPUT_BYTES
+    try:
+        evaluate.ALWAYS_KEPT_OUTPUT_BYTES = small
+        assert evaluate.required_checks(problem, workload, 3) == 1
+    finally:
+        evaluate.ALWAYS_KEPT_OUTPUT_BYTES = original
+
+
 def test_problem_files_fingerprint(tmp_path):
     folder = write_problem(tmp_path)
     files = ProblemFiles(folder)

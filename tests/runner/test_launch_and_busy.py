@@ -15,3 +15,17 @@ def test_medians_of_plain_numbers_and_only_probes_that_used_cupti():
 
 def test_nothing_usable_gives_none():
     assert launch_and_busy_ms([], [{"cupti": "failed: no"}]) == (None, None, None)
+
+
+def test_busy_time_is_the_union_of_the_calls_gpu_work():
+    from solbench.check.cupti_activity import union_ns
+
+    assert union_ns([]) == 0
+    assert union_ns([(0, 10), (20, 30)]) == 20  # a gap is not busy
+    assert union_ns([(0, 10), (5, 15), (12, 13)]) == 15  # overlapping streams count once
+    assert union_ns([(20, 30), (0, 25)]) == 30
+
+
+def test_busy_prefers_the_union_over_the_span():
+    probes = [{"cupti": "used", "span_ms": [19000.0], "busy_ms": [70.0], "kernel_ms": [69.0]}]
+    assert launch_and_busy_ms([450.0], probes) == (450.0, 70.0, 69.0)
