@@ -107,6 +107,8 @@ class DeviceSession:
             output = worker.output.since(mark)
             log = str(reply.get("log", "")) + (f"\n--- output ---\n{output}" if output.strip() else "")
             status = reply.get("status", "RUNTIME_ERROR")
+            if untrusted and status in ("INVALID_REFERENCE", "MISSING_DATA"):
+                self.confirm_input_failure(message, timeout_s)
             if untrusted:
                 status, note = screen_candidate_failure(message, status, self.device)
                 log = f"{note}\n{log}" if note else log
@@ -140,6 +142,18 @@ class DeviceSession:
             self.retire(worker)
             raise StepFailed(Status.REWARD_HACK, "the solution's process did something no kernel needs: "
                              + "; ".join(alarms[:10]))
+
+    def confirm_input_failure(self, message: dict, timeout_s: float) -> None:
+        """The solution's worker blames the inputs (missing blob, failing input generator): the
+        reference worker builds the same inputs, and its failure, if it fails too, is the verdict."""
+        seeds = [message["seed"]] if "seed" in message else list(message.get("seeds") or [])[:1]
+        if "workload" not in message or not seeds:
+            return
+        try:
+            self.ask(self.reference, {"op": "inputs", "workload": message["workload"], "seed": seeds[0]}, timeout_s)
+        except StepFailed as exc:
+            if exc.status in (Status.MISSING_DATA, Status.INVALID_REFERENCE):
+                raise StepFailed(exc.status, exc.log) from None
 
     def trim(self, worker: WorkerProcess, set_bytes: int) -> None:
         """Ask a worker to drop a large input cache before the other worker is timed beside it

@@ -15,6 +15,7 @@ from multiprocessing.connection import Connection
 from solbench.runner.worker_calls import (
     handle_call,
     handle_fetch,
+    handle_inputs,
     handle_judge,
     handle_load,
     handle_receive,
@@ -51,7 +52,8 @@ HANDLERS = {"load": handle_load, "call": handle_call, "judge": handle_judge, "ti
             "time_compiled": handle_time_compiled,
             "time_baseline": handle_time_baseline,
             "environment": handle_environment,
-            "receive": handle_receive, "release": handle_release, "fetch": handle_fetch, "trim": handle_trim}
+            "receive": handle_receive, "release": handle_release, "fetch": handle_fetch, "trim": handle_trim,
+            "inputs": handle_inputs}
 
 
 PHASES = {"load": "load", "call": "call", "time": "timing"}

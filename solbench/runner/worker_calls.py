@@ -148,6 +148,12 @@ def trim_threshold_bytes(state: WorkerState) -> int:
     return cache_budget_bytes(state) // 4
 
 
+def handle_inputs(state: WorkerState, message: dict) -> dict:
+    """In the reference worker: build a workload's inputs for a seed (a failure is the reference's)."""
+    make_call_inputs(state, message["workload"], message["seed"], fresh_copy=False)
+    return {"ok": True}
+
+
 def handle_trim(state: WorkerState, message: dict) -> dict:
     """Before the other worker is timed: drop this worker's input cache when it is large, so both
     workers' copies of multi-GB inputs do not share the device. Inputs are rebuilt from seeds on
