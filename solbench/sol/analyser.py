@@ -167,7 +167,7 @@ def cost_from_capture(capture: Capture, convention: str) -> WorkloadCost:
     if capture.fabricated:
         notes.append("approximate: values that depend on input data were invented: " + "; ".join(capture.fabricated[:5]))
     # for rejection: outputs handed back after an in-place update are not charged (see reject.py)
-    output_bytes = sum(o.numel * _bytes_per_element(o.dtype) for o in capture.outputs.values()
+    output_bytes = sum(o.elements_moved * _bytes_per_element(o.dtype) for o in capture.outputs.values()
                        if o.aliases_input is None)
     for o in capture.outputs.values():
         if o.aliases_input is not None:

@@ -157,8 +157,18 @@ def _match_outputs(definition, axis_values, result, tracer: Tracer) -> dict[str,
         value = values[i] if i < len(values) else None
         alias = tracer.roots.get(value) if isinstance(value, torch.Tensor) else None
         written = tracer.inputs[alias].elements_written if alias is not None else None
-        outputs[name] = OutputInfo(name, spec.dtype, numel, alias, written)
+        distinct = broadcast_distinct(value) if isinstance(value, torch.Tensor) and tuple(value.shape) == shape else None
+        if distinct is not None and distinct < numel:
+            tracer.notes.append(f"output {name} is a broadcast view: {distinct} distinct of {numel} elements written")
+        outputs[name] = OutputInfo(name, spec.dtype, numel, alias, written, distinct)
     return outputs
+
+
+def broadcast_distinct(value: torch.Tensor) -> int | None:
+    """Distinct elements of an expanded view (dimensions of stride 0 repeat), or None when none repeats."""
+    if not any(st == 0 and sz > 1 for st, sz in zip(value.stride(), value.shape)):
+        return None
+    return math.prod(sz for st, sz in zip(value.stride(), value.shape) if st != 0)
 
 
 def declared_io_capture(definition, axis_values: dict[str, int], reason: str) -> Capture:

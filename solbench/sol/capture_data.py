@@ -56,11 +56,15 @@ class OutputInfo:
     numel: int
     aliases_input: str | None = None  # the reference returned (a view of) this input
     written: int | None = None  # for an input handed back: the elements the reference wrote into it
+    distinct: int | None = None  # a broadcast (stride-0) view: the distinct elements behind it
 
     @property
     def elements_moved(self) -> int:
-        """Elements a kernel must write: all of a fresh output, the updated part of an input handed back."""
-        return self.numel if self.aliases_input is None else min(self.numel, self.written or 0)
+        """Elements a kernel must write: all of a fresh output (only the distinct ones of a broadcast
+        view, which the harness accepts from solutions too), the updated part of an input handed back."""
+        if self.aliases_input is not None:
+            return min(self.numel, self.written or 0)
+        return self.numel if self.distinct is None else min(self.numel, self.distinct)
 
 
 @dataclass

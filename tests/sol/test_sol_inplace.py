@@ -87,3 +87,26 @@ def test_in_place_output_is_never_rejected(definition_of):
     cost = analyse(definition, {})
     assert min_possible_time_ms(cost, H100) == 0
     assert faster_than_light(1e-9, cost, H100) is None
+
+
+def test_broadcast_output_is_charged_its_distinct_elements(definition_of):
+    """A reference that returns an expanded (stride-0) view writes only the distinct values; a
+    solution may return the same kind of view, so neither bytes nor rejection charge the repeats."""
+    n, r = 256, 1024
+    ref = "def run(x):\n    return (x * 2.0)[:, None].expand(-1, 1024)\n"
+    definition = definition_of({"x": (["N"], "float32")}, {"out": (["N", "R"], "float32")}, ref, {"N": n, "R": r})
+    cost = analyse(definition, {})
+    assert cost.bytes_by_tensor == {"x": n * 4, "out": n * 4}
+    assert cost.output_bytes == n * 4
+    assert any(f"broadcast view: {n} distinct of {n * r}" in note for note in cost.notes)
+    # measured at the time of writing 1 KiB: not faster than light, while the dense bound would be 1 MiB
+    assert faster_than_light(0.0005, cost, H100) is None
+
+
+def test_materialised_output_is_charged_in_full(definition_of):
+    n, r = 256, 1024
+    ref = "def run(x):\n    return (x * 2.0)[:, None].expand(-1, 1024).contiguous()\n"
+    definition = definition_of({"x": (["N"], "float32")}, {"out": (["N", "R"], "float32")}, ref, {"N": n, "R": r})
+    cost = analyse(definition, {})
+    assert cost.bytes_by_tensor == {"x": n * 4, "out": n * r * 4}
+    assert not any("broadcast" in note for note in cost.notes)
