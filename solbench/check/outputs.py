@@ -123,6 +123,14 @@ def input_aliases(outputs: Sequence, definition: Definition, inputs: Sequence) -
     return found
 
 
+def broadcast_outputs(outputs: Sequence, definition: Definition) -> list[str]:
+    """Outputs returned as broadcast views (a dimension of stride 0 repeats its values). Such an
+    output writes only its distinct elements; a solution may return one only where its reference
+    does, since the speed-of-light bound counts the bytes the reference's outputs hold."""
+    return [f"{name} (broadcast view)" for name, o in zip(definition.outputs, outputs)
+            if isinstance(o, torch.Tensor) and any(st == 0 and sz > 1 for st, sz in zip(o.stride(), o.shape))]
+
+
 def structural_check(outputs: Sequence, definition: Definition, axis_values: dict[str, int],
                      inputs: Sequence = ()) -> tuple[Status | None, str]:
     """(None, "") when the outputs are plain tensors of the declared shapes and dtypes, sharing no

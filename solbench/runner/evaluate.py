@@ -155,6 +155,16 @@ class DeviceSession:
             if exc.status in (Status.MISSING_DATA, Status.INVALID_REFERENCE):
                 raise StepFailed(exc.status, exc.log) from None
 
+    def confirm_reference_runs(self, wdata: dict, seed: int, timeout_s: float, failure: StepFailed) -> None:
+        """The solution failed on its first call: when the reference fails on the same inputs too
+        (a GPU without the problem's number formats, memory it cannot have), the workload is the
+        reference's failure, and no solution is blamed for it."""
+        try:
+            self.ask(self.reference, {"op": "inputs", "workload": wdata, "seed": seed, "run": True}, timeout_s)
+        except StepFailed as exc:
+            if exc.status in (Status.INVALID_REFERENCE, Status.MISSING_DATA):
+                raise StepFailed(exc.status, f"{exc.log}\n--- the solution failed too ---\n{failure.log[-2000:]}") from None
+
     def trim(self, worker: WorkerProcess, set_bytes: int) -> None:
         """Ask a worker to drop a large input cache before the other worker is timed beside it
         (`worker_calls.handle_trim`); skipped for small inputs, where no cache is worth a request."""
@@ -400,8 +410,13 @@ def evaluate_workload(session: DeviceSession, problem: Problem, solution: Soluti
     reference_aliases: set[str] = set()
     for trial in range(config.trials):
         seed = derive_seed(run_seed, workload.uuid, "trial", trial)
-        reply = session.ask(session.candidate, {"op": "call", "workload": wdata, "seed": seed,
-                                                **session.transfer_fields()}, config.timeout_s)
+        try:
+            reply = session.ask(session.candidate, {"op": "call", "workload": wdata, "seed": seed,
+                                                    **session.transfer_fields()}, config.timeout_s)
+        except StepFailed as exc:
+            if exc.status == Status.RUNTIME_ERROR and trial == 0:
+                session.confirm_reference_runs(wdata, seed, config.timeout_s, exc)
+            raise
         status, correctness, verdict = judge(session, wdata, seed, reply.get("outputs"), config, expected)
         reference_aliases = set(verdict.get("aliased_inputs", []))
         side_effects = check_side_effects(reply, verdict)
@@ -457,7 +472,7 @@ def evaluate_workload(session: DeviceSession, problem: Problem, solution: Soluti
         extra = sorted(set(reply.get("aliased_inputs", [])) - reference_aliases)
         if extra:
             return make_trace(problem, solution, workload, session, Status.REWARD_HACK,
-                              f"timed calls returned views of inputs {extra}, which the reference does not do",
+                              f"timed calls returned views of inputs (or broadcast views) {extra}, which the reference does not do",
                               started=started, warnings=warnings)
         for index, input_seed, outputs in reply["sampled"]:
             if type(input_seed) is not int or not 0 <= input_seed < 2**63:
@@ -650,7 +665,7 @@ def judge(session: DeviceSession, wdata: dict, seed: int, outputs: list, config:
 def check_side_effects(candidate_reply: dict, reference_reply: dict) -> str | None:
     """Writing into inputs, or returning views of them, is allowed only where the reference does it
     (e.g. an in-place KV-cache update); anywhere else it is a way to smuggle state or answers."""
-    for key, what in (("mutated_inputs", "wrote into its inputs"), ("aliased_inputs", "returned views of its inputs")):
+    for key, what in (("mutated_inputs", "wrote into its inputs"), ("aliased_inputs", "returned views of its inputs (or broadcast views)")):
         extra = sorted(set(candidate_reply.get(key, [])) - set(reference_reply.get(key, [])))
         if extra:
             return f"the solution {what} {extra}, which the reference does not do"

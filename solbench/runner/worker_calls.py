@@ -149,8 +149,15 @@ def trim_threshold_bytes(state: WorkerState) -> int:
 
 
 def handle_inputs(state: WorkerState, message: dict) -> dict:
-    """In the reference worker: build a workload's inputs for a seed (a failure is the reference's)."""
-    make_call_inputs(state, message["workload"], message["seed"], fresh_copy=False)
+    """In the reference worker: build a workload's inputs for a seed (a failure is the reference's);
+    with `run`, also run the reference on them (can this GPU run the problem at all?)."""
+    _, _, args = make_call_inputs(state, message["workload"], message["seed"], fresh_copy=bool(message.get("run")))
+    if message.get("run"):
+        try:
+            invoke(state, args, None)
+            state.synchronize()
+        except Exception as exc:  # noqa: BLE001
+            raise Failure("INVALID_REFERENCE", "the reference raised:\n" + format_exception(exc)) from None
     return {"ok": True}
 
 
@@ -180,7 +187,7 @@ def invoke(state: WorkerState, args: list, outputs: list | None):
 
 def handle_call(state: WorkerState, message: dict) -> dict:
     """One correctness trial: fresh inputs from the seed, one call, outputs back to the judge."""
-    from solbench.check.outputs import input_aliases, normalize_outputs, structural_check
+    from solbench.check.outputs import broadcast_outputs, input_aliases, normalize_outputs, structural_check
     from solbench.inputs.generate import allocate_outputs
     from solbench.runner import transfer
 
@@ -208,7 +215,7 @@ def handle_call(state: WorkerState, message: dict) -> dict:
     if status is not None:
         raise Failure(str(status), text)
     names = list(state.definition.inputs)
-    aliases = input_aliases(result, state.definition, args)
+    aliases = input_aliases(result, state.definition, args) + broadcast_outputs(result, state.definition)
     mutated = [names[i] for i in changed_tensors(pristine, args)]
     if state.baseline_threads is None:
         state.baseline_threads = {t.ident for t in _thread_enumerate()}
@@ -233,7 +240,7 @@ def handle_judge(state: WorkerState, message: dict) -> dict:
 
 def judge_outputs(state: WorkerState, message: dict) -> dict:
     from solbench.check.correctness import check_outputs
-    from solbench.check.outputs import input_aliases, normalize_outputs
+    from solbench.check.outputs import broadcast_outputs, input_aliases, normalize_outputs
     from solbench.runner import transfer
 
     torch = state.torch
@@ -245,7 +252,7 @@ def judge_outputs(state: WorkerState, message: dict) -> dict:
     except Exception as exc:  # noqa: BLE001
         raise Failure("INVALID_REFERENCE", "the reference raised:\n" + format_exception(exc)) from None
     names = list(state.definition.inputs)
-    aliases = input_aliases(reference, state.definition, args)
+    aliases = input_aliases(reference, state.definition, args) + broadcast_outputs(reference, state.definition)
     mutated = [names[i] for i in changed_tensors(pristine, args)]
     del args
     candidate = [transfer.take_received(state, o) if transfer.is_received(o)

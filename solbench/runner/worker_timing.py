@@ -175,7 +175,7 @@ def handle_time(state: WorkerState, message: dict) -> dict:
     kept output goes back so the judge can rebuild that call's inputs. Problems whose inputs do
     not depend on the seed (all from files) rotate the requested sets instead.
     """
-    from solbench.check.outputs import input_aliases, normalize_outputs, structural_check
+    from solbench.check.outputs import broadcast_outputs, input_aliases, normalize_outputs, structural_check
     from solbench.timing.config import TimingConfig
     from solbench.timing.timer import integrity_violations, time_iterations
 
@@ -225,7 +225,7 @@ def handle_time(state: WorkerState, message: dict) -> dict:
         status, text = structural_check(outs, state.definition, axes)
         if status is not None:
             raise Failure(str(status), f"a timed call returned: {text}")
-        aliased.update(input_aliases(outs, state.definition, slot_inputs))
+        aliased.update(input_aliases(outs, state.definition, slot_inputs) + broadcast_outputs(outs, state.definition))
         return outs
 
     def stash_last(final: bool = False) -> None:
