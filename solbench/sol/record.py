@@ -13,6 +13,15 @@ def sol_record(cost: WorkloadCost, bound: SolBound, hw: HardwareSpec, latency_ms
     """Everything a reader needs to re-derive the score: work, bound, achieved rates, scores."""
     ok = latency_ms is not None and latency_ms > 0
     seconds = latency_ms / 1e3 if ok else None
+    notes = list(cost.notes)
+    measured = [t for t in (latency_ms, baseline_ms) if t is not None and t > 0]
+    # An approximate capture (invented data-dependent values, or declared I/O only) can overestimate
+    # the work; a measured time below its bound shows it did here, and a score anchored on it would
+    # call the measured kernel "at the hardware limit".
+    contradicted = cost.method != "meta" and bound.t_sol_ms > 0 and bool(measured) and min(measured) < bound.t_sol_ms
+    if contradicted:
+        notes.append(f"the approximate bound {bound.t_sol_ms:.4g} ms is above a measured time ({min(measured):.4g} ms): "
+                     f"not a lower bound for this workload, so no score is given")
     return {
         "convention": cost.convention,
         "hw": hw.name,
@@ -36,8 +45,8 @@ def sol_record(cost: WorkloadCost, bound: SolBound, hw: HardwareSpec, latency_ms
         "achieved_gbps": cost.bytes_min / seconds / 1e9 if seconds else None,
         "sol_fraction": bound.t_sol_ms / latency_ms if ok and bound.t_sol_ms > 0 else None,
         "t_baseline_ms": baseline_ms,
-        "score": anchored_score(latency_ms, baseline_ms, bound.t_sol_ms),
-        "log_score": log_score(latency_ms, baseline_ms, bound.t_sol_ms),
+        "score": None if contradicted else anchored_score(latency_ms, baseline_ms, bound.t_sol_ms),
+        "log_score": None if contradicted else log_score(latency_ms, baseline_ms, bound.t_sol_ms),
         "unknown_ops": list(cost.unknown_ops),
-        "notes": list(cost.notes),
+        "notes": notes,
     }

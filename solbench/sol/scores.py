@@ -11,6 +11,7 @@ Edge cases (both scores are clamped to [0, 1]):
 - T_b <= T_SOL (the baseline already reaches the bound, no gap to close): matching the baseline
   scores 1; slower kernels T_b / T_k (anchored) and 1 + 0.5 * log2(T_b / T_k) (log).
 - no baseline (T_b missing or <= 0): None (nothing to anchor on).
+- an approximate bound that a measured time beats is no bound: `sol.record` gives None there.
 """
 
 from __future__ import annotations

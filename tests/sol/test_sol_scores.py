@@ -117,3 +117,33 @@ def test_sol_record_fields(big_gemm):
     import json
 
     json.dumps(rec)  # JSON-ready
+
+
+def test_an_approximate_bound_a_measurement_beats_gives_no_score(definition_of):
+    """Data-dependent selection assumed dense overestimates the work: when a measured time is below
+    the bound, the record says so and gives no score (it would read 1.0, "at the hardware limit")."""
+    ref = ("import torch\n"
+           "def run(w, x):\n"
+           "    rows = torch.nonzero(x[:, 0] > 0)[:, 0]\n"
+           "    out = torch.zeros(x.shape[0], w.shape[1], dtype=x.dtype)\n"
+           "    out[rows] = x[rows] @ w\n"
+           "    return out\n")
+    definition = definition_of({"w": (["K", "N"], "float32"), "x": (["M", "K"], "float32")},
+                               {"out": (["M", "N"], "float32")}, ref, {"M": 4096, "K": 4096, "N": 4096})
+    cost = analyse(definition, {})
+    assert cost.method == "meta-approx"
+    hw = load_spec("H100_SXM")
+    bound = sol_time_ms(cost, hw)
+    below = sol_record(cost, bound, hw, latency_ms=bound.t_sol_ms / 4, baseline_ms=bound.t_sol_ms * 2)
+    assert below["score"] is None and below["log_score"] is None
+    assert any("not a lower bound" in note for note in below["notes"])
+    above = sol_record(cost, bound, hw, latency_ms=bound.t_sol_ms * 1.5, baseline_ms=bound.t_sol_ms * 2)
+    assert above["score"] == pytest.approx(anchored_score(bound.t_sol_ms * 1.5, bound.t_sol_ms * 2, bound.t_sol_ms))
+    assert not any("not a lower bound" in note for note in above["notes"])
+
+
+def test_an_exact_bound_beaten_still_scores_one(big_gemm):
+    hw = load_spec("H100_SXM")
+    bound = sol_time_ms(big_gemm, hw)
+    rec = sol_record(big_gemm, bound, hw, latency_ms=bound.t_sol_ms / 2, baseline_ms=bound.t_sol_ms * 3)
+    assert big_gemm.method == "meta" and rec["score"] == 1.0
