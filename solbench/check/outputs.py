@@ -131,6 +131,12 @@ def broadcast_outputs(outputs: Sequence, definition: Definition) -> list[str]:
             if isinstance(o, torch.Tensor) and any(st == 0 and sz > 1 for st, sz in zip(o.stride(), o.shape))]
 
 
+def returned_views(outputs: Sequence, definition: Definition, inputs: Sequence) -> list[str]:
+    """What a call's outputs share or repeat: inputs they view, and outputs that are broadcast views.
+    Either is allowed for a solution only where its reference does the same."""
+    return input_aliases(outputs, definition, inputs) + broadcast_outputs(outputs, definition)
+
+
 def structural_check(outputs: Sequence, definition: Definition, axis_values: dict[str, int],
                      inputs: Sequence = ()) -> tuple[Status | None, str]:
     """(None, "") when the outputs are plain tensors of the declared shapes and dtypes, sharing no

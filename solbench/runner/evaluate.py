@@ -108,7 +108,11 @@ class DeviceSession:
             log = str(reply.get("log", "")) + (f"\n--- output ---\n{output}" if output.strip() else "")
             status = reply.get("status", "RUNTIME_ERROR")
             if untrusted and status in ("INVALID_REFERENCE", "MISSING_DATA"):
-                self.confirm_input_failure(message, timeout_s)
+                seeds = [message["seed"]] if "seed" in message else list(message.get("seeds") or [])[:1]
+                verdict = (self.reference_fails_too(message["workload"], seeds[0], timeout_s, run=False)
+                           if "workload" in message and seeds else None)
+                if verdict is not None:
+                    raise StepFailed(verdict.status, verdict.log)
             if untrusted:
                 status, note = screen_candidate_failure(message, status, self.device)
                 log = f"{note}\n{log}" if note else log
@@ -143,27 +147,16 @@ class DeviceSession:
             raise StepFailed(Status.REWARD_HACK, "the solution's process did something no kernel needs: "
                              + "; ".join(alarms[:10]))
 
-    def confirm_input_failure(self, message: dict, timeout_s: float) -> None:
-        """The solution's worker blames the inputs (missing blob, failing input generator): the
-        reference worker builds the same inputs, and its failure, if it fails too, is the verdict."""
-        seeds = [message["seed"]] if "seed" in message else list(message.get("seeds") or [])[:1]
-        if "workload" not in message or not seeds:
-            return
+    def reference_fails_too(self, wdata: dict, seed: int, timeout_s: float, *, run: bool) -> StepFailed | None:
+        """The solution's worker failed: does the reference worker fail on the same inputs (building
+        them, or with `run` also running the reference)? Its failure, if any, is the verdict, and
+        no solution is blamed for a missing blob or a GPU that cannot run the problem at all."""
         try:
-            self.ask(self.reference, {"op": "inputs", "workload": message["workload"], "seed": seeds[0]}, timeout_s)
+            self.ask(self.reference, {"op": "inputs", "workload": wdata, "seed": seed, "run": run}, timeout_s)
         except StepFailed as exc:
             if exc.status in (Status.MISSING_DATA, Status.INVALID_REFERENCE):
-                raise StepFailed(exc.status, exc.log) from None
-
-    def confirm_reference_runs(self, wdata: dict, seed: int, timeout_s: float, failure: StepFailed) -> None:
-        """The solution failed on its first call: when the reference fails on the same inputs too
-        (a GPU without the problem's number formats, memory it cannot have), the workload is the
-        reference's failure, and no solution is blamed for it."""
-        try:
-            self.ask(self.reference, {"op": "inputs", "workload": wdata, "seed": seed, "run": True}, timeout_s)
-        except StepFailed as exc:
-            if exc.status in (Status.INVALID_REFERENCE, Status.MISSING_DATA):
-                raise StepFailed(exc.status, f"{exc.log}\n--- the solution failed too ---\n{failure.log[-2000:]}") from None
+                return exc
+        return None
 
     def trim(self, worker: WorkerProcess, set_bytes: int) -> None:
         """Ask a worker to drop a large input cache before the other worker is timed beside it
@@ -414,8 +407,10 @@ def evaluate_workload(session: DeviceSession, problem: Problem, solution: Soluti
             reply = session.ask(session.candidate, {"op": "call", "workload": wdata, "seed": seed,
                                                     **session.transfer_fields()}, config.timeout_s)
         except StepFailed as exc:
-            if exc.status == Status.RUNTIME_ERROR and trial == 0:
-                session.confirm_reference_runs(wdata, seed, config.timeout_s, exc)
+            verdict = (session.reference_fails_too(wdata, seed, config.timeout_s, run=True)
+                       if exc.status == Status.RUNTIME_ERROR and trial == 0 else None)
+            if verdict is not None:
+                raise StepFailed(verdict.status, f"{verdict.log}\n--- the solution failed too ---\n{exc.log[-2000:]}") from None
             raise
         status, correctness, verdict = judge(session, wdata, seed, reply.get("outputs"), config, expected)
         reference_aliases = set(verdict.get("aliased_inputs", []))
@@ -446,7 +441,7 @@ def evaluate_workload(session: DeviceSession, problem: Problem, solution: Soluti
     per_round_checks = -(-config.checked_timed_outputs // rounds)
     fresh_budget = ({} if config.fresh_inputs_budget_s is None
                     else {"fresh_inputs_budget_s": config.fresh_inputs_budget_s})
-    set_bytes = input_set_bytes(problem, workload)
+    set_bytes = declared_set_bytes(problem, workload)
     for _ in range(rounds):
         if time_reference:
             session.trim(session.candidate, set_bytes)
@@ -616,9 +611,9 @@ def expected_outputs(problem: Problem, workload: Workload) -> list | None:
     return [(spec.dtype, shapes.get(name)) for name, spec in definition.outputs.items()]
 
 
-def input_set_bytes(problem: Problem, workload: Workload, which: str = "inputs") -> int:
-    """The bytes of one input (or output) set as the definition declares it (0 where the axes do not
-    resolve here)."""
+def declared_set_bytes(problem: Problem, workload: Workload, which: str = "inputs") -> int:
+    """The bytes of one set of `which` ("inputs" or "outputs") as the definition declares it (0 where
+    the axes do not resolve here)."""
     from solbench.spec import dtypes
 
     definition = problem.definition
@@ -638,7 +633,7 @@ ALWAYS_KEPT_OUTPUT_BYTES = 1 << 30
 
 
 def required_checks(problem: Problem, workload: Workload, wanted: int) -> int:
-    out_bytes = input_set_bytes(problem, workload, "outputs")
+    out_bytes = declared_set_bytes(problem, workload, "outputs")
     return wanted if out_bytes * wanted <= ALWAYS_KEPT_OUTPUT_BYTES else min(wanted, 1)
 
 

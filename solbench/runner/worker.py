@@ -87,8 +87,7 @@ def start_guard(state: WorkerState, alarm_fd: str | None):
     if state.is_cuda:
         # pynvml loads libnvidia-ml and looks up each function on first use (ctypes dlopen / dlsym):
         # one full reading now, so the timer's readings later raise no audit events.
-        telemetry = timer.telemetry_for(timer.resolve_device(state.device).index)
-        telemetry.read(), telemetry.max_sm_clock_mhz()
+        timer.telemetry_for(timer.resolve_device(state.device).index).read()
     checker = worker_guard.make_checker(worker_guard.take_snapshot(
         {"HANDLERS": HANDLERS, "solbench.timing.timer._CAPTURED": timer._CAPTURED}))
     guard = worker_guard.GuardState()

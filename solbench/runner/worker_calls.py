@@ -125,16 +125,21 @@ def make_call_inputs(state: WorkerState, workload_data: dict, seed: int, *, fres
             raise Failure("MISSING_DATA", str(exc)) from None
         except InputError as exc:
             raise Failure("INVALID_REFERENCE", f"input generation failed: {exc}") from None
-        size = sum(a.numel() * a.element_size() for a in args if isinstance(a, state.torch.Tensor))
-        held = sum(sum(a.numel() * a.element_size() for a in entry[2] if isinstance(a, state.torch.Tensor))
-                   for entry in state.inputs_cache.values())
-        if held + size > cache_budget_bytes(state):
+        if cached_bytes(state) + tensor_bytes(state, args) > cache_budget_bytes(state):
             state.inputs_cache.clear()
         state.inputs_cache[seed] = (workload, axes, args)
     workload, axes, args = state.inputs_cache[seed]
     if fresh_copy:
         args = [a.clone() if isinstance(a, state.torch.Tensor) else a for a in args]
     return workload, axes, args
+
+
+def tensor_bytes(state: WorkerState, values: list) -> int:
+    return sum(v.numel() * v.element_size() for v in values if isinstance(v, state.torch.Tensor))
+
+
+def cached_bytes(state: WorkerState) -> int:
+    return sum(tensor_bytes(state, entry[2]) for entry in state.inputs_cache.values())
 
 
 def cache_budget_bytes(state: WorkerState) -> int:
@@ -165,8 +170,7 @@ def handle_trim(state: WorkerState, message: dict) -> dict:
     """Before the other worker is timed: drop this worker's input cache when it is large, so both
     workers' copies of multi-GB inputs do not share the device. Inputs are rebuilt from seeds on
     demand; IPC exports and received copies (transfer.py) are kept."""
-    held_bytes = sum(sum(a.numel() * a.element_size() for a in entry[2] if isinstance(a, state.torch.Tensor))
-                     for entry in state.inputs_cache.values())
+    held_bytes = cached_bytes(state)
     threshold_bytes = message.get("min_bytes")
     if type(threshold_bytes) is not int:
         threshold_bytes = trim_threshold_bytes(state)
@@ -187,7 +191,7 @@ def invoke(state: WorkerState, args: list, outputs: list | None):
 
 def handle_call(state: WorkerState, message: dict) -> dict:
     """One correctness trial: fresh inputs from the seed, one call, outputs back to the judge."""
-    from solbench.check.outputs import broadcast_outputs, input_aliases, normalize_outputs, structural_check
+    from solbench.check.outputs import normalize_outputs, returned_views, structural_check
     from solbench.inputs.generate import allocate_outputs
     from solbench.runner import transfer
 
@@ -215,7 +219,7 @@ def handle_call(state: WorkerState, message: dict) -> dict:
     if status is not None:
         raise Failure(str(status), text)
     names = list(state.definition.inputs)
-    aliases = input_aliases(result, state.definition, args) + broadcast_outputs(result, state.definition)
+    aliases = returned_views(result, state.definition, args)
     mutated = [names[i] for i in changed_tensors(pristine, args)]
     if state.baseline_threads is None:
         state.baseline_threads = {t.ident for t in _thread_enumerate()}
@@ -240,7 +244,7 @@ def handle_judge(state: WorkerState, message: dict) -> dict:
 
 def judge_outputs(state: WorkerState, message: dict) -> dict:
     from solbench.check.correctness import check_outputs
-    from solbench.check.outputs import broadcast_outputs, input_aliases, normalize_outputs
+    from solbench.check.outputs import normalize_outputs, returned_views
     from solbench.runner import transfer
 
     torch = state.torch
@@ -252,7 +256,7 @@ def judge_outputs(state: WorkerState, message: dict) -> dict:
     except Exception as exc:  # noqa: BLE001
         raise Failure("INVALID_REFERENCE", "the reference raised:\n" + format_exception(exc)) from None
     names = list(state.definition.inputs)
-    aliases = input_aliases(reference, state.definition, args) + broadcast_outputs(reference, state.definition)
+    aliases = returned_views(reference, state.definition, args)
     mutated = [names[i] for i in changed_tensors(pristine, args)]
     del args
     candidate = [transfer.take_received(state, o) if transfer.is_received(o)

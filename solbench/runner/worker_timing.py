@@ -19,6 +19,7 @@ from solbench.runner.worker_calls import (
     load_function,
     make_call_inputs,
     refill_outputs,
+    tensor_bytes,
 )
 from solbench.runner.worker_state import Failure, WorkerState, format_exception, harness_native
 
@@ -175,7 +176,7 @@ def handle_time(state: WorkerState, message: dict) -> dict:
     kept output goes back so the judge can rebuild that call's inputs. Problems whose inputs do
     not depend on the seed (all from files) rotate the requested sets instead.
     """
-    from solbench.check.outputs import broadcast_outputs, input_aliases, normalize_outputs, structural_check
+    from solbench.check.outputs import normalize_outputs, returned_views, structural_check
     from solbench.timing.config import TimingConfig
     from solbench.timing.timer import integrity_violations, time_iterations
 
@@ -200,7 +201,7 @@ def handle_time(state: WorkerState, message: dict) -> dict:
     # copies of multi-GB inputs never push the call out of memory.
     copies_budget_bytes = harness_budget_bytes(state)
     slots = build_slots(state, sets, axes, message.get("max_slots", 8), copies_budget_bytes)
-    recent_limit = recent_sets_limit(input_bytes(state, sets[0]), copies_budget_bytes)
+    recent_limit = recent_sets_limit(tensor_bytes(state, sets[0]), copies_budget_bytes)
     # A uniform random sample (reservoir) of the calls in this block has its outputs kept for the judge,
     # and the last call's always. The choice for call i is made after it returns, from the OS's
     # entropy: the call cannot know.
@@ -225,7 +226,7 @@ def handle_time(state: WorkerState, message: dict) -> dict:
         status, text = structural_check(outs, state.definition, axes)
         if status is not None:
             raise Failure(str(status), f"a timed call returned: {text}")
-        aliased.update(input_aliases(outs, state.definition, slot_inputs) + broadcast_outputs(outs, state.definition))
+        aliased.update(returned_views(outs, state.definition, slot_inputs))
         return outs
 
     def stash_last(final: bool = False) -> None:
@@ -237,7 +238,7 @@ def handle_time(state: WorkerState, message: dict) -> dict:
         if keep <= 0:
             return
         seen[0] += 1
-        out_bytes = sum(o.numel() * o.element_size() for o in outs if isinstance(o, torch.Tensor))
+        out_bytes = tensor_bytes(state, outs)
         room = max(1, required, min(keep, stash_budget_bytes // max(out_bytes, 1)))
         if final:
             victim = None
@@ -370,7 +371,7 @@ def build_slots(state: WorkerState, sets: list[list], axes: dict, max_slots: int
     from solbench.inputs.generate import allocate_outputs
 
     torch = state.torch
-    count = int(max(1, min(max_slots, budget_bytes // max(input_bytes(state, sets[0]), 1))))
+    count = int(max(1, min(max_slots, budget_bytes // max(tensor_bytes(state, sets[0]), 1))))
     slots = []
     for _ in range(count):
         inputs = [torch.empty_like(a) if isinstance(a, torch.Tensor) else a for a in sets[0]]
@@ -391,10 +392,6 @@ def harness_budget_bytes(state: WorkerState) -> int:
 def recent_sets_limit(set_bytes: int, budget_bytes: int) -> int:
     """How many fresh sets to keep for reuse once generation is over budget: within budget_bytes, at least one."""
     return int(max(1, min(RECENT_SETS, budget_bytes // max(set_bytes, 1))))
-
-
-def input_bytes(state: WorkerState, args: list) -> int:
-    return sum(a.numel() * a.element_size() for a in args if isinstance(a, state.torch.Tensor))
 
 
 def background_activity(state: WorkerState) -> str | None:

@@ -83,7 +83,7 @@ def test_outputs_over_a_gib_may_be_kept_fewer(tmp_path):
     problem = load_problem(write_problem(tmp_path))
     workload = problem.workloads[0]
     assert evaluate.required_checks(problem, workload, 3) == 3
-    small = evaluate.input_set_bytes(problem, workload, "outputs")
+    small = evaluate.declared_set_bytes(problem, workload, "outputs")
     assert small > 0
     original = evaluate.ALWAYS_KEPT_OUTPUT_BYTES
     try:

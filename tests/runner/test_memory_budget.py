@@ -132,7 +132,7 @@ def test_evaluation_asks_the_idle_worker_to_trim_and_still_passes(tmp_path, monk
 
 def test_small_inputs_are_not_worth_a_trim_request(tmp_path):
     problem = load_problem(write_problem(tmp_path / "p", sizes=(64,)))
-    set_bytes = evaluate.input_set_bytes(problem, problem.workloads[0])
+    set_bytes = evaluate.declared_set_bytes(problem, problem.workloads[0])
     assert set_bytes == 2 * 64 * 4
     session = DeviceSession("cpu", RunConfig(device="cpu"))  # no worker is started
     sent: list[dict] = []
