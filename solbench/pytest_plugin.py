@@ -177,23 +177,39 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector):
     state = _state(parent.config)
     if state is None:
         return None
+    return SolutionFile.from_parent(parent, path=file_path) if _is_solution_file(state, file_path) else None
+
+
+def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector):
+    """A solution file named on the command line (`--solbench x.baseline.py`) would also be imported
+    by pytest as a test module, which fails for names that are not module names; it is ours alone."""
+    state = _state(parent.config)
+    if state is not None and _is_solution_file(state, module_path):
+        return _NotATestModule.from_parent(parent, path=module_path)
+    return None
+
+
+class _NotATestModule(pytest.File):
+    def collect(self):
+        return []
+
+
+def _is_solution_file(state: SolbenchState, file_path: Path) -> bool:
     from solbench.runner.jobs import SOLUTION_SUFFIXES
 
     if file_path.suffix not in SOLUTION_SUFFIXES or file_path.name.startswith(("_", ".", "test_", "conftest")):
-        return None
+        return False
     if file_path.suffix == ".json":
         if '"sources"' not in file_path.read_text(errors="replace"):
-            return None  # some other JSON file
+            return False  # some other JSON file
     else:
         from solbench.spec.solution import problem_named_in
 
         text = file_path.read_text(errors="replace")
         pattern = RUN_FUNCTION.get(file_path.suffix, RUN_FUNCTION[".py"])
         if problem_named_in(text) is None and not pattern.search(text):
-            return None  # a helper module, not a solution
-    if not state.is_solution_file(file_path):
-        return None
-    return SolutionFile.from_parent(parent, path=file_path)
+            return False  # a helper module, not a solution
+    return bool(state.is_solution_file(file_path))
 
 
 class SolutionFile(pytest.File):

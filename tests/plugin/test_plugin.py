@@ -46,6 +46,16 @@ def test_collects_one_item_per_solution_and_workload(project, fake_runner, capsy
     assert fake_runner == []  # collecting evaluates nothing
 
 
+def test_a_solution_named_on_the_command_line_is_not_imported_as_a_test_module(project, fake_runner, capsys):
+    # `--solbench reference_impls/core/x.baseline.py`: pytest collects files named explicitly as test
+    # modules whatever their name, and "x.baseline" is no module name (this broke the GPU gate).
+    solution(project, "axpy.baseline.py")
+    result = run_pytest(project, "--solbench", "solutions/axpy.baseline.py", "--collect-only", "-q", capsys=capsys)
+    assert result.ret == 0, result.output
+    ids = sorted(line for line in result.output.splitlines() if "::" in line)
+    assert ids == [f"solutions/axpy.baseline.py::{w}" for w in (W0, W1)]
+
+
 def test_pass_fail_skip_and_the_failure_message(project, fake_runner, capsys):
     solution(project, "good.py")
     solution(project, "wrong.py", "status=INCORRECT_NUMERICAL", "log=max_abs_error_0.5_exceeds_atol")
