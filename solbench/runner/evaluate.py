@@ -401,8 +401,10 @@ def evaluate_workload(session: DeviceSession, problem: Problem, solution: Soluti
     expected = expected_outputs(problem, workload)
     trial_results: list[Correctness] = []
     reference_aliases: set[str] = set()
+    set_bytes = declared_set_bytes(problem, workload)
     for trial in range(config.trials):
         seed = derive_seed(run_seed, workload.uuid, "trial", trial)
+        session.trim(session.reference, set_bytes)  # multi-GB sets: one worker's copies on the device at a time
         try:
             reply = session.ask(session.candidate, {"op": "call", "workload": wdata, "seed": seed,
                                                     **session.transfer_fields()}, config.timeout_s)
@@ -412,6 +414,7 @@ def evaluate_workload(session: DeviceSession, problem: Problem, solution: Soluti
             if verdict is not None:
                 raise StepFailed(verdict.status, f"{verdict.log}\n--- the solution failed too ---\n{exc.log[-2000:]}") from None
             raise
+        session.trim(session.candidate, set_bytes)
         status, correctness, verdict = judge(session, wdata, seed, reply.get("outputs"), config, expected)
         reference_aliases = set(verdict.get("aliased_inputs", []))
         side_effects = check_side_effects(reply, verdict)
@@ -441,7 +444,6 @@ def evaluate_workload(session: DeviceSession, problem: Problem, solution: Soluti
     per_round_checks = -(-config.checked_timed_outputs // rounds)
     fresh_budget = ({} if config.fresh_inputs_budget_s is None
                     else {"fresh_inputs_budget_s": config.fresh_inputs_budget_s})
-    set_bytes = declared_set_bytes(problem, workload)
     for _ in range(rounds):
         if time_reference:
             session.trim(session.candidate, set_bytes)
@@ -469,6 +471,7 @@ def evaluate_workload(session: DeviceSession, problem: Problem, solution: Soluti
             return make_trace(problem, solution, workload, session, Status.REWARD_HACK,
                               f"timed calls returned views of inputs (or broadcast views) {extra}, which the reference does not do",
                               started=started, warnings=warnings)
+        session.trim(session.candidate, set_bytes)
         for index, input_seed, outputs in reply["sampled"]:
             if type(input_seed) is not int or not 0 <= input_seed < 2**63:
                 raise StepFailed(Status.REWARD_HACK, f"sampled timed call {index} names no valid input seed")

@@ -118,15 +118,26 @@ def make_call_inputs(state: WorkerState, workload_data: dict, seed: int, *, fres
         axes = state.definition.resolve_axes(workload.axes)
         entry = state.definition.custom_inputs_entrypoint
         custom = getattr(state.reference_module, entry) if entry else None
-        try:
-            args = make_inputs(state.definition, workload, axes, seed=seed, device=state.device,
-                               data_roots=state.data_roots, custom_entrypoint=custom)
-        except MissingDataError as exc:
-            raise Failure("MISSING_DATA", str(exc)) from None
-        except InputError as exc:
-            raise Failure("INVALID_REFERENCE", f"input generation failed: {exc}") from None
-        if cached_bytes(state) + tensor_bytes(state, args) > cache_budget_bytes(state):
-            state.inputs_cache.clear()
+        # Every set of one workload has the same size: make room before building the next one, not
+        # after (two 21 GiB sets and their generation temporaries do not fit beside each other).
+        held_bytes = cached_bytes(state)
+        set_bytes = max((tensor_bytes(state, e[2]) for e in state.inputs_cache.values()), default=0)
+        if held_bytes and held_bytes + set_bytes > cache_budget_bytes(state):
+            drop_input_cache(state)
+        for attempt in (0, 1):
+            try:
+                args = make_inputs(state.definition, workload, axes, seed=seed, device=state.device,
+                                   data_roots=state.data_roots, custom_entrypoint=custom)
+                break
+            except MissingDataError as exc:
+                raise Failure("MISSING_DATA", str(exc)) from None
+            except (InputError, state.torch.cuda.OutOfMemoryError) as exc:
+                if attempt == 0 and state.inputs_cache and "OutOfMemoryError" in f"{type(exc).__name__}: {exc}":
+                    drop_input_cache(state)  # the cached sets were in the way: try once without them
+                    continue
+                if isinstance(exc, InputError):
+                    raise Failure("INVALID_REFERENCE", f"input generation failed: {exc}") from None
+                raise Failure("INVALID_REFERENCE", f"input generation failed: out of memory: {exc}") from None
         state.inputs_cache[seed] = (workload, axes, args)
     workload, axes, args = state.inputs_cache[seed]
     if fresh_copy:
@@ -176,10 +187,15 @@ def handle_trim(state: WorkerState, message: dict) -> dict:
         threshold_bytes = trim_threshold_bytes(state)
     if held_bytes <= threshold_bytes:
         return {"ok": True, "freed_bytes": 0, "held_bytes": held_bytes}
+    drop_input_cache(state)
+    return {"ok": True, "freed_bytes": held_bytes, "held_bytes": 0}
+
+
+def drop_input_cache(state: WorkerState) -> None:
+    """Forget the cached input sets and hand their memory back to the device (for the other worker)."""
     state.inputs_cache.clear()
     if state.is_cuda:
         state.torch.cuda.empty_cache()
-    return {"ok": True, "freed_bytes": held_bytes, "held_bytes": 0}
 
 
 def invoke(state: WorkerState, args: list, outputs: list | None):

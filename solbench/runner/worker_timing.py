@@ -20,6 +20,7 @@ from solbench.runner.worker_calls import (
     make_call_inputs,
     refill_outputs,
     tensor_bytes,
+    trim_threshold_bytes,
 )
 from solbench.runner.worker_state import Failure, WorkerState, format_exception, harness_native
 
@@ -201,7 +202,11 @@ def handle_time(state: WorkerState, message: dict) -> dict:
     # copies of multi-GB inputs never push the call out of memory.
     copies_budget_bytes = harness_budget_bytes(state)
     slots = build_slots(state, sets, axes, message.get("max_slots", 8), copies_budget_bytes)
-    recent_limit = recent_sets_limit(tensor_bytes(state, sets[0]), copies_budget_bytes)
+    set_bytes = tensor_bytes(state, sets[0])
+    recent_limit = recent_sets_limit(set_bytes, copies_budget_bytes)
+    if fresh and set_bytes > trim_threshold_bytes(state):
+        state.inputs_cache.pop(seeds[0], None)  # a multi-GB template the slots now hold a copy of
+        sets = []
     # A uniform random sample (reservoir) of the calls in this block has its outputs kept for the judge,
     # and the last call's always. The choice for call i is made after it returns, from the OS's
     # entropy: the call cannot know.
@@ -306,7 +311,11 @@ def handle_time(state: WorkerState, message: dict) -> dict:
     except Exception as exc:  # noqa: BLE001
         raise Failure("RUNTIME_ERROR", "the solution raised while being timed:\n" + format_exception(exc)) from None
     call_ms = max(statistics.median(timing.samples_ms), statistics.median(timing.host_ms or [0.0]))
-    probe = escaped_work_probe(state, message, config, slots, sets, fresh, call_ms) if state.is_cuda else None
+    # Past its generation budget the block drew from recent sets; so does the probe (a slow custom
+    # generator would otherwise cost a fresh set per probe call, outside any budget).
+    probe = (escaped_work_probe(state, message, config, slots, sets, fresh, call_ms,
+                                recent=[source for _, source in recent] if reused[0] else None)
+             if state.is_cuda else None)
     violations = integrity_violations()
     if violations:
         raise Failure("REWARD_HACK", f"timing functions were replaced: {violations}")
@@ -327,7 +336,7 @@ def handle_time(state: WorkerState, message: dict) -> dict:
 
 
 def escaped_work_probe(state: WorkerState, message: dict, config, slots: list, sets: list, fresh: bool,
-                       call_ms: float = 0.0):
+                       call_ms: float = 0.0, recent: list | None = None):
     """A few isolated calls after the timed block: did GPU work escape the timer's events?
 
     See solbench.check.cupti_activity: a device synchronize that still waits after the call's end
@@ -340,10 +349,17 @@ def escaped_work_probe(state: WorkerState, message: dict, config, slots: list, s
     slot_inputs, slot_outputs = slots[0]
     flush = flusher_for(torch.device(state.device), config.l2_flush_mode).flush if config.l2_flush else None
 
+    chooser = random.SystemRandom()
+
     def prepare(i: int) -> None:
-        seed = random.SystemRandom().getrandbits(62)
-        source = make_call_inputs(state, message["workload"], seed, fresh_copy=False)[2] if fresh else sets[i % len(sets)]
-        state.inputs_cache.pop(seed, None)
+        if fresh and recent:
+            source = recent[chooser.randrange(len(recent))]
+        elif fresh:
+            seed = chooser.getrandbits(62)
+            source = make_call_inputs(state, message["workload"], seed, fresh_copy=False)[2]
+            state.inputs_cache.pop(seed, None)
+        else:
+            source = sets[i % len(sets)]
         for dst, src in zip(slot_inputs, source):
             if isinstance(dst, torch.Tensor):
                 dst.copy_(src)

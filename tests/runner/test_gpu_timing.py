@@ -28,3 +28,52 @@ def test_trace_has_host_launch_and_busy_times(solution):
         assert perf.kernel_sum_ms is not None and perf.kernel_sum_ms > 0  # may exceed the span: kernels overlap
         # the probe calls run on a flushed L2 like the timed ones, so the busy time is not a cache-hot figure
         assert perf.gpu_busy_ms > 0.5 * perf.latency_ms, perf
+
+
+def test_the_probe_draws_no_fresh_sets_once_the_block_reused_them(tmp_path, monkeypatch):
+    """A slow input generator: past the block's generation budget, the escaped-work probe reuses the
+    block's recent sets instead of building one per probe call (L2/034 spent minutes there)."""
+    import sys
+    import time
+
+    from solbench.inputs import generate
+    from solbench.runner import worker_calls, worker_timing
+    from solbench.runner.config import RunConfig
+    from solbench.runner.evaluate import timing_message
+    from solbench.runner.worker_state import WorkerState
+    from solbench.spec.problem import load_problem
+    from solbench.spec.solution import load_solution
+    from solbench.timing import timer
+    from tests.runner.conftest import write_problem, write_solution
+
+    problem = load_problem(write_problem(tmp_path / "p", sizes=(4096,)))
+    solution = load_solution(write_solution(tmp_path, "def run(x, y):\n    return x * 2.0 + y\n"), problem.definition)
+    monkeypatch.setattr(worker_timing, "background_activity", lambda state: None)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    built: list[float] = []
+    original = generate.make_inputs
+
+    def slow(*args, **kwargs):
+        time.sleep(0.1)
+        built.append(time.monotonic())
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(generate, "make_inputs", slow)
+    timed_until: list[int] = []
+    time_iterations = timer.time_iterations
+
+    def recording(*args, **kwargs):
+        result = time_iterations(*args, **kwargs)
+        timed_until.append(len(built))
+        return result
+
+    monkeypatch.setattr(timer, "time_iterations", recording)
+    state = WorkerState("cuda")
+    worker_calls.handle_load(state, {"definition": problem.definition.to_dict(), "solution": solution.to_dict(),
+                                     "work_dir": str(tmp_path / "w")})
+    config = RunConfig(device="cuda", warmup=2, iters=10, adaptive=False)
+    reply = worker_timing.handle_time(state, {"workload": problem.workloads[0].to_dict(), "seeds": [1, 2],
+                                              "checked_outputs": 1, "fresh_inputs_budget_s": 0.25,
+                                              "config": timing_message(config, "cuda")})
+    assert reply["ok"] and "timed_inputs_reused" in reply["flags"]
+    assert timed_until and len(built) == timed_until[0], (len(built), timed_until)

@@ -142,3 +142,83 @@ def test_small_inputs_are_not_worth_a_trim_request(tmp_path):
     assert sent == []
     session.trim(idle, evaluate.TRIM_MIN_SET_BYTES)
     assert sent == [{"op": "trim"}]
+
+
+def test_trials_keep_one_workers_large_inputs_on_the_device_at_a_time(tmp_path, monkeypatch):
+    # Two workers each holding a 21 GiB set and a copy of it do not fit on an 80 GB GPU: before a
+    # solution's call the reference worker drops its cache, and before judging the solution's does.
+    problem_dir = write_problem(tmp_path / "p", sizes=(64,))
+    solution = write_solution(tmp_path, GOOD)
+    monkeypatch.setattr(evaluate, "TRIM_MIN_SET_BYTES", 0)
+    asked: list[tuple[str, str]] = []
+    original = DeviceSession.ask
+
+    def recording(self, worker, message, timeout_s):
+        asked.append(("solution" if worker is self.candidate else "reference", message["op"]))
+        return original(self, worker, message, timeout_s)
+
+    monkeypatch.setattr(DeviceSession, "ask", recording)
+    config = RunConfig(device="cpu", trials=2, warmup=1, iters=3, adaptive=False, timing_rounds=1, timeout_s=60)
+    traces = api.evaluate(problem_dir, solution, config=config)
+    assert [t.status for t in traces] == [Status.PASSED], traces[0].evaluation.log
+    calls = [i for i, entry in enumerate(asked) if entry == ("solution", "call")]
+    judges = [i for i, entry in enumerate(asked) if entry == ("reference", "judge")]
+    assert len(calls) == 2 and len(judges) >= 2
+    assert all(asked[i - 1] == ("reference", "trim") for i in calls)
+    assert all(asked[i - 1] == ("solution", "trim") for i in judges[:2])  # the two trials
+    timed = asked.index(("solution", "time"))
+    assert len(judges) > 2 and asked[judges[2] - 1] == ("solution", "trim") and judges[2] > timed  # sampled outputs
+
+
+def record_generation(monkeypatch, state, fail_first_with: Exception | None = None) -> list[int]:
+    """Wrap input generation: record how many sets the cache held at each build; optionally fail once."""
+    from solbench.inputs import generate
+
+    held: list[int] = []
+    original = generate.make_inputs
+
+    def wrapped(*args, **kwargs):
+        held.append(len(state.inputs_cache))
+        if fail_first_with is not None and len(held) == 1:
+            raise fail_first_with
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(generate, "make_inputs", wrapped)
+    return held
+
+
+def test_the_cache_makes_room_before_building_the_next_set(loaded, monkeypatch):
+    state, wdata = loaded
+    set_bytes = 2 * 64 * 4
+    monkeypatch.setattr(worker_calls, "cache_budget_bytes", lambda state: set_bytes * 2)
+    held = record_generation(monkeypatch, state)
+    assert set(state.inputs_cache) == {11, 12}
+    worker_calls.make_call_inputs(state, wdata, 13)
+    assert held == [0] and set(state.inputs_cache) == {13}  # emptied before the build, not after
+    worker_calls.make_call_inputs(state, wdata, 14)
+    assert held == [0, 1] and set(state.inputs_cache) == {13, 14}  # two sets fit the budget
+
+
+def test_out_of_memory_while_building_retries_once_without_the_cache(loaded, monkeypatch):
+    state, wdata = loaded
+    held = record_generation(monkeypatch, state, torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 7.00 GiB"))
+    _, _, args = worker_calls.make_call_inputs(state, wdata, 13)
+    assert held == [2, 0] and set(state.inputs_cache) == {13} and args[0].shape == (64,)
+
+
+def test_out_of_memory_with_nothing_cached_is_a_clear_failure(loaded, monkeypatch):
+    state, wdata = loaded
+    state.inputs_cache.clear()
+    record_generation(monkeypatch, state, torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 7.00 GiB"))
+    with pytest.raises(worker_calls.Failure) as failure:
+        worker_calls.make_call_inputs(state, wdata, 13)
+    assert failure.value.status == "INVALID_REFERENCE" and "out of memory" in str(failure.value)
+
+
+def test_a_large_fresh_template_is_not_kept_while_timing(loaded, monkeypatch):
+    # Calls draw their own inputs; the first timed set only shapes the slots. Above the trim threshold
+    # it is dropped (a 21 GiB template beside the slot and the fresh sets does not fit on 80 GB).
+    state, wdata = loaded
+    monkeypatch.setattr(worker_timing, "trim_threshold_bytes", lambda state: 0)
+    reply = time_block(state, wdata)
+    assert reply["ok"] and reply["sampled"] and state.inputs_cache == {}
