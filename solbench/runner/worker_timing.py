@@ -315,7 +315,7 @@ def handle_time(state: WorkerState, message: dict) -> dict:
     # generator would otherwise cost a fresh set per probe call, outside any budget).
     probe = (escaped_work_probe(state, message, config, slots, sets, fresh, call_ms,
                                 recent=[source for _, source in recent] if reused[0] else None)
-             if state.is_cuda else None)
+             if state.is_cuda and message.get("probe", True) else None)
     violations = integrity_violations()
     if violations:
         raise Failure("REWARD_HACK", f"timing functions were replaced: {violations}")

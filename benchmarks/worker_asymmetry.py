@@ -1,0 +1,88 @@
+"""Same code, two workers: where does the solution-vs-reference gap of short calls come from?
+
+    python benchmarks/worker_asymmetry.py PROBLEM_DIR [...] [--max-workloads 3] [--rounds 3]
+
+Loads each problem's reference into both of a session's workers (the reference worker, and the
+solution's worker as if it were a submitted solution), then times it in alternating blocks
+(reference, solution, reference, ...) exactly as `solbench run` does, first with the escaped-work
+probe after every block and then without it. Prints each block's median, the host time to queue a
+call, the launch hold and how many calls outlasted it, so a systematic gap can be traced to one
+worker, one position in the order, or the probe.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from solbench.inputs.seeds import derive_seed  # noqa: E402
+from solbench.runner.config import RunConfig  # noqa: E402
+from solbench.runner.evaluate import DeviceSession, judge, timing_message  # noqa: E402
+from solbench.spec.problem import load_problem  # noqa: E402
+from solbench.spec.solution import reference_solution  # noqa: E402
+
+
+def block(session: DeviceSession, worker, wdata: dict, seeds: list[int], timing: dict, probe: bool) -> dict:
+    reply = session.ask(worker, {"op": "time", "workload": wdata, "seeds": seeds, "config": timing,
+                                 "checked_outputs": 0, "probe": probe}, 600)
+    host = reply.get("host_ms") or [0.0]
+    return {"median_us": statistics.median(reply["samples_ms"]) * 1e3, "n": len(reply["samples_ms"]),
+            "host_us": statistics.median(host) * 1e3, "hold_us": reply.get("hold_ms", 0.0) * 1e3,
+            "exposed": reply.get("exposed", 0), "sm_mhz": (reply.get("clocks_before") or {}).get("sm_mhz"),
+            "probe": (reply.get("probe") or {}).get("cupti")}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("problems", nargs="+", type=Path)
+    parser.add_argument("--max-workloads", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    config = RunConfig(device=args.device)
+    timing = timing_message(config, args.device)
+    rows = []
+    for folder in args.problems:
+        problem = load_problem(folder)
+        reference = reference_solution(problem.definition)
+        session = DeviceSession(args.device, config)
+        try:
+            session.load(session.reference, problem, reference)
+            session.load(session.candidate, problem, reference)
+            for workload in problem.workloads[: args.max_workloads]:
+                wdata = workload.to_dict()
+                seed = derive_seed(0, workload.uuid, "trial", 0)
+                reply = session.ask(session.candidate, {"op": "call", "workload": wdata, "seed": seed}, 600)
+                judge(session, wdata, seed, reply["outputs"], config)
+                seeds = [derive_seed(0, workload.uuid, "timed", s) for s in range(2)]
+                for probe in (True, False):
+                    first = len(rows)
+                    for r in range(args.rounds):
+                        for name, worker in (("reference", session.reference), ("solution", session.candidate)):
+                            row = {"problem": problem.name, "axes": workload.axes, "probe": probe, "round": r,
+                                   "worker": name, **block(session, worker, wdata, seeds, timing, probe)}
+                            rows.append(row)
+                    mine = rows[first:]
+                    ref = [x["median_us"] for x in mine if x["worker"] == "reference"]
+                    sol = [x["median_us"] for x in mine if x["worker"] == "solution"]
+                    print(f"{problem.name[:28]:28} {json.dumps(workload.axes)[:34]:34} probe={'on ' if probe else 'off'} "
+                          f"ref {' '.join(f'{v:7.2f}' for v in ref)} | sol {' '.join(f'{v:7.2f}' for v in sol)} "
+                          f"| sol/ref {statistics.median(sol) / statistics.median(ref):.3f} "
+                          f"host {statistics.median(x['host_us'] for x in mine):.0f}us "
+                          f"hold {max(x['hold_us'] for x in mine):.0f}us exposed {sum(x['exposed'] for x in mine)} "
+                          f"sm {sorted({x['sm_mhz'] for x in mine if x['sm_mhz']})}", flush=True)
+        finally:
+            session.close()
+    if args.out:
+        args.out.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
