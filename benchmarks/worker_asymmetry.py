@@ -5,7 +5,7 @@
 Loads each problem's reference into both of a session's workers (the reference worker, and the
 solution's worker as if it were a submitted solution), then times it in alternating blocks
 (reference, solution, reference, ...) exactly as `solbench run` does, first with the escaped-work
-probe after every block and then without it. Prints each block's median, the host time to queue a
+probe after every block and then in the variants asked for (no probe; the two requested input sets instead of fresh ones). Prints each block's median, the host time to queue a
 call, the launch hold and how many calls outlasted it, so a systematic gap can be traced to one
 worker, one position in the order, or the probe.
 """
@@ -26,10 +26,15 @@ from solbench.runner.evaluate import DeviceSession, judge, timing_message  # noq
 from solbench.spec.problem import load_problem  # noqa: E402
 from solbench.spec.solution import reference_solution  # noqa: E402
 
+VARIANTS = {"default": {}, "no_probe": {"probe": False}, "fixed_inputs": {"fresh_inputs_budget_s": 0.0},
+            "settle": {"settle_ms": 1.0}, "fixed_settle": {"fresh_inputs_budget_s": 0.0, "settle_ms": 1.0}}
 
-def block(session: DeviceSession, worker, wdata: dict, seeds: list[int], timing: dict, probe: bool) -> dict:
+
+def block(session: DeviceSession, worker, wdata: dict, seeds: list[int], timing: dict, variant: str) -> dict:
+    fields = dict(VARIANTS[variant])
+    timing = {**timing, "settle_ms": fields.pop("settle_ms", timing.get("settle_ms", 0.0))}
     reply = session.ask(worker, {"op": "time", "workload": wdata, "seeds": seeds, "config": timing,
-                                 "checked_outputs": 0, "probe": probe}, 600)
+                                 "checked_outputs": 0, **fields}, 600)
     host = reply.get("host_ms") or [0.0]
     return {"median_us": statistics.median(reply["samples_ms"]) * 1e3, "n": len(reply["samples_ms"]),
             "host_us": statistics.median(host) * 1e3, "hold_us": reply.get("hold_ms", 0.0) * 1e3,
@@ -43,6 +48,7 @@ def main() -> int:
     parser.add_argument("--max-workloads", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--device", default="cuda")
+    parser.add_argument("--variants", nargs="+", choices=sorted(VARIANTS), default=["default", "no_probe"])
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     config = RunConfig(device=args.device)
@@ -61,17 +67,17 @@ def main() -> int:
                 reply = session.ask(session.candidate, {"op": "call", "workload": wdata, "seed": seed}, 600)
                 judge(session, wdata, seed, reply["outputs"], config)
                 seeds = [derive_seed(0, workload.uuid, "timed", s) for s in range(2)]
-                for probe in (True, False):
+                for variant in args.variants:
                     first = len(rows)
                     for r in range(args.rounds):
                         for name, worker in (("reference", session.reference), ("solution", session.candidate)):
-                            row = {"problem": problem.name, "axes": workload.axes, "probe": probe, "round": r,
-                                   "worker": name, **block(session, worker, wdata, seeds, timing, probe)}
+                            row = {"problem": problem.name, "axes": workload.axes, "variant": variant, "round": r,
+                                   "worker": name, **block(session, worker, wdata, seeds, timing, variant)}
                             rows.append(row)
                     mine = rows[first:]
                     ref = [x["median_us"] for x in mine if x["worker"] == "reference"]
                     sol = [x["median_us"] for x in mine if x["worker"] == "solution"]
-                    print(f"{problem.name[:28]:28} {json.dumps(workload.axes)[:34]:34} probe={'on ' if probe else 'off'} "
+                    print(f"{problem.name[:28]:28} {json.dumps(workload.axes)[:34]:34} {variant:12} "
                           f"ref {' '.join(f'{v:7.2f}' for v in ref)} | sol {' '.join(f'{v:7.2f}' for v in sol)} "
                           f"| sol/ref {statistics.median(sol) / statistics.median(ref):.3f} "
                           f"host {statistics.median(x['host_us'] for x in mine):.0f}us "

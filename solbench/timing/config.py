@@ -44,6 +44,11 @@ class TimingConfig:
     max_hold_ms: float = 2.0
     """The spin grows to cover the host's launch time, up to this; calls that take longer to launch
     are flagged ("launch_exposed")."""
+    settle_ms: float = 1.0
+    """CUDA: before preparing each call, wait for the device to drain and leave it idle this long,
+    so that every call starts from the same quiescent state however long the host took to prepare
+    its inputs (docs/timing.md: on an H100 an idle gap of >= 1 ms made 15-20 us calls 3-9% faster,
+    and fresh inputs drawn at varying host speed moved whole blocks by up to 12%). 0: off."""
     gc_off: bool = True
     """Disable Python's cyclic GC during warm-up and timed loops (a collection costs milliseconds)."""
     batch_min: int = 10
@@ -70,6 +75,8 @@ class TimingConfig:
             raise ValueError("clock_working_fraction must be in (0, 1]")
         if self.max_hold_ms < 0:
             raise ValueError("max_hold_ms must be >= 0")
+        if not 0 <= self.settle_ms <= 100:
+            raise ValueError("settle_ms must be in [0, 100]")
         if self.batch_min < 1:
             raise ValueError("batch_min must be >= 1")
 
@@ -86,7 +93,7 @@ class TimingConfig:
         budget per block is kept small enough for a whole shipped-problem run to take a minute or two.
         """
         base = cls(warmup=2, iters=10, max_iters=100, target_rel_ci=0.03, max_time_s=0.5, min_warmup_ms=5.0,
-                   clock_warmup=False)
+                   clock_warmup=False, settle_ms=0.0)
         return replace(base, **overrides)
 
     @classmethod

@@ -188,9 +188,10 @@ class _Session:
     """State of one `time_iterations` call: the call counter and the device-specific marks."""
 
     def __init__(self, run, prepare, device: torch.device, flush: Callable[[], None] | None,
-                 hold: _LaunchHold | None = None) -> None:
+                 hold: _LaunchHold | None = None, settle_ms: float = 0.0) -> None:
         self.run = run
         self.prepare = prepare
+        self.settle_ns = int(settle_ms * 1e6) if device.type == "cuda" else 0
         self.flush = flush
         self.hold = hold
         self.device = device
@@ -206,6 +207,13 @@ class _Session:
         if self.is_cuda:
             _cuda_synchronize(self.device)
 
+    def settle(self) -> None:
+        """Drain the device, then leave it idle for `settle_ns` (a host spin: sleep overshoots)."""
+        _cuda_synchronize(self.device)
+        until = _perf_counter_ns() + self.settle_ns
+        while _perf_counter_ns() < until:
+            pass
+
     def untimed(self, count: int) -> None:
         """Warm-up calls: the same protocol, no marks (the host time still sizes the hold)."""
         run, prepare, flush, hold, clock = self.run, self.prepare, self.flush, self.hold, _perf_counter_ns
@@ -213,6 +221,8 @@ class _Session:
         for j in range(count):
             i = self.calls
             self.calls += 1
+            if self.settle_ns:
+                self.settle()
             if prepare is not None:
                 prepare(i)
             if flush is not None:
@@ -243,6 +253,8 @@ class _Session:
             for j in range(count):
                 i = self.calls
                 self.calls += 1
+                if self.settle_ns:
+                    self.settle()
                 if prepare is not None:
                     prepare(i)
                 if flush is not None:
@@ -373,7 +385,7 @@ def time_iterations(run: Callable[[int], object], prepare: Callable[[int], None]
     if is_cuda and config.launch_hold and config.max_hold_ms > 0:
         hold = _LaunchHold(config.max_hold_ms, telemetry.max_sm_clock_mhz() if telemetry is not None else None)
     with device_ctx:
-        session = _Session(run, prepare, dev, flush, hold)
+        session = _Session(run, prepare, dev, flush, hold, config.settle_ms)
         try:
             if config.gc_off:
                 _gc_disable()

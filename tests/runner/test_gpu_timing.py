@@ -71,6 +71,8 @@ def test_the_probe_draws_no_fresh_sets_once_the_block_reused_them(tmp_path, monk
     state = WorkerState("cuda")
     worker_calls.handle_load(state, {"definition": problem.definition.to_dict(), "solution": solution.to_dict(),
                                      "work_dir": str(tmp_path / "w")})
+    worker_calls.handle_call(state, {"workload": problem.workloads[0].to_dict(), "seed": 3})  # threads' baseline
+    built.clear()
     config = RunConfig(device="cuda", warmup=2, iters=10, adaptive=False)
     reply = worker_timing.handle_time(state, {"workload": problem.workloads[0].to_dict(), "seeds": [1, 2],
                                               "checked_outputs": 1, "fresh_inputs_budget_s": 0.25,

@@ -12,14 +12,14 @@ def test_gpu_defaults():
     c = TimingConfig()
     assert (c.warmup, c.iters, c.adaptive, c.target_rel_ci) == (10, 50, True, 0.01)
     assert c.max_iters >= c.iters and c.max_time_s > 0 and c.min_warmup_ms > 0
-    assert c.clock_warmup and c.l2_flush and c.gc_off
+    assert c.clock_warmup and c.l2_flush and c.gc_off and c.settle_ms == 1.0
     assert TimingConfig.cuda() == c
 
 
 def test_cpu_defaults_are_cheaper():
     cpu, gpu = TimingConfig.cpu(), TimingConfig.cuda()
     assert cpu.iters < gpu.iters and cpu.max_iters < gpu.max_iters and cpu.max_time_s < gpu.max_time_s
-    assert not cpu.clock_warmup
+    assert not cpu.clock_warmup and cpu.settle_ms == 0
 
 
 @pytest.mark.parametrize(("device", "iters"), [("cuda", 50), ("cuda:1", 50), (0, 50), (torch.device("cuda", 0), 50),
@@ -35,7 +35,7 @@ def test_overrides_apply():
 
 @pytest.mark.parametrize("bad", [dict(iters=0), dict(warmup=-1), dict(iters=50, max_iters=10), dict(ci_level=1.0),
                                  dict(target_rel_ci=0), dict(max_time_s=0), dict(clock_working_fraction=1.5),
-                                 dict(batch_min=0)])
+                                 dict(batch_min=0), dict(settle_ms=-1), dict(settle_ms=1000)])
 def test_validation(bad):
     with pytest.raises(ValueError):
         TimingConfig(**bad)

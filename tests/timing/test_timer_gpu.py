@@ -104,3 +104,13 @@ def test_launch_slower_than_the_longest_hold_is_flagged():
     assert result.hold_ms == pytest.approx(0.5)
     assert "launch_exposed" in result.flags
     assert result.stats.median_ms > 0.3  # the exposed host time is in the events, and the flag says so
+
+
+def test_settle_leaves_the_device_idle_before_every_call():
+    x = torch.randn(1024, device=_dev())
+    cfg = dict(iters=40, adaptive=False, clock_warmup=False, min_warmup_ms=0, warmup=2)
+    settled = time_iterations(lambda i: x.mul(2.0), None, _dev(), TimingConfig.cuda(settle_ms=3.0, **cfg))
+    assert settled.wall_s >= 40 * 3e-3  # each timed call waited out its 3 ms idle gap
+    plain = time_iterations(lambda i: x.mul(2.0), None, _dev(), TimingConfig.cuda(settle_ms=0.0, **cfg))
+    assert plain.wall_s < 40 * 3e-3
+    assert settled.stats.median_ms < 1.0  # the gap is outside the timed window
