@@ -27,7 +27,8 @@ from solbench.spec.problem import load_problem  # noqa: E402
 from solbench.spec.solution import reference_solution  # noqa: E402
 
 VARIANTS = {"default": {}, "no_probe": {"probe": False}, "fixed_inputs": {"fresh_inputs_budget_s": 0.0},
-            "settle": {"settle_ms": 1.0}, "fixed_settle": {"fresh_inputs_budget_s": 0.0, "settle_ms": 1.0}}
+            "settle": {"settle_ms": 1.0}, "fixed_settle": {"fresh_inputs_budget_s": 0.0, "settle_ms": 1.0},
+            "no_settle": {"settle_ms": 0.0}, "checked": {"checked_outputs": 3}}
 
 
 def block(session: DeviceSession, worker, wdata: dict, seeds: list[int], timing: dict, variant: str) -> dict:

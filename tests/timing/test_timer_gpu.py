@@ -85,7 +85,8 @@ def test_launch_hold_times_the_device_not_the_host():
     """With the hold, 0.3 ms of host work before a ~us kernel stays out of the event time (and is reported
     as host time, flagged launch_bound); without it, the event time is mostly that host work."""
     x = torch.zeros(1024, device=_dev())
-    cfg = dict(iters=30, adaptive=False, clock_warmup=False)
+    # No settle: after an idle gap the flush before the start event runs long and hides host time.
+    cfg = dict(iters=30, adaptive=False, clock_warmup=False, settle_ms=0.0)
     held = time_iterations(_host_delay_then_kernel(x, 0.3), None, _dev(), TimingConfig.cuda(**cfg))
     bare = time_iterations(_host_delay_then_kernel(x, 0.3), None, _dev(), TimingConfig.cuda(launch_hold=False, **cfg))
     seen = (f"held: median {held.stats.median_ms:.4f} ms, hold {held.hold_ms:.3f} ms, exposed {held.exposed}, "
