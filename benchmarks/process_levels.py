@@ -8,7 +8,8 @@ in alternating blocks of two kinds: plain, with a random-size allocation made be
 and held across it ("shuffled"), which moves the call's temporaries to a different address each
 call, and with new input values every call, drawn into new tensors as the harness does
 ("fresh_alloc") or into the same ones ("fresh_inplace"), and with the GPU left idle for 1 or 5 ms
-before each call's flush ("idle_1ms", "idle_5ms"), as when the host draws inputs slowly. If the per-process spread of the plain medians is an address effect, the shuffled medians
+before each call's flush ("idle_1ms", "idle_5ms"), as when the host draws inputs slowly, and with the
+call replayed from a CUDA graph ("graph": the kernels' launches are uploaded to the device once). If the per-process spread of the plain medians is an address effect, the shuffled medians
 agree across processes.
 """
 
@@ -25,7 +26,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 SLOTS = 8
-KINDS = ("plain", "shuffled", "fresh_alloc", "fresh_inplace", "idle_1ms", "idle_5ms")
+KINDS = ("plain", "shuffled", "fresh_alloc", "fresh_inplace", "idle_1ms", "idle_5ms", "graph")
 
 
 def child(iters: int, blocks: int, flush: bool, kinds: tuple[str, ...]) -> None:
@@ -69,9 +70,48 @@ def child(iters: int, blocks: int, flush: bool, kinds: tuple[str, ...]) -> None:
                     dst.copy_(src)
 
             cfg = TimingConfig.cuda(iters=iters, adaptive=False, l2_flush=flush)
-            result = timer.time_iterations(lambda i, fn=fn, slots=slots: fn(*slots[i % SLOTS]), prepare, dev, cfg)
+            call = lambda i, fn=fn, slots=slots: fn(*slots[i % SLOTS])  # noqa: E731
+            if kind == "graph":  # the same chain replayed from a CUDA graph: no per-kernel launches
+                graphs = []
+                for k in range(SLOTS):
+                    fn(*slots[k])
+                    torch.cuda.synchronize()
+                    graph = torch.cuda.CUDAGraph()
+                    with torch.cuda.graph(graph):
+                        fn(*slots[k])
+                    graphs.append(graph)
+                call = lambda i, graphs=graphs: graphs[i % SLOTS].replay()  # noqa: E731
+            result = timer.time_iterations(call, prepare, dev, cfg)
             out.setdefault(name, {}).setdefault(kind, []).append(result.stats.median_ms * 1e3)
+    out["sm_ids"] = first_sm_ids(dev)
     print(json.dumps(out))
+
+
+def first_sm_ids(dev) -> dict:
+    """Which SMs the CTAs of a small grid (32 CTAs, like a 16k-element elementwise kernel) land on,
+    over 50 launches after a flush: is the placement of small grids fixed per process?"""
+    import torch
+    import triton
+    import triton.language as tl
+
+    from solbench.timing.timer import flusher_for
+
+    @triton.jit
+    def smid(out_ptr, dummy_ptr):
+        pid = tl.program_id(0)
+        x = tl.load(dummy_ptr + pid)
+        sm = tl.inline_asm_elementwise("mov.u32 $0, %smid;", "=r,r", [x], dtype=tl.int32, is_pure=False, pack=1)
+        tl.store(out_ptr + pid, sm)
+
+    out = torch.empty(50, 32, dtype=torch.int32, device=dev)
+    dummy = torch.zeros(32, dtype=torch.int32, device=dev)
+    flush = flusher_for(dev).flush
+    for k in range(50):
+        flush()
+        smid[(32,)](out[k], dummy)
+    ids = out.cpu()
+    return {"cta0": sorted(set(ids[:, 0].tolist())), "all": len(set(ids.flatten().tolist())),
+            "min": int(ids.min()), "max": int(ids.max())}
 
 
 def main() -> int:
@@ -95,7 +135,10 @@ def main() -> int:
             print(done.stderr[-2000:], file=sys.stderr)
             return 1
         runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
-    for name in runs[0]:
+    for r in runs:
+        print("SMs of a 32-CTA grid:", r.get("sm_ids"), {n: round(statistics.median(v["plain"]), 2)
+                                                          for n, v in r.items() if n != "sm_ids" and "plain" in v})
+    for name in [n for n in runs[0] if n != "sm_ids"]:
         for kind in runs[0][name]:
             per_process = [statistics.median(r[name][kind]) for r in runs]
             within = max(max(r[name][kind]) / min(r[name][kind]) - 1 for r in runs)

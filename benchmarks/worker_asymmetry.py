@@ -28,12 +28,13 @@ from solbench.spec.solution import reference_solution  # noqa: E402
 
 VARIANTS = {"default": {}, "no_probe": {"probe": False}, "fixed_inputs": {"fresh_inputs_budget_s": 0.0},
             "settle": {"settle_ms": 1.0}, "fixed_settle": {"fresh_inputs_budget_s": 0.0, "settle_ms": 1.0},
-            "no_settle": {"settle_ms": 0.0}, "checked": {"checked_outputs": 3}}
+            "no_settle": {"settle_ms": 0.0}, "checked": {"checked_outputs": 3}, "graphs": {"cuda_graph": True}}
+TIMER_KEYS = ("settle_ms", "cuda_graph")
 
 
 def block(session: DeviceSession, worker, wdata: dict, seeds: list[int], timing: dict, variant: str) -> dict:
     fields = dict(VARIANTS[variant])
-    timing = {**timing, "settle_ms": fields.pop("settle_ms", timing.get("settle_ms", 0.0))}
+    timing = {**timing, **{key: fields.pop(key) for key in TIMER_KEYS if key in fields}}
     reply = session.ask(worker, {"op": "time", "workload": wdata, "seeds": seeds, "config": timing,
                                  "checked_outputs": 0, **fields}, 600)
     host = reply.get("host_ms") or [0.0]

@@ -47,6 +47,10 @@ def register(subparsers) -> None:
     p.add_argument("--no-launch-hold", action="store_true",
                    help="CUDA: do not hold the stream while the host queues each timed call; event times then "
                         "include this host's launch latency (see docs/timing.md)")
+    p.add_argument("--cuda-graphs", action="store_true",
+                   help="CUDA: capture each call as a CUDA graph and time its replays (solution, reference and "
+                        "baselines alike); calls that cannot be captured are timed as launched, flagged "
+                        "cuda_graph_unavailable (see docs/timing.md)")
     p.add_argument("--timing-rounds", type=int, default=2,
                    help="interleaved reference/solution timed blocks per workload (default 2)")
     p.add_argument("--no-reference-timing", action="store_true", help="do not time the reference")
@@ -80,6 +84,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     return RunConfig(device=args.device, trials=args.trials, warmup=args.warmup, iters=args.iters,
                      adaptive=not args.no_adaptive, target_rel_ci=args.target_ci, max_time_s=args.max_time,
                      fresh_inputs_budget_s=args.fresh_inputs_budget, launch_hold=not args.no_launch_hold,
+                     cuda_graphs=args.cuda_graphs,
                      timing_rounds=args.timing_rounds,
                      time_reference=not args.no_reference_timing, timeout_s=args.timeout,
                      compile_timeout_s=args.compile_timeout, max_workloads=args.max_workloads,

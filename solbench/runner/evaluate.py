@@ -462,6 +462,9 @@ def evaluate_workload(session: DeviceSession, problem: Problem, solution: Soluti
                                                 "required_outputs": required_checks(problem, workload, per_round_checks),
                                                 **fresh_budget, **session.transfer_fields()}, config.timeout_s)
         candidate_samples += reply["samples_ms"]
+        note = reply.get("graph_note")
+        if isinstance(note, str) and note and f"CUDA graph: {note[:400]}" not in warnings:
+            warnings = warnings + [f"CUDA graph: {note[:400]}"]
         host_samples += [float(t) for t in reply.get("host_ms") or []]
         probes += [reply["probe"]] if isinstance(reply.get("probe"), dict) else []
         flags.update(reply.get("flags", []))
@@ -687,6 +690,7 @@ def timing_message(config: RunConfig, device: str) -> dict:
         data["max_time_s"] = config.max_time_s
     data["adaptive"] = config.adaptive and data.get("adaptive", True)
     data["launch_hold"] = config.launch_hold and data.get("launch_hold", True)
+    data["cuda_graph"] = bool(config.cuda_graphs)
     return data
 
 

@@ -49,6 +49,10 @@ class TimingConfig:
     so that every call starts from the same quiescent state however long the host took to prepare
     its inputs (docs/timing.md: on an H100 an idle gap of >= 1 ms made 15-20 us calls 3-9% faster,
     and fresh inputs drawn at varying host speed moved whole blocks by up to 12%). 0: off."""
+    cuda_graph: bool = False
+    """CUDA, read by the worker that builds the timed call: capture the call once per argument slot
+    as a CUDA graph and time its replays (docs/timing.md, "CUDA graphs"). The timer itself does not
+    look at it."""
     gc_off: bool = True
     """Disable Python's cyclic GC during warm-up and timed loops (a collection costs milliseconds)."""
     batch_min: int = 10

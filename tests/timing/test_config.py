@@ -39,3 +39,16 @@ def test_overrides_apply():
 def test_validation(bad):
     with pytest.raises(ValueError):
         TimingConfig(**bad)
+
+
+def test_cuda_graphs_reach_the_workers_timing_config():
+    from solbench.cli import build_parser
+    from solbench.cli.run import config_from_args
+    from solbench.runner.evaluate import timing_message
+
+    args = build_parser().parse_args(["run", "problems", "--cuda-graphs"])
+    config = config_from_args(args)
+    assert config.cuda_graphs and timing_message(config, "cuda")["cuda_graph"] is True
+    plain = config_from_args(build_parser().parse_args(["run", "problems"]))
+    assert timing_message(plain, "cuda")["cuda_graph"] is False
+    assert TimingConfig(**timing_message(config, "cuda")).cuda_graph

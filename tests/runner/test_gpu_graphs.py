@@ -1,0 +1,66 @@
+"""Timing replays of CUDA graphs (`--cuda-graphs`; needs a GPU, skipped without one)."""
+
+from __future__ import annotations
+
+import pytest
+
+from solbench import api
+from tests.runner.conftest import write_problem, write_solution
+
+pytestmark = pytest.mark.gpu
+
+CHAIN = """
+import torch
+
+def run(x, y):
+    return (x * 2.0 + y).relu() * 1.0 + 0.0
+"""
+SYNCS = """
+import torch
+
+def run(x, y):
+    if float(x.abs().max().item()) < 0:  # a host sync: cannot be captured
+        return y
+    return x * 2.0 + y
+"""
+CAPTURE_AWARE = """
+import torch
+
+_seen = []
+
+def run(x, y):
+    out = x * 2.0 + y
+    if torch.cuda.is_current_stream_capturing():
+        return _seen[-1]  # a graph that replays nothing: stale answers for every fresh input
+    _seen.append(out)
+    return out
+"""
+
+
+def evaluate(tmp_path, body: str):
+    problem = write_problem(tmp_path / "p", sizes=(1 << 14,))
+    solution = write_solution(tmp_path, body)
+    return api.evaluate(problem, solution, device="cuda", trials=1, max_time_s=0.3, cuda_graphs=True)
+
+
+def test_a_capturable_call_is_timed_from_its_graph(tmp_path):
+    trace = evaluate(tmp_path, CHAIN)[0]
+    ev = trace.evaluation
+    assert ev.status.value == "PASSED", ev.log
+    assert "cuda_graph_unavailable" not in ev.performance.latency.flags
+    assert not any(w.startswith("CUDA graph") for w in ev.warnings), ev.warnings
+
+
+def test_a_call_that_cannot_be_captured_is_timed_as_launched_and_says_so(tmp_path):
+    trace = evaluate(tmp_path, SYNCS)[0]
+    ev = trace.evaluation
+    assert ev.status.value == "PASSED", ev.log
+    assert "cuda_graph_unavailable" in ev.performance.latency.flags
+    assert any(w.startswith("CUDA graph: not captured") for w in ev.warnings), ev.warnings
+
+
+def test_a_graph_that_skips_the_work_fails_the_sampled_output_checks(tmp_path):
+    trace = evaluate(tmp_path, CAPTURE_AWARE)[0]
+    ev = trace.evaluation
+    assert ev.status.value != "PASSED", ev.log
+    assert "timed iteration" in ev.log, ev.log
