@@ -12,8 +12,10 @@ pytestmark = pytest.mark.gpu
 CHAIN = """
 import torch
 
-def run(x, y):
-    return (x * 2.0 + y).relu() * 1.0 + 0.0
+def run(x, y):  # three kernels, as an eager chain launches them
+    doubled = x * 2.0
+    summed = doubled + y
+    return summed * 1.0
 """
 SYNCS = """
 import torch

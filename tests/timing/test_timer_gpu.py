@@ -92,7 +92,9 @@ def test_launch_hold_times_the_device_not_the_host():
     seen = (f"held: median {held.stats.median_ms:.4f} ms, hold {held.hold_ms:.3f} ms, exposed {held.exposed}, "
             f"host min {min(held.host_ms):.3f} ms, flags {held.flags}; bare: median {bare.stats.median_ms:.4f} ms")
     assert held.stats.median_ms < 0.1, seen
-    assert bare.stats.median_ms > 0.2, seen
+    # Without the hold the start event is stamped once the flush is done, while the host still waits:
+    # most of the 0.3 ms lands in the event time (0.14 ms measured on an H100, against 0.005 held).
+    assert bare.stats.median_ms > 0.1 and bare.stats.median_ms > 10 * held.stats.median_ms, seen
     assert held.hold_ms >= 0.3 and held.exposed <= 3, seen
     assert min(held.host_ms) >= 0.3, seen
     assert "launch_bound" in held.flags and "launch_exposed" not in held.flags, seen
