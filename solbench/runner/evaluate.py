@@ -62,6 +62,8 @@ class DeviceSession:
         self.ipc_usable = True
         self.ipc_offered = False  # whether the current solution's worker was ever asked for IPC exports
         self._reference_job: tuple | None = None  # (problem, solution) loaded in the reference worker
+        self._candidate_job: tuple | None = None  # (problem, solution) loaded in the solution's worker
+        self.graphless: set[tuple] = set()  # (worker role, loaded key) whose call failed CUDA-graph capture
 
     def prestart(self) -> None:
         """Start both workers now, so their (slow) imports overlap."""
@@ -135,6 +137,28 @@ class DeviceSession:
             self.ask(worker, {"op": "ping"}, min(timeout_s, 60))
         return reply
 
+    def ask_timed(self, worker: WorkerProcess, message: dict, timeout_s: float) -> dict:
+        """A timed-block request. With CUDA graphs asked for: a call whose capture failed was timed as
+        launched, but a failed capture can leave its process broken for what follows (the CUDA RNG
+        left in capture mode, a graph pool never freed: seen on an H100 with an MoE reference). That
+        worker is restarted and the block timed again in the clean process, as launched; later blocks
+        of the same code are not captured again."""
+        role = ("reference" if worker is self.reference else "solution", (self._loaded.get(id(worker)) or (None,))[0])
+        if role in self.graphless and message["config"].get("cuda_graph"):
+            message = {**message, "config": {**message["config"], "cuda_graph": False}}
+        reply = self.ask(worker, message, timeout_s)
+        note = reply.get("graph_note")
+        if not message["config"].get("cuda_graph") or not isinstance(note, str) or not note:
+            return reply
+        self.graphless.add(role)
+        job = self._reference_job if worker is self.reference else self._candidate_job
+        self.retire(worker)
+        self.load(worker, *job)
+        retry = self.ask(worker, {**message, "config": {**message["config"], "cuda_graph": False}}, timeout_s)
+        retry["graph_note"] = note
+        retry["flags"] = sorted(set(retry.get("flags") or []) | {"cuda_graph_unavailable"})
+        return retry
+
     def check_alarms(self, worker: WorkerProcess, untrusted: bool) -> None:
         """REWARD_HACK when the solution's audit hook raised an alarm or its alarm channel was closed."""
         alarms, closed = worker.read_alarms()
@@ -196,6 +220,7 @@ class DeviceSession:
         if worker is self.reference:
             self._reference_job = (problem, solution)
         else:
+            self._candidate_job = (problem, solution)
             self.ipc_usable, self.ipc_offered = True, False  # a solution (re)loaded: IPC is offered afresh
         if self.environment is None:
             self.environment = self.ask(worker, {"op": "environment"}, 60)["environment"]
@@ -448,16 +473,19 @@ def evaluate_workload(session: DeviceSession, problem: Problem, solution: Soluti
         if time_reference:
             session.trim(session.candidate, set_bytes)
             try:
-                ref_reply = session.ask(session.reference, {"op": "time", "workload": wdata, "seeds": seeds,
-                                                            "config": timing, "checked_outputs": 0, **fresh_budget},
-                                        config.timeout_s)
+                ref_reply = session.ask_timed(session.reference, {"op": "time", "workload": wdata, "seeds": seeds,
+                                                                  "config": timing, "checked_outputs": 0, **fresh_budget},
+                                              config.timeout_s)
                 reference_samples += ref_reply["samples_ms"]
+                if isinstance(ref_reply.get("graph_note"), str) and ref_reply["graph_note"]:
+                    note = f"reference timed as launched: CUDA graph {ref_reply['graph_note'][:300]}"
+                    warnings = warnings if note in warnings else warnings + [note]
             except StepFailed as exc:
                 warnings = warnings + [f"reference timing failed ({exc.status.value}): {exc.log.strip()[-300:]}; "
                                        "no speedup reported"]
                 time_reference, reference_samples = False, []
         session.trim(session.reference, set_bytes)
-        reply = session.ask(session.candidate, {"op": "time", "workload": wdata, "seeds": seeds, "config": timing,
+        reply = session.ask_timed(session.candidate, {"op": "time", "workload": wdata, "seeds": seeds, "config": timing,
                                                 "checked_outputs": per_round_checks,
                                                 "required_outputs": required_checks(problem, workload, per_round_checks),
                                                 **fresh_budget, **session.transfer_fields()}, config.timeout_s)
@@ -514,9 +542,9 @@ def evaluate_workload(session: DeviceSession, problem: Problem, solution: Soluti
                                                                method, warnings)
     if config.baseline_compile:
         try:
-            reply = session.ask(session.reference, {"op": "time_compiled", "workload": wdata, "seeds": seeds,
-                                                    "config": timing, "checked_outputs": 0},
-                                config.compile_timeout_s)
+            reply = session.ask_timed(session.reference, {"op": "time_compiled", "workload": wdata, "seeds": seeds,
+                                                          "config": timing, "checked_outputs": 0},
+                                      config.compile_timeout_s)
             baselines["compile"] = summarize(reply["samples_ms"], method=method).median_ms
         except StepFailed as exc:
             warnings = warnings + [f"torch.compile baseline unavailable ({exc.status.value}): {exc.log.strip()[-300:]}"]
@@ -539,11 +567,11 @@ def time_shipped_baseline(session: DeviceSession, problem: Problem, wdata: dict,
 
     try:
         solution = baseline_solution(problem)
-        reply = session.ask(session.reference, {"op": "time_baseline", "workload": wdata, "seeds": seeds,
-                                                "config": timing, "checked_outputs": 0,
-                                                "baseline": solution.to_dict(),
-                                                "compile_timeout_s": config.compile_timeout_s},
-                            config.compile_timeout_s)
+        reply = session.ask_timed(session.reference, {"op": "time_baseline", "workload": wdata, "seeds": seeds,
+                                                      "config": timing, "checked_outputs": 0,
+                                                      "baseline": solution.to_dict(),
+                                                      "compile_timeout_s": config.compile_timeout_s},
+                                  config.compile_timeout_s)
     except SpecError as exc:
         return None, warnings + [f"shipped baseline unusable: {exc}"]
     except StepFailed as exc:

@@ -66,3 +66,22 @@ def test_a_graph_that_skips_the_work_fails_the_sampled_output_checks(tmp_path):
     ev = trace.evaluation
     assert ev.status.value != "PASSED", ev.log
     assert "timed iteration" in ev.log, ev.log
+
+
+POISONING = """
+import torch
+
+def run(x, y):
+    noise = torch.rand(x.shape, device=x.device) * 0.0  # the CUDA RNG, inside the capture
+    if int(torch.count_nonzero(x > 100.0).item()) > 0:  # a host sync: the capture fails
+        return y
+    return x * 2.0 + y + noise
+"""
+
+
+def test_after_a_failed_capture_the_next_workloads_still_run(tmp_path):
+    problem = write_problem(tmp_path / "p", sizes=(1 << 14, 1 << 15))
+    solution = write_solution(tmp_path, POISONING)
+    traces = api.evaluate(problem, solution, device="cuda", trials=1, max_time_s=0.3, cuda_graphs=True)
+    assert [t.evaluation.status.value for t in traces] == ["PASSED", "PASSED"], [t.evaluation.log for t in traces]
+    assert all("cuda_graph_unavailable" in t.evaluation.performance.latency.flags for t in traces)

@@ -222,3 +222,29 @@ def test_a_large_fresh_template_is_not_kept_while_timing(loaded, monkeypatch):
     monkeypatch.setattr(worker_timing, "trim_threshold_bytes", lambda state: 0)
     reply = time_block(state, wdata)
     assert reply["ok"] and reply["sampled"] and state.inputs_cache == {}
+
+
+def test_a_failed_graph_capture_restarts_the_worker_and_times_again_as_launched():
+    # On an H100 a failed capture left the worker's CUDA RNG in capture mode and 51 GB of graph pool
+    # behind, and the next problems failed in that process: it is restarted, the block timed again.
+    session = DeviceSession("cpu", RunConfig(device="cpu"))  # no worker is started
+    sent, events = [], []
+    replies = iter([{"samples_ms": [1.0], "flags": [], "graph_note": "not captured (x); timed as launched"},
+                    {"samples_ms": [2.0], "flags": ["launch_bound"]}, {"samples_ms": [3.0], "flags": []}])
+
+    def ask(worker, message, timeout_s):
+        sent.append(message["config"]["cuda_graph"])
+        return next(replies)
+
+    session.ask = ask
+    session.retire = lambda worker: events.append(("retire", worker is session.candidate))
+    session.load = lambda worker, problem, solution: events.append(("load", worker is session.candidate, problem, solution))
+    session._loaded[id(session.candidate)] = (("p", "hash", 1), False)
+    session._candidate_job = ("problem", "solution")
+    message = {"op": "time", "config": {"cuda_graph": True}}
+    reply = session.ask_timed(session.candidate, message, 60)
+    assert sent == [True, False] and events == [("retire", True), ("load", True, "problem", "solution")]
+    assert reply["samples_ms"] == [2.0] and reply["graph_note"].startswith("not captured")
+    assert "cuda_graph_unavailable" in reply["flags"] and "launch_bound" in reply["flags"]
+    again = session.ask_timed(session.candidate, message, 60)  # the same code: not captured again
+    assert sent == [True, False, False] and again["samples_ms"] == [3.0] and len(events) == 2
