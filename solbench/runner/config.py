@@ -6,6 +6,10 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+# A timed block whose call could not be captured as a CUDA graph fails with this in its log: the
+# orchestrator restarts that worker (a failed capture can break the process) and times it as launched.
+GRAPH_CAPTURE_FAILED = "CUDA graph capture failed"
+
 
 @dataclass
 class RunConfig:

@@ -143,16 +143,21 @@ class DeviceSession:
         left in capture mode, a graph pool never freed: seen on an H100 with an MoE reference). That
         worker is restarted and the block timed again in the clean process, as launched; later blocks
         of the same code are not captured again."""
+        from solbench.runner.config import GRAPH_CAPTURE_FAILED
+
         role = ("reference" if worker is self.reference else "solution", (self._loaded.get(id(worker)) or (None,))[0])
         if role in self.graphless and message["config"].get("cuda_graph"):
             message = {**message, "config": {**message["config"], "cuda_graph": False}}
-        reply = self.ask(worker, message, timeout_s)
-        note = reply.get("graph_note")
-        if not message["config"].get("cuda_graph") or not isinstance(note, str) or not note:
-            return reply
+        try:
+            return self.ask(worker, message, timeout_s)
+        except StepFailed as exc:
+            if not message["config"].get("cuda_graph") or GRAPH_CAPTURE_FAILED not in exc.log:
+                raise
+            note = exc.log.split(GRAPH_CAPTURE_FAILED, 1)[1].lstrip(": ").splitlines()[0][:400]
         self.graphless.add(role)
         job = self._reference_job if worker is self.reference else self._candidate_job
-        self.retire(worker)
+        if worker.alive:
+            self.retire(worker)
         self.load(worker, *job)
         retry = self.ask(worker, {**message, "config": {**message["config"], "cuda_graph": False}}, timeout_s)
         retry["graph_note"] = note

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from solbench.runner.config import GRAPH_CAPTURE_FAILED
 from solbench.runner.worker_calls import (
     as_list,
     changed_tensors,
@@ -297,15 +298,16 @@ def handle_time(state: WorkerState, message: dict) -> dict:
         return result
 
     config = TimingConfig(**message["config"])
-    graph_note = None
     if state.is_cuda and config.cuda_graph:
         graphs, graph_note = capture_graphs(state, slots)
-        if graphs is not None:
-            def run(i: int):  # noqa: F811 - the same call, replayed from its slot's graph
-                graph, result = graphs[i % len(graphs)]
-                graph.replay()
-                last[0], last[1] = i, result
-                return result
+        if graphs is None:  # nothing more in this process: a failed capture can leave it broken
+            raise Failure("RUNTIME_ERROR", f"{GRAPH_CAPTURE_FAILED}: {graph_note}")
+
+        def run(i: int):  # noqa: F811 - the same call, replayed from its slot's graph
+            graph, result = graphs[i % len(graphs)]
+            graph.replay()
+            last[0], last[1] = i, result
+            return result
     try:
         timing = time_iterations(run, prepare, state.device, config)
         threads.call_returned()
@@ -336,14 +338,12 @@ def handle_time(state: WorkerState, message: dict) -> dict:
     flags += ["timed_inputs_reused"] if reused[0] else []
     flags += ["checked_outputs_capped"] if keep > 0 and len(stashed) < min(keep, seen[0]) else []
     flags += ["timed_inputs_single_slot"] if len(slots) < 2 else []  # every call saw its inputs at one address
-    flags += ["cuda_graph_unavailable"] if graph_note else []
     return {"ok": True, "samples_ms": list(timing.samples_ms), "warmup": timing.warmup_done,
             "stop_reason": timing.stop_reason, "wall_s": timing.wall_s, "clocks_before": timing.clocks_before,
             "clocks_after": timing.clocks_after, "flags": flags, "sampled": sampled,
             "slots": len(slots), "energy_mj_per_call": timing.energy_mj_per_call,
             "host_ms": timing.host_ms, "hold_ms": timing.hold_ms, "exposed": timing.exposed,
-            "probe": probe.to_dict() if probe is not None else None, "aliased_inputs": sorted(aliased),
-            "graph_note": graph_note}
+            "probe": probe.to_dict() if probe is not None else None, "aliased_inputs": sorted(aliased)}
 
 
 def capture_graphs(state: WorkerState, slots: list) -> tuple[list | None, str | None]:
@@ -351,7 +351,7 @@ def capture_graphs(state: WorkerState, slots: list) -> tuple[list | None, str | 
     memory pool (they are replayed in capture order). Each slot is called once on a side stream
     first (lazy initialisation, autotuning, allocator warm-up), as capture requires. A call that
     cannot be captured (a host sync, the legacy default stream, CPU work on data) gives (None, why)
-    and is timed as launched.
+    and is timed as launched, in a new process (`DeviceSession.ask_timed`).
     """
     torch = state.torch
     try:

@@ -224,20 +224,27 @@ def test_a_large_fresh_template_is_not_kept_while_timing(loaded, monkeypatch):
     assert reply["ok"] and reply["sampled"] and state.inputs_cache == {}
 
 
-def test_a_failed_graph_capture_restarts_the_worker_and_times_again_as_launched():
+def test_a_failed_graph_capture_restarts_the_worker_and_times_again_as_launched(monkeypatch):
     # On an H100 a failed capture left the worker's CUDA RNG in capture mode and 51 GB of graph pool
     # behind, and the next problems failed in that process: it is restarted, the block timed again.
     session = DeviceSession("cpu", RunConfig(device="cpu"))  # no worker is started
     sent, events = [], []
-    replies = iter([{"samples_ms": [1.0], "flags": [], "graph_note": "not captured (x); timed as launched"},
+    from solbench.runner.config import GRAPH_CAPTURE_FAILED
+    from solbench.runner.evaluate import StepFailed
+
+    replies = iter([StepFailed(Status.RUNTIME_ERROR, f"{GRAPH_CAPTURE_FAILED}: not captured (x); timed as launched\n"),
                     {"samples_ms": [2.0], "flags": ["launch_bound"]}, {"samples_ms": [3.0], "flags": []}])
 
     def ask(worker, message, timeout_s):
         sent.append(message["config"]["cuda_graph"])
-        return next(replies)
+        reply = next(replies)
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
 
     session.ask = ask
     session.retire = lambda worker: events.append(("retire", worker is session.candidate))
+    monkeypatch.setattr(type(session.candidate), "alive", property(lambda self: True))  # not retired by the fake ask
     session.load = lambda worker, problem, solution: events.append(("load", worker is session.candidate, problem, solution))
     session._loaded[id(session.candidate)] = (("p", "hash", 1), False)
     session._candidate_job = ("problem", "solution")
