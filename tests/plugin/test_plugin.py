@@ -56,6 +56,22 @@ def test_a_solution_named_on_the_command_line_is_not_imported_as_a_test_module(p
     assert ids == [f"solutions/axpy.baseline.py::{w}" for w in (W0, W1)]
 
 
+def test_cuda_graphs_option_reaches_the_run_config(project, monkeypatch, capsys):
+    from tests.plugin.conftest import fake_run_jobs
+
+    configs = []
+
+    def recording(jobs, config, *args, **kwargs):
+        configs.append(config)
+        return fake_run_jobs(jobs, config, *args, **kwargs)
+
+    monkeypatch.setattr("solbench.runner.scheduler.run_jobs", recording)
+    solution(project, "good.py")
+    for extra, expected in (([], False), (["--solbench-cuda-graphs"], True)):
+        result = run_pytest(project, "--solbench", "solutions", "--solbench-device", "cpu", *extra, capsys=capsys)
+        assert result.ret == 0 and configs[-1].cuda_graphs is expected
+
+
 def test_pass_fail_skip_and_the_failure_message(project, fake_runner, capsys):
     solution(project, "good.py")
     solution(project, "wrong.py", "status=INCORRECT_NUMERICAL", "log=max_abs_error_0.5_exceeds_atol")
