@@ -138,11 +138,11 @@ class DeviceSession:
         return reply
 
     def ask_timed(self, worker: WorkerProcess, message: dict, timeout_s: float) -> dict:
-        """A timed-block request. With CUDA graphs asked for: a call whose capture failed was timed as
-        launched, but a failed capture can leave its process broken for what follows (the CUDA RNG
-        left in capture mode, a graph pool never freed: seen on an H100 with an MoE reference). That
-        worker is restarted and the block timed again in the clean process, as launched; later blocks
-        of the same code are not captured again."""
+        """A timed-block request. With CUDA graphs asked for, a call that cannot be captured ends the
+        block (`worker_timing.capture_graphs`): a failed capture can leave its process broken (the
+        CUDA RNG left in capture mode, a graph pool never freed: seen on an H100 with an MoE
+        reference). That worker is restarted and the block timed in the clean process, as launched;
+        later blocks of the same code are not captured again."""
         from solbench.runner.config import GRAPH_CAPTURE_FAILED
 
         role = ("reference" if worker is self.reference else "solution", (self._loaded.get(id(worker)) or (None,))[0])
