@@ -110,10 +110,11 @@ def test_trim_in_real_workers(tmp_path):
         session.close()
 
 
-def test_evaluation_asks_the_idle_worker_to_trim_and_still_passes(tmp_path, monkeypatch):
+def evaluate_recording_requests(tmp_path, monkeypatch) -> list[tuple[str, str]]:
+    """A passing CPU evaluation in which every input set counts as large; the (worker, op) of each request."""
     problem_dir = write_problem(tmp_path / "p", sizes=(64,))
     solution = write_solution(tmp_path, GOOD)
-    monkeypatch.setattr(evaluate, "TRIM_MIN_SET_BYTES", 0)  # every input set counts as large
+    monkeypatch.setattr(evaluate, "TRIM_MIN_SET_BYTES", 0)
     asked: list[tuple[str, str]] = []
     original = DeviceSession.ask
 
@@ -125,6 +126,11 @@ def test_evaluation_asks_the_idle_worker_to_trim_and_still_passes(tmp_path, monk
     config = RunConfig(device="cpu", trials=2, warmup=1, iters=3, adaptive=False, timing_rounds=1, timeout_s=60)
     traces = api.evaluate(problem_dir, solution, config=config)
     assert [t.status for t in traces] == [Status.PASSED], traces[0].evaluation.log
+    return asked
+
+
+def test_evaluation_asks_the_idle_worker_to_trim_and_still_passes(tmp_path, monkeypatch):
+    asked = evaluate_recording_requests(tmp_path, monkeypatch)
     timed = [i for i, entry in enumerate(asked) if entry[1] == "time"]
     assert [asked[i] for i in timed] == [("reference", "time"), ("solution", "time")]
     assert [asked[i - 1] for i in timed] == [("solution", "trim"), ("reference", "trim")]
@@ -147,20 +153,7 @@ def test_small_inputs_are_not_worth_a_trim_request(tmp_path):
 def test_trials_keep_one_workers_large_inputs_on_the_device_at_a_time(tmp_path, monkeypatch):
     # Two workers each holding a 21 GiB set and a copy of it do not fit on an 80 GB GPU: before a
     # solution's call the reference worker drops its cache, and before judging the solution's does.
-    problem_dir = write_problem(tmp_path / "p", sizes=(64,))
-    solution = write_solution(tmp_path, GOOD)
-    monkeypatch.setattr(evaluate, "TRIM_MIN_SET_BYTES", 0)
-    asked: list[tuple[str, str]] = []
-    original = DeviceSession.ask
-
-    def recording(self, worker, message, timeout_s):
-        asked.append(("solution" if worker is self.candidate else "reference", message["op"]))
-        return original(self, worker, message, timeout_s)
-
-    monkeypatch.setattr(DeviceSession, "ask", recording)
-    config = RunConfig(device="cpu", trials=2, warmup=1, iters=3, adaptive=False, timing_rounds=1, timeout_s=60)
-    traces = api.evaluate(problem_dir, solution, config=config)
-    assert [t.status for t in traces] == [Status.PASSED], traces[0].evaluation.log
+    asked = evaluate_recording_requests(tmp_path, monkeypatch)
     calls = [i for i, entry in enumerate(asked) if entry == ("solution", "call")]
     judges = [i for i, entry in enumerate(asked) if entry == ("reference", "judge")]
     assert len(calls) == 2 and len(judges) >= 2
