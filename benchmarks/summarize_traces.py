@@ -21,6 +21,16 @@ def quantiles(values: list[float]) -> str:
     return "min {:.3g} | p10 {:.3g} | p25 {:.3g} | median {:.3g} | p75 {:.3g} | p90 {:.3g} | max {:.3g}".format(*pick)
 
 
+def _flags(node) -> list[str]:
+    """Every flag anywhere in a trace's evaluation (timed blocks carry their own)."""
+    if isinstance(node, dict):
+        found = list(node.get("flags") or []) if isinstance(node.get("flags"), list) else []
+        return found + [f for k, v in node.items() if k != "flags" for f in _flags(v)]
+    if isinstance(node, list):
+        return [f for v in node for f in _flags(v)]
+    return []
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("traces", type=Path)
@@ -45,6 +55,8 @@ def main() -> int:
     print(f"rejected as faster than light: {ftl}")
     print(f"T_measured / T_SOL (strict, passed workloads, n={len(ratios)}): {quantiles(ratios)}")
     print(f"harness seconds per workload: {quantiles(seconds)}; total {sum(seconds):.0f} s")
+    flags = collections.Counter(flag for r in rows for flag in set(_flags(r["evaluation"])))
+    print(f"workloads per flag: {dict(flags.most_common())}")
     latencies = [r["evaluation"]["performance"]["latency_ms"] for r in rows if r["evaluation"]["status"] == "PASSED"]
     print(f"latency ms (passed): {quantiles(latencies)}")
     if latencies:

@@ -43,8 +43,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--solbench-require-gpu", action="store_true",
                     help="fail (instead of skip) what cannot run without a GPU, and everything when none is visible")
     group.addoption("--solbench-max-workloads", type=int, metavar="N", help="only the first N workloads per problem")
-    group.addoption("--solbench-cuda-graphs", action="store_true",
-                    help="CUDA: time replays of each call captured as a CUDA graph (docs/timing.md)")
+    group.addoption("--solbench-no-cuda-graphs", action="store_true",
+                    help="CUDA: time every call as launched, not replays of its CUDA graph (docs/timing.md)")
     group.addoption("--solbench-quick", action="store_true",
                     help="smoke-test timing (1 trial, 3 iterations); timings are not meaningful")
 
@@ -89,7 +89,7 @@ class SolbenchState:
 
         quick = dict(trials=1, warmup=1, iters=3, adaptive=False, timing_rounds=1) if self.option("solbench_quick") else {}
         return RunConfig(device=self.option("solbench_device"), max_workloads=self.option("solbench_max_workloads"),
-                         cuda_graphs=bool(self.option("solbench_cuda_graphs")), **quick)
+                         cuda_graphs=not self.option("solbench_no_cuda_graphs"), **quick)
 
     def evaluate_all(self, session: pytest.Session) -> None:
         """Evaluate every selected item's (solution, workloads) once, in one scheduler call."""

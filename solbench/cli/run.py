@@ -47,10 +47,11 @@ def register(subparsers) -> None:
     p.add_argument("--no-launch-hold", action="store_true",
                    help="CUDA: do not hold the stream while the host queues each timed call; event times then "
                         "include this host's launch latency (see docs/timing.md)")
-    p.add_argument("--cuda-graphs", action="store_true",
+    p.add_argument("--cuda-graphs", action=argparse.BooleanOptionalAction, default=True,
                    help="CUDA: capture each call as a CUDA graph and time its replays (solution, reference and "
-                        "baselines alike); calls that cannot be captured are timed as launched, flagged "
-                        "cuda_graph_unavailable (see docs/timing.md)")
+                        "baselines alike; default on); calls that cannot be captured are timed as launched, "
+                        "flagged cuda_graph_unavailable. --no-cuda-graphs times every call as launched "
+                        "(see docs/timing.md)")
     p.add_argument("--timing-rounds", type=int, default=2,
                    help="interleaved reference/solution timed blocks per workload (default 2)")
     p.add_argument("--no-reference-timing", action="store_true", help="do not time the reference")

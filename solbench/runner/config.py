@@ -22,7 +22,7 @@ class RunConfig:
     max_time_s: float | None = None  # adaptive budget per timed block; None: the timer's default
     fresh_inputs_budget_s: float | None = None  # per timed block; 0: rotate the fixed timed sets (flagged)
     launch_hold: bool = True  # CUDA: time calls with their launch queued ahead (see solbench.timing.timer)
-    cuda_graphs: bool = False  # CUDA: time replays of the call captured as a CUDA graph (docs/timing.md)
+    cuda_graphs: bool = True  # CUDA: time replays of the call captured as a CUDA graph (docs/timing.md)
     timing_rounds: int = 2  # interleaved reference/solution blocks, so drift hits both alike
     timed_input_sets: int = 2  # distinct input sets rotated through the timed iterations
     checked_timed_outputs: int = 3  # timed iterations whose outputs are verified too

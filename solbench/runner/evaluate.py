@@ -63,7 +63,7 @@ class DeviceSession:
         self.ipc_offered = False  # whether the current solution's worker was ever asked for IPC exports
         self._reference_job: tuple | None = None  # (problem, solution) loaded in the reference worker
         self._candidate_job: tuple | None = None  # (problem, solution) loaded in the solution's worker
-        self.graphless: set[tuple] = set()  # (worker role, loaded key) whose call failed CUDA-graph capture
+        self.graphless: dict[tuple, str] = {}  # (worker role, loaded key) -> why its call failed CUDA-graph capture
 
     def prestart(self) -> None:
         """Start both workers now, so their (slow) imports overlap."""
@@ -146,23 +146,30 @@ class DeviceSession:
         from solbench.runner.config import GRAPH_CAPTURE_FAILED
 
         role = ("reference" if worker is self.reference else "solution", (self._loaded.get(id(worker)) or (None,))[0])
+        launched = {**message, "config": {**message["config"], "cuda_graph": False}}
         if role in self.graphless and message["config"].get("cuda_graph"):
-            message = {**message, "config": {**message["config"], "cuda_graph": False}}
+            return self._graph_unavailable(self.ask(worker, launched, timeout_s), self.graphless[role])
         try:
             return self.ask(worker, message, timeout_s)
         except StepFailed as exc:
             if not message["config"].get("cuda_graph") or GRAPH_CAPTURE_FAILED not in exc.log:
                 raise
             note = exc.log.split(GRAPH_CAPTURE_FAILED, 1)[1].lstrip(": ").splitlines()[0][:400]
-        self.graphless.add(role)
+        self.graphless[role] = note
         job = self._reference_job if worker is self.reference else self._candidate_job
         if worker.alive:
             self.retire(worker)
-        self.load(worker, *job)
-        retry = self.ask(worker, {**message, "config": {**message["config"], "cuda_graph": False}}, timeout_s)
-        retry["graph_note"] = note
-        retry["flags"] = sorted(set(retry.get("flags") or []) | {"cuda_graph_unavailable"})
-        return retry
+        self.load(worker, *job)  # a fresh solution process: CUDA IPC is offered to it afresh
+        if "ipc_min_bytes" in launched:
+            launched = {k: v for k, v in launched.items() if k != "ipc_min_bytes"} | self.transfer_fields()
+        return self._graph_unavailable(self.ask(worker, launched, timeout_s), note)
+
+    @staticmethod
+    def _graph_unavailable(reply: dict, note: str) -> dict:
+        """A block timed as launched although graphs were asked for: flagged, with the capture's error."""
+        reply["graph_note"] = note
+        reply["flags"] = sorted(set(reply.get("flags") or []) | {"cuda_graph_unavailable"})
+        return reply
 
     def check_alarms(self, worker: WorkerProcess, untrusted: bool) -> None:
         """REWARD_HACK when the solution's audit hook raised an alarm or its alarm channel was closed."""
@@ -723,7 +730,7 @@ def timing_message(config: RunConfig, device: str) -> dict:
         data["max_time_s"] = config.max_time_s
     data["adaptive"] = config.adaptive and data.get("adaptive", True)
     data["launch_hold"] = config.launch_hold and data.get("launch_hold", True)
-    data["cuda_graph"] = bool(config.cuda_graphs)
+    data["cuda_graph"] = bool(config.cuda_graphs) and device.startswith("cuda")
     return data
 
 

@@ -298,6 +298,7 @@ def handle_time(state: WorkerState, message: dict) -> dict:
         return result
 
     config = TimingConfig(**message["config"])
+    graphs: list | None = None
     if state.is_cuda and config.cuda_graph:
         graphs, graph_note = capture_graphs(state, slots)
         if graphs is None:  # nothing more in this process: a failed capture can leave it broken
@@ -321,6 +322,11 @@ def handle_time(state: WorkerState, message: dict) -> dict:
         raise Failure("RUNTIME_ERROR", f"out of memory while timing: {exc}") from None
     except Exception as exc:  # noqa: BLE001
         raise Failure("RUNTIME_ERROR", "the solution raised while being timed:\n" + format_exception(exc)) from None
+    if graphs:
+        # Their private pool holds every slot's intermediates (29 GiB for a SAM-HQ window attention on
+        # an H100): freed before the probe runs the call as launched, or the probe runs out of memory.
+        graphs.clear()
+        torch.cuda.empty_cache()
     call_ms = max(statistics.median(timing.samples_ms), statistics.median(timing.host_ms or [0.0]))
     # Past its generation budget the block drew from recent sets; so does the probe (a slow custom
     # generator would otherwise cost a fresh set per probe call, outside any budget).
@@ -427,14 +433,17 @@ def escaped_work_probe(state: WorkerState, message: dict, config, slots: list, s
 
 def build_slots(state: WorkerState, sets: list[list], axes: dict, max_slots: int, budget_bytes: int) -> list:
     """Pre-allocated argument slots, so each timed call sees its inputs at another address; as many
-    as `budget_bytes` holds, at least one (the trace then says so: `timed_inputs_single_slot`)."""
+    as `budget_bytes` holds, at least one (the trace then says so: `timed_inputs_single_slot`).
+    Each starts as a copy of the template set, never uninitialised memory: a call made before the
+    first `prepare` (CUDA graph warm-up and capture) must see valid inputs (indices in range,
+    lengths that fit), or it fails on garbage, or captures a graph shaped by it."""
     from solbench.inputs.generate import allocate_outputs
 
     torch = state.torch
     count = int(max(1, min(max_slots, budget_bytes // max(tensor_bytes(state, sets[0]), 1))))
     slots = []
     for _ in range(count):
-        inputs = [torch.empty_like(a) if isinstance(a, torch.Tensor) else a for a in sets[0]]
+        inputs = [torch.empty_like(a).copy_(a) if isinstance(a, torch.Tensor) else a for a in sets[0]]
         outputs = allocate_outputs(state.definition, axes, state.device) if state.destination_passing else None
         slots.append((inputs, outputs))
     return slots

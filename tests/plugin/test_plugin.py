@@ -67,7 +67,7 @@ def test_cuda_graphs_option_reaches_the_run_config(project, monkeypatch, capsys)
 
     monkeypatch.setattr("solbench.runner.scheduler.run_jobs", recording)
     solution(project, "good.py")
-    for extra, expected in (([], False), (["--solbench-cuda-graphs"], True)):
+    for extra, expected in (([], True), (["--solbench-no-cuda-graphs"], False)):
         result = run_pytest(project, "--solbench", "solutions", "--solbench-device", "cpu", *extra, capsys=capsys)
         assert result.ret == 0 and configs[-1].cuda_graphs is expected
 

@@ -85,3 +85,13 @@ def test_after_a_failed_capture_the_next_workloads_still_run(tmp_path):
     traces = api.evaluate(problem, solution, device="cuda", trials=1, max_time_s=0.3, cuda_graphs=True)
     assert [t.evaluation.status.value for t in traces] == ["PASSED", "PASSED"], [t.evaluation.log for t in traces]
     assert all("cuda_graph_unavailable" in t.evaluation.performance.latency.flags for t in traces)
+
+
+def test_a_failed_capture_of_a_call_with_large_outputs_still_hands_them_over(tmp_path):
+    """The restarted worker is a new solution process: CUDA IPC for its large outputs (128 MiB here)
+    must be offered to it afresh, or the judge refuses the transfer as forged (seen on an H100)."""
+    problem = write_problem(tmp_path / "p", sizes=(1 << 25,))
+    solution = write_solution(tmp_path, SYNCS)
+    trace = api.evaluate(problem, solution, device="cuda", trials=1, max_time_s=0.3, cuda_graphs=True)[0]
+    assert trace.evaluation.status.value == "PASSED", trace.evaluation.log
+    assert "cuda_graph_unavailable" in trace.evaluation.performance.latency.flags

@@ -32,6 +32,19 @@ def test_build_slots_fits_the_budget_with_at_least_one_slot():
     assert len(single) == 1 and single[0][0][0].data_ptr() != inputs[0].data_ptr()
 
 
+def test_slots_start_as_copies_of_the_template_not_uninitialised_memory():
+    """CUDA graph warm-up and capture call the code before any `prepare`: garbage indices there
+    tripped device-side asserts on the H100 (index_add_ with custom index inputs)."""
+    state = WorkerState("cpu")
+    state.destination_passing = False
+    template = [torch.arange(1024, dtype=torch.int64), torch.randn(1024), 3]
+    slots = worker_timing.build_slots(state, [template], {}, 4, 1 << 20)
+    assert len(slots) == 4
+    for inputs, _ in slots:
+        assert torch.equal(inputs[0], template[0]) and torch.equal(inputs[1], template[1]) and inputs[2] == 3
+        assert inputs[0].data_ptr() != template[0].data_ptr()
+
+
 def test_recent_fresh_sets_fit_the_budget_with_at_least_one():
     assert worker_timing.recent_sets_limit(100, 250) == 2
     assert worker_timing.recent_sets_limit(100, 50) == 1

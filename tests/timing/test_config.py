@@ -46,9 +46,9 @@ def test_cuda_graphs_reach_the_workers_timing_config():
     from solbench.cli.run import config_from_args
     from solbench.runner.evaluate import timing_message
 
-    args = build_parser().parse_args(["run", "problems", "--cuda-graphs"])
-    config = config_from_args(args)
+    config = config_from_args(build_parser().parse_args(["run", "problems"]))  # on by default
     assert config.cuda_graphs and timing_message(config, "cuda")["cuda_graph"] is True
-    plain = config_from_args(build_parser().parse_args(["run", "problems"]))
-    assert timing_message(plain, "cuda")["cuda_graph"] is False
     assert TimingConfig(**timing_message(config, "cuda")).cuda_graph
+    assert timing_message(config, "cpu")["cuda_graph"] is False  # nothing to capture: a CPU trace never claims it
+    launched = config_from_args(build_parser().parse_args(["run", "problems", "--no-cuda-graphs"]))
+    assert not launched.cuda_graphs and timing_message(launched, "cuda")["cuda_graph"] is False
