@@ -489,9 +489,7 @@ def evaluate_workload(session: DeviceSession, problem: Problem, solution: Soluti
                                                                   "config": timing, "checked_outputs": 0, **fresh_budget},
                                               config.timeout_s)
                 reference_samples += ref_reply["samples_ms"]
-                if isinstance(ref_reply.get("graph_note"), str) and ref_reply["graph_note"]:
-                    note = f"reference timed as launched: CUDA graph {ref_reply['graph_note'][:300]}"
-                    warnings = warnings if note in warnings else warnings + [note]
+                warnings = with_graph_note(warnings, ref_reply, "reference timed as launched: CUDA graph ", 300)
             except StepFailed as exc:
                 warnings = warnings + [f"reference timing failed ({exc.status.value}): {exc.log.strip()[-300:]}; "
                                        "no speedup reported"]
@@ -502,9 +500,7 @@ def evaluate_workload(session: DeviceSession, problem: Problem, solution: Soluti
                                                 "required_outputs": required_checks(problem, workload, per_round_checks),
                                                 **fresh_budget, **session.transfer_fields()}, config.timeout_s)
         candidate_samples += reply["samples_ms"]
-        note = reply.get("graph_note")
-        if isinstance(note, str) and note and f"CUDA graph: {note[:400]}" not in warnings:
-            warnings = warnings + [f"CUDA graph: {note[:400]}"]
+        warnings = with_graph_note(warnings, reply, "CUDA graph: ", 400)
         host_samples += [float(t) for t in reply.get("host_ms") or []]
         probes += [reply["probe"]] if isinstance(reply.get("probe"), dict) else []
         flags.update(reply.get("flags", []))
@@ -711,6 +707,16 @@ def check_side_effects(candidate_reply: dict, reference_reply: dict) -> str | No
         if extra:
             return f"the solution {what} {extra}, which the reference does not do"
     return None
+
+
+def with_graph_note(warnings: list[str], reply: dict, prefix: str, limit: int) -> list[str]:
+    """The warnings plus, once per workload, why a block asked to replay a CUDA graph was timed as
+    launched (`DeviceSession.ask_timed` puts the capture's error in the reply)."""
+    note = reply.get("graph_note")
+    if not isinstance(note, str) or not note:
+        return warnings
+    text = f"{prefix}{note[:limit]}"
+    return warnings if text in warnings else warnings + [text]
 
 
 def timing_message(config: RunConfig, device: str) -> dict:

@@ -1,8 +1,8 @@
 """Timing a callable: warm-up, per-iteration CUDA events (or the CPU clock), adaptive stopping.
 
 Protocol for each call i (warm-up and timed alike): on CUDA a settle (drain, then idle `settle_ms`),
-`prepare(i)` (caller puts iteration i's inputs at fresh addresses), then the cache flush, then on CUDA the launch hold, then -- only for timed
-calls -- start mark, `run(i)`, end mark. `i` counts every call, warm-up first; callers map it onto
+then `prepare(i)` (caller puts iteration i's inputs at fresh addresses), then the cache flush, then on
+CUDA the launch hold, then -- only for timed calls -- start mark, `run(i)`, end mark. `i` counts every call, warm-up first; callers map it onto
 their input rotation modulo its size. On CUDA the marks are events recorded on the current stream:
 no host sync inside a window, one sync per batch to read the events.
 

@@ -95,3 +95,12 @@ def test_a_failed_capture_of_a_call_with_large_outputs_still_hands_them_over(tmp
     trace = api.evaluate(problem, solution, device="cuda", trials=1, max_time_s=0.3, cuda_graphs=True)[0]
     assert trace.evaluation.status.value == "PASSED", trace.evaluation.log
     assert "cuda_graph_unavailable" in trace.evaluation.performance.latency.flags
+
+
+def test_a_reference_that_cannot_be_captured_is_timed_as_launched_and_the_trace_says_so(tmp_path):
+    problem = write_problem(tmp_path / "p", sizes=(1 << 14,), reference=SYNCS)
+    solution = write_solution(tmp_path, CHAIN)
+    ev = api.evaluate(problem, solution, device="cuda", trials=1, max_time_s=0.3)[0].evaluation  # graphs: the default
+    assert ev.status.value == "PASSED", ev.log
+    assert "cuda_graph_unavailable" not in ev.performance.latency.flags  # the solution's own call was captured
+    assert any(w.startswith("reference timed as launched: CUDA graph not captured") for w in ev.warnings), ev.warnings
