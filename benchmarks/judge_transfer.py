@@ -29,8 +29,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, no install needed
 from solbench import api  # noqa: E402
-from solbench.runner import evaluate  # noqa: E402
-from solbench.runner.config import RunConfig  # noqa: E402
+from solbench.orchestrator import session as evaluate  # noqa: E402
+from solbench.orchestrator.config import RunConfig  # noqa: E402
 
 REFERENCE = "import torch\n\ndef run(x, y):\n    return x * 2.0 + y\n"
 
@@ -60,7 +60,7 @@ def stages(mb: int, repeat: int) -> None:
     import torch
 
     from solbench.check.correctness import compare
-    from solbench.runner import wire
+    from solbench.protocol import framing as wire
     from solbench.spec.workload import Tolerance
 
     torch.set_num_threads(1)
@@ -110,7 +110,7 @@ def main() -> int:
         try:
             return original(self, worker, message, timeout_s)
         finally:
-            op = f"{'solution' if worker is self.candidate else 'reference'}:{message.get('op')}"
+            op = f"{'solution' if worker is self.candidate else 'reference'}:{message.OP}"
             waited[op] += time.perf_counter() - started
             counts[op] += 1
 

@@ -5,19 +5,20 @@
     traces = api.evaluate(problem, "my_rmsnorm.py", device="cuda", max_workloads=4)
     print([t.status for t in traces])
 
-It is the same code path as `solbench run`: worker subprocesses, the same checks, the same traces.
+It is the same code path as `solbench run`: the same option names (`RunConfig` fields, through
+`solbench.orchestrator.config.configure`), the same device choice (every visible GPU unless `devices`
+or a single `device` says otherwise), worker subprocesses, the same checks, the same traces.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from solbench.orchestrator.config import RunConfig, choose_devices, configure
+from solbench.orchestrator.jobs import build_jobs, make_job
+from solbench.orchestrator.scheduler import run_jobs
 from solbench.report.traces import TraceFile, read_traces
-from solbench.runner.config import RunConfig
-from solbench.runner.jobs import build_jobs
-from solbench.runner.scheduler import Job, run_jobs
 from solbench.spec.problem import Problem, load_problem
 from solbench.spec.solution import Solution, load_solution, solution_from_source
 from solbench.spec.trace import Status, Trace
@@ -26,28 +27,22 @@ __all__ = ["RunConfig", "Status", "Trace", "evaluate", "evaluate_source", "load_
            "read_traces", "run_dataset"]
 
 
-def _config(config: RunConfig | None, overrides: dict[str, Any]) -> RunConfig:
-    return replace(config or RunConfig(), **overrides)
-
-
-def _devices(config: RunConfig, devices: list[str] | None) -> list[str]:
-    return devices or [config.resolved_device()]
-
-
 def evaluate(problem: Problem | str | Path, solution: Solution | str | Path | None = None, *,
              config: RunConfig | None = None, traces_path: str | Path | None = None,
-             devices: list[str] | None = None, **overrides: Any) -> list[Trace]:
-    """Evaluate one solution (default: the problem's reference) on every workload of one problem.
+             devices: list[str] | str | None = None, **options: Any) -> list[Trace]:
+    """Evaluate one solution (default: the problem's reference) on the workloads of one problem.
 
-    `overrides` are `RunConfig` fields (device, trials, max_workloads, iters, ...).
+    `options` are `RunConfig` fields (device, trials, max_workloads, iters, ...) plus `quick` and
+    `baseline_csv`, as `solbench run` takes them.
     """
     if not isinstance(problem, Problem):
         problem = load_problem(problem)
     if solution is not None and not isinstance(solution, Solution):
         solution = load_solution(solution, problem.definition)
-    config = _config(config, overrides)
+    config = configure(config, **options)
     trace_file = TraceFile(traces_path) if traces_path else None
-    return run_jobs([Job(problem, solution)], config, _devices(config, devices), trace_file=trace_file)
+    return run_jobs([make_job(problem, solution, config.max_workloads)], config, choose_devices(config, devices),
+                    trace_file=trace_file)
 
 
 def evaluate_source(problem: Problem | str | Path, source: str, filename: str = "solution.py", **kwargs: Any) -> list[Trace]:
@@ -58,10 +53,10 @@ def evaluate_source(problem: Problem | str | Path, source: str, filename: str = 
 
 
 def run_dataset(root: str | Path, solutions: list[str | Path] | None = None, *, config: RunConfig | None = None,
-                traces_path: str | Path | None = None, devices: list[str] | None = None,
-                **overrides: Any) -> list[Trace]:
+                traces_path: str | Path | None = None, devices: list[str] | str | None = None,
+                **options: Any) -> list[Trace]:
     """Evaluate every problem under `root` (with the given solutions, or each problem's reference)."""
-    config = _config(config, overrides)
-    jobs = build_jobs(Path(root), [Path(s) for s in solutions] if solutions else None)
+    config = configure(config, **options)
+    jobs = build_jobs(Path(root), [Path(s) for s in solutions] if solutions else None, config.max_workloads)
     trace_file = TraceFile(traces_path) if traces_path else None
-    return run_jobs(jobs, config, _devices(config, devices), trace_file=trace_file)
+    return run_jobs(jobs, config, choose_devices(config, devices), trace_file=trace_file)

@@ -2,7 +2,7 @@
 
 Registered through the `pytest11` entry point; inert unless `--solbench` is given (no collection
 changes, no output). Evaluation goes through the same path as `solbench run` (`build`-style jobs and
-`solbench.runner.scheduler.run_jobs`): when the first item runs, every selected (solution, workloads)
+`solbench.orchestrator.scheduler.run_jobs`): when the first item runs, every selected (solution, workloads)
 job is evaluated in one scheduler call, spread over the devices, and each item then reports its own
 trace. With `--solbench-baseline`, one extra `regression[PROBLEM]` item per solution gates its speed
 against a leaderboard CSV. Exit codes are pytest's (docs/ci.md).
@@ -11,7 +11,7 @@ against a leaderboard CSV. Exit codes are pytest's (docs/ci.md).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +69,7 @@ class SolbenchState:
         return self.config.getoption(name)
 
     def problem(self, name: str):
-        from solbench.runner.jobs import load_problems
+        from solbench.orchestrator.jobs import load_problems
 
         if self.problems is None:  # the same loading (and duplicate-name check) as `solbench run`
             self.problems = {problem.name: problem for problem in load_problems(Path(self.problems_dir))}
@@ -77,7 +77,7 @@ class SolbenchState:
 
     def is_solution_file(self, path: Path) -> bool:
         """Solution files as `solbench run` finds them (JSON sources of another solution excluded)."""
-        from solbench.runner.jobs import solution_files
+        from solbench.orchestrator.jobs import solution_files
 
         folder = path.parent
         if folder not in self.solution_dirs:
@@ -85,25 +85,26 @@ class SolbenchState:
         return path in self.solution_dirs[folder]
 
     def run_config(self):
-        from solbench.runner.config import RunConfig
+        """The plugin's options, named as every door names them (`orchestrator.config.configure`)."""
+        from solbench.orchestrator.config import configure
 
-        quick = dict(trials=1, warmup=1, iters=3, adaptive=False, timing_rounds=1) if self.option("solbench_quick") else {}
-        return RunConfig(device=self.option("solbench_device"), max_workloads=self.option("solbench_max_workloads"),
-                         cuda_graphs=not self.option("solbench_no_cuda_graphs"), **quick)
+        return configure(device=self.option("solbench_device"), max_workloads=self.option("solbench_max_workloads"),
+                         cuda_graphs=not self.option("solbench_no_cuda_graphs"), quick=self.option("solbench_quick"))
 
     def evaluate_all(self, session: pytest.Session) -> None:
         """Evaluate every selected item's (solution, workloads) once, in one scheduler call."""
         if self.evaluated:
             return
         self.evaluated = True
-        from solbench.cli.run import pick_devices
+        from solbench.orchestrator.config import choose_devices
+        from solbench.orchestrator.jobs import make_job
+        from solbench.orchestrator.scheduler import run_jobs
         from solbench.report.traces import TraceFile
-        from solbench.runner.scheduler import Job, run_jobs
         from solbench.spec.errors import SpecError
 
-        config = self.run_config()
         try:
-            devices = pick_devices(config, None)
+            config = self.run_config()
+            devices = choose_devices(config, None)
         except SpecError as exc:
             self.device_error = str(exc)
             return
@@ -116,8 +117,7 @@ class SolbenchState:
                 selected.setdefault(item.parent.path, (item.parent, []))[1].append(item.workload_uuid)
         jobs, origin = [], {}
         for path, (parent, uuids) in selected.items():
-            problem = replace(parent.problem, workloads=tuple(w for w in parent.problem.workloads if w.uuid in uuids))
-            job = Job(problem, parent.solution)
+            job = make_job(parent.problem, parent.solution, uuids=set(uuids))
             jobs.append(job)
             origin[id(job)] = str(path)
         trace_file = TraceFile(self.option("solbench_traces")) if self.option("solbench_traces") else None
@@ -129,7 +129,7 @@ class SolbenchState:
                 trace_file.append(trace)
 
         try:
-            run_jobs(jobs, replace(config, max_workloads=None), devices, on_trace=on_trace)
+            run_jobs(jobs, config, devices, on_trace=on_trace)
         except Exception as exc:  # noqa: BLE001 - every item reports it instead of one traceback
             self.device_error = f"the evaluation stopped: {type(exc).__name__}: {exc}"
 
@@ -141,7 +141,7 @@ def _state(config: pytest.Config) -> SolbenchState | None:
 def pytest_configure(config: pytest.Config) -> None:
     if not config.getoption("solbench", False):
         return
-    from solbench.runner.jobs import repo_default
+    from solbench.orchestrator.jobs import repo_default
     from solbench.spec.errors import SpecError
 
     problems = config.getoption("solbench_problems")
@@ -197,7 +197,7 @@ class _NotATestModule(pytest.File):
 
 
 def _is_solution_file(state: SolbenchState, file_path: Path) -> bool:
-    from solbench.runner.jobs import SOLUTION_SUFFIXES
+    from solbench.orchestrator.jobs import SOLUTION_SUFFIXES
 
     if file_path.suffix not in SOLUTION_SUFFIXES or file_path.name.startswith(("_", ".", "test_", "conftest")):
         return False
@@ -221,7 +221,7 @@ class SolutionFile(pytest.File):
     solution: Any = None
 
     def collect(self):
-        from solbench.runner.jobs import problem_of_solution_file
+        from solbench.orchestrator.jobs import problem_of_solution_file
         from solbench.spec.errors import SpecError
         from solbench.spec.solution import load_solution
 

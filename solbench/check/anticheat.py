@@ -3,8 +3,9 @@
 Everything a worker sends back was produced in a process that also ran the solution, so the
 orchestrator treats a reply as data from an adversary:
 
-* (The wire format itself, `solbench.runner.wire`, is JSON plus raw tensor bytes: decoding a reply
-  never runs code in the orchestrator, which writes the traces.)
+* (The wire format itself, `solbench.protocol.framing`, is JSON plus raw tensor bytes: decoding a
+  reply never runs code in the orchestrator, which writes the traces; `solbench.protocol.messages`
+  refuses any reply whose form the harness never writes.)
 * `screen_failure`: which failure statuses a solution's worker may report. A worker claiming
   `PASSED` as a failure, or blaming the reference (`INVALID_REFERENCE`, `MISSING_DATA`) after the
   reference worker handled the same inputs, is not believed.
@@ -23,7 +24,12 @@ import hashlib
 import math
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from solbench.timing.config import TimingConfig
+
+if TYPE_CHECKING:  # a reply's type only: this module runs in the orchestrator, beside the protocol
+    from solbench.protocol.messages import Timed
 
 # -- what a solution's worker may claim -----------------------------------------------------------
 
@@ -56,29 +62,29 @@ def _is_number(x: Any) -> bool:
     return type(x) in (int, float) and math.isfinite(x)
 
 
-def check_time_reply(reply: dict, config: dict, *, checked_outputs: int, elapsed_s: float,
+def check_time_reply(reply: Timed, config: TimingConfig, *, checked_outputs: int, elapsed_s: float,
                      required_outputs: int | None = None, margin_s: float = 0.05) -> list[str]:
     """Problems with a timing reply from a solution's worker (empty when it is plausible).
 
-    `config` is the TimingConfig dict that was sent; `elapsed_s` the time the orchestrator waited.
+    `config` is the timing configuration that was sent; `elapsed_s` the time the orchestrator waited.
+    The reply's form (field types) was checked when it was decoded; this checks what it claims.
     `required_outputs` (default: all `checked_outputs`) is the fewest sampled outputs acceptable: a
     worker may keep fewer than asked only when the outputs are too large for its memory.
     """
     problems: list[str] = []
-    samples = reply.get("samples_ms")
+    samples = reply.samples_ms
     if type(samples) is not list or not samples or not all(_is_number(s) and s >= 0 for s in samples):
         return ["samples_ms is not a non-empty list of finite, non-negative numbers"]
-    iters, max_iters = int(config.get("iters", 1)), int(config.get("max_iters", config.get("iters", 1)))
-    adaptive = bool(config.get("adaptive", True))
+    iters, max_iters, adaptive = config.iters, config.max_iters, config.adaptive
     n = len(samples)
     if n < iters or n > max(iters, max_iters) or (not adaptive and n != iters):
         problems.append(f"{n} timed samples for a block configured with iters={iters}, max_iters={max_iters}, "
                         f"adaptive={adaptive}")
-    warmup = reply.get("warmup")
-    if type(warmup) is not int or warmup < int(config.get("warmup", 0)):
-        problems.append(f"warm-up count {warmup!r} below the configured {config.get('warmup')}")
+    warmup = reply.warmup
+    if type(warmup) is not int or warmup < config.warmup:
+        problems.append(f"warm-up count {warmup!r} below the configured {config.warmup}")
         warmup = 0
-    wall_s = reply.get("wall_s")
+    wall_s = reply.wall_s
     if not _is_number(wall_s) or wall_s < 0:
         problems.append("wall_s is not a finite non-negative number")
     elif wall_s > elapsed_s + margin_s:
@@ -88,31 +94,35 @@ def check_time_reply(reply: dict, config: dict, *, checked_outputs: int, elapsed
     if total_s > elapsed_s + margin_s:
         problems.append(f"the timed samples add up to {total_s:.3f} s, more than the {elapsed_s:.3f} s the "
                         f"whole request took")
-    flags = reply.get("flags", [])
+    flags = reply.flags
     if type(flags) is not list or not all(type(f) is str and len(f) < 100 for f in flags):
         problems.append("flags is not a list of short strings")
-    sampled = reply.get("sampled")
-    calls = warmup + n
+    problems += _sampled_problems(reply.sampled, checked_outputs, required_outputs, warmup + n)
+    return problems
+
+
+def _sampled_problems(sampled: Any, checked_outputs: int, required_outputs: int | None, calls: int) -> list[str]:
+    """What is wrong with the sampled outputs of a block of `calls` calls."""
     if type(sampled) is not list:
-        problems.append("sampled outputs missing")
-    else:
-        required = checked_outputs if required_outputs is None else min(required_outputs, checked_outputs)
-        wanted = min(required, calls)
-        if len(sampled) < wanted:
-            problems.append(f"{len(sampled)} sampled outputs came back, {wanted} were asked for")
-        if len(sampled) > max(checked_outputs + 1, 1):
-            problems.append(f"{len(sampled)} sampled outputs, at most {checked_outputs + 1} were asked for")
-        indices = set()
-        for entry in sampled:
-            if type(entry) is not list or len(entry) != 3 or type(entry[2]) is not list:
-                problems.append("malformed sampled output entry")
-                continue
-            index, seed = entry[0], entry[1]
-            if type(index) is not int or not 0 <= index < calls or index in indices:
-                problems.append(f"sampled output for call {index!r}, which was never made or came twice ({calls} calls)")
-            if type(seed) is not int or not 0 <= seed < 2**63:
-                problems.append(f"sampled output for call {index!r} names no valid input seed")
-            indices.add(index)
+        return ["sampled outputs missing"]
+    problems = []
+    required = checked_outputs if required_outputs is None else min(required_outputs, checked_outputs)
+    wanted = min(required, calls)
+    if len(sampled) < wanted:
+        problems.append(f"{len(sampled)} sampled outputs came back, {wanted} were asked for")
+    if len(sampled) > max(checked_outputs + 1, 1):
+        problems.append(f"{len(sampled)} sampled outputs, at most {checked_outputs + 1} were asked for")
+    indices = set()
+    for entry in sampled:
+        if type(entry) is not list or len(entry) != 3 or type(entry[2]) is not list:
+            problems.append("malformed sampled output entry")
+            continue
+        index, seed = entry[0], entry[1]
+        if type(index) is not int or not 0 <= index < calls or index in indices:
+            problems.append(f"sampled output for call {index!r}, which was never made or came twice ({calls} calls)")
+        if type(seed) is not int or not 0 <= seed < 2**63:
+            problems.append(f"sampled output for call {index!r} names no valid input seed")
+        indices.add(index)
     return problems
 
 

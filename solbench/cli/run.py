@@ -10,11 +10,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from solbench.orchestrator.config import RunConfig, choose_devices, configure
+from solbench.orchestrator.jobs import build_jobs, repo_default
 from solbench.report.table import summary_table, workload_table
 from solbench.report.traces import TraceFile
-from solbench.runner.config import RunConfig, visible_cuda_devices
-from solbench.runner.jobs import build_jobs, repo_default
-from solbench.runner.scheduler import run_jobs
 from solbench.spec.errors import SpecError
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
@@ -76,64 +75,16 @@ def register(subparsers) -> None:
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
-    if args.trials < 1:
-        raise SpecError("--trials must be at least 1")
-    if args.timing_rounds < 1:
-        raise SpecError("--timing-rounds must be at least 1")
-    if args.max_workloads is not None and args.max_workloads < 1:
-        raise SpecError("--max-workloads must be at least 1")
-    return RunConfig(device=args.device, trials=args.trials, warmup=args.warmup, iters=args.iters,
+    """The command line's options, named as every door names them (`orchestrator.config.configure`)."""
+    return configure(device=args.device, trials=args.trials, warmup=args.warmup, iters=args.iters,
                      adaptive=not args.no_adaptive, target_rel_ci=args.target_ci, max_time_s=args.max_time,
                      fresh_inputs_budget_s=args.fresh_inputs_budget, launch_hold=not args.no_launch_hold,
-                     cuda_graphs=args.cuda_graphs,
-                     timing_rounds=args.timing_rounds,
+                     cuda_graphs=args.cuda_graphs, timing_rounds=args.timing_rounds,
                      time_reference=not args.no_reference_timing, timeout_s=args.timeout,
                      compile_timeout_s=args.compile_timeout, max_workloads=args.max_workloads,
                      data_roots=list(args.data_root), seed=args.seed, hw=args.hw, lock_clocks=args.lock_clocks,
                      baseline_shipped=not args.no_shipped_baseline, baseline_compile=args.baseline == "compile",
-                     baseline_ms=read_baseline_csv(args.baseline_csv) if args.baseline_csv else {})
-
-
-def read_baseline_csv(path: Path) -> dict[str, float]:
-    """workload uuid -> baseline ms from a CSV with `workload_uuid` and `baseline_ms` columns."""
-    import csv
-
-    if not path.is_file():
-        raise SpecError(f"baseline CSV {path} does not exist")
-    with open(path, newline="") as f:
-        reader = csv.DictReader(f)
-        if not reader.fieldnames or not {"workload_uuid", "baseline_ms"} <= set(reader.fieldnames):
-            raise SpecError(f"{path}: a baseline CSV needs the columns workload_uuid and baseline_ms")
-        baselines = {}
-        for line, row in enumerate(reader, 2):
-            try:
-                value = float(row["baseline_ms"])
-            except (TypeError, ValueError):
-                raise SpecError(f"{path}:{line}: baseline_ms {row['baseline_ms']!r} is not a number") from None
-            if not value > 0:
-                raise SpecError(f"{path}:{line}: baseline_ms must be positive")
-            baselines[row["workload_uuid"]] = value
-    return baselines
-
-
-def pick_devices(config: RunConfig, devices_arg: str | None) -> list[str]:
-    device = config.resolved_device()
-    if device == "cpu":
-        if devices_arg:
-            raise SpecError("--devices needs CUDA devices, but the run is on the CPU")
-        return ["cpu"]
-    visible = visible_cuda_devices()
-    if devices_arg:
-        wanted = [f"cuda:{d.strip()}" for d in devices_arg.split(",") if d.strip()]
-        unknown = [d for d in wanted if d not in visible]
-        if unknown:
-            raise SpecError(f"devices {unknown} are not visible (visible: {visible or 'none'})")
-        return wanted
-    if config.device in ("auto", "cuda"):
-        return visible or ["cpu"]
-    if device not in visible:
-        raise SpecError(f"device {device} is not visible (visible: {visible or 'none'})")
-    return [device]
+                     baseline_csv=args.baseline_csv)
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -148,8 +99,8 @@ def run_command(args: argparse.Namespace) -> int:
             target, solutions = args.problem, args.solution
         if not target.exists():
             raise SpecError(f"{target} does not exist")
-        jobs = build_jobs(target, solutions)
-        devices = pick_devices(config, args.devices)
+        jobs = build_jobs(target, solutions, config.max_workloads)
+        devices = choose_devices(config, args.devices)
         if config.lock_clocks and not any(d.startswith("cuda") for d in devices):
             raise SpecError("--lock-clocks needs a CUDA GPU")
         trace_file = TraceFile(args.output) if args.output else None
@@ -157,8 +108,7 @@ def run_command(args: argparse.Namespace) -> int:
         console.print(f"[red]error:[/red] {exc}")
         return EXIT_BAD_INPUT
 
-    total = sum(len(j.problem.workloads[: config.max_workloads] if config.max_workloads else j.problem.workloads)
-                for j in jobs)
+    total = sum(len(j.workloads) for j in jobs)
     if trace_file is not None and trace_file.done_count:
         console.print(f"resuming: {trace_file.done_count} workloads already in {trace_file.path}")
     console.print(f"{len(jobs)} job(s), {total} workload(s) on {', '.join(devices)}")
@@ -175,6 +125,8 @@ def run_command(args: argparse.Namespace) -> int:
     def on_job_start(job, device) -> None:
         progress.update(task, description=f"{job.problem.name[:40]} on {device}")
 
+    # Heavy (torch, the workers' protocol): imported once the options are known to be good.
+    from solbench.orchestrator.scheduler import run_jobs
     from solbench.timing.clock_lock import ClockLockError
 
     try:

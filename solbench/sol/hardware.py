@@ -1,8 +1,8 @@
 """Hardware specs: peak rates, bandwidth and caches of one GPU, loaded from `hw_specs/*.json`.
 
-Specs are looked up, in order, in the folders of `$SOLBENCH_HW_SPECS` (os.pathsep-separated), the
-repository's `hw_specs/` (the source of truth, beside the package), and the copy shipped inside the
-package (`solbench/sol/hw_specs/`, for non-editable installs). The first file defining a name wins.
+Specs are looked up, in order, in the folders of `$SOLBENCH_HW_SPECS` (os.pathsep-separated) and the
+repository's `hw_specs/`, the one copy (`solbench/sol/hw_specs` is a link to it, so wheels ship the same
+files). The first file defining a name wins. Adding a GPU is adding one JSON file there.
 """
 
 from __future__ import annotations

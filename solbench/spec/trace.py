@@ -179,13 +179,17 @@ class Evaluation:
     sol: dict[str, Any] | None = None  # speed-of-light analysis and scores (solbench.sol)
     warnings: list[str] = field(default_factory=list)  # static-scan and telemetry findings
     seconds: float | None = None  # harness wall time spent on this workload
+    # Where those seconds went, by phase (load, trials, judge, timing.*, probe, baselines, sol_analysis,
+    # channel, ...), and `gpu_timed`: what the timed calls themselves took (docs/formats.md).
+    phases_s: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {"status": self.status.value, "timestamp": self.timestamp, "log": self.log,
                 "environment": self.environment.to_dict() if self.environment else None,
                 "correctness": self.correctness.to_dict() if self.correctness else None,
                 "performance": self.performance.to_dict() if self.performance else None,
-                "sol": self.sol, "warnings": list(self.warnings), "seconds": self.seconds}
+                "sol": self.sol, "warnings": list(self.warnings), "seconds": self.seconds,
+                "phases_s": dict(self.phases_s)}
 
     @classmethod
     def from_dict(cls, data: dict) -> Evaluation:
@@ -196,7 +200,14 @@ class Evaluation:
         return cls(status, data.get("timestamp", ""), data.get("log", ""),
                    Environment.from_dict(data.get("environment")), Correctness.from_dict(data.get("correctness")),
                    Performance.from_dict(data.get("performance")), data.get("sol"), list(data.get("warnings") or []),
-                   data.get("seconds"))
+                   data.get("seconds"), _phases(data.get("phases_s")))
+
+
+def _phases(data: Any) -> dict[str, float]:
+    """Phase seconds from a trace line; anything but a mapping of names to numbers is dropped."""
+    if not isinstance(data, dict):
+        return {}
+    return {str(k): float(v) for k, v in data.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
 @dataclass

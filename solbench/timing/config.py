@@ -6,7 +6,8 @@ seconds per workload; the CPU defaults are smaller so that tests on a 2-core CI 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -49,10 +50,10 @@ class TimingConfig:
     so that every call starts from the same quiescent state however long the host took to prepare
     its inputs (docs/timing.md: on an H100 an idle gap of >= 1 ms made 15-20 us calls 3-9% faster,
     and fresh inputs drawn at varying host speed moved whole blocks by up to 12%). 0: off."""
-    cuda_graph: bool = False
+    cuda_graphs: bool = True
     """CUDA, read by the worker that builds the timed call: capture the call once per argument slot
     as a CUDA graph and time its replays (docs/timing.md, "CUDA graphs"). The timer itself does not
-    look at it."""
+    look at it; on the CPU there is nothing to capture (`cpu()` turns it off)."""
     gc_off: bool = True
     """Disable Python's cyclic GC during warm-up and timed loops (a collection costs milliseconds)."""
     batch_min: int = 10
@@ -97,7 +98,7 @@ class TimingConfig:
         budget per block is kept small enough for a whole shipped-problem run to take a minute or two.
         """
         base = cls(warmup=2, iters=10, max_iters=100, target_rel_ci=0.03, max_time_s=0.5, min_warmup_ms=5.0,
-                   clock_warmup=False, settle_ms=0.0)
+                   clock_warmup=False, settle_ms=0.0, cuda_graphs=False)
         return replace(base, **overrides)
 
     @classmethod
@@ -106,3 +107,29 @@ class TimingConfig:
         kind = getattr(device, "type", device)
         is_cuda = isinstance(kind, int) or (isinstance(kind, str) and kind.startswith("cuda"))
         return cls.cuda(**overrides) if is_cuda else cls.cpu(**overrides)
+
+    def with_overrides(self, **overrides: Any) -> TimingConfig:
+        """These settings with a run's overrides (None: keep the default). A minimum iteration count above
+        `max_iters` raises the cap with it; CUDA graphs and the launch hold can only be turned off here,
+        never on where the device defaults have them off (a CPU block has nothing to capture)."""
+        given = {k: v for k, v in overrides.items() if v is not None}
+        unknown = set(given) - {f.name for f in fields(self)}
+        if unknown:
+            raise ValueError(f"unknown timing settings: {sorted(unknown)}")
+        if "iters" in given:
+            given.setdefault("max_iters", max(self.max_iters, given["iters"]))
+        for switch in ("cuda_graphs", "launch_hold", "adaptive"):
+            if switch in given:
+                given[switch] = bool(given[switch]) and getattr(self, switch)
+        return replace(self, **given)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TimingConfig:
+        """Settings from their dict form; unknown keys are an error (a typo must not be ignored)."""
+        unknown = set(data) - {f.name for f in fields(cls)}
+        if unknown:
+            raise ValueError(f"unknown timing settings: {sorted(unknown)}")
+        return cls(**data)

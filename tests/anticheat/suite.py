@@ -113,7 +113,7 @@ def load_case(case: Case, definition):
 
 
 def fast_config(device: str = "cpu"):
-    from solbench.runner.config import RunConfig
+    from solbench.orchestrator.config import RunConfig
 
     # 12 timed calls: more than the worker's 8 argument slots, so addresses come back within a block.
     return RunConfig(device=device, trials=2, warmup=1, iters=12, adaptive=False, timing_rounds=1,
@@ -129,21 +129,23 @@ def run_cases(cases: list[Case], problem_dir: Path, device: str = "cpu", config=
     where timings do not matter; never for GPU measurements). `devices` spreads the cases over
     several devices instead (one session each, e.g. ["cuda:0", "cuda:1"]).
     """
-    from solbench.runner.scheduler import Job, run_jobs
+    from solbench.orchestrator.jobs import make_job
+    from solbench.orchestrator.scheduler import run_jobs
     from solbench.spec.problem import load_problem
 
+    config = config or fast_config(device)
     jobs, ids = [], {}
     for case in cases:
         # Each case gets its own copy of the problem: one that writes into its folder touches no other.
         problem = load_problem(write_problem(problem_dir.parent / "cases" / case.kind / case.name))
         solution = load_case(case, problem.definition)
-        jobs.append(Job(problem, solution))
+        jobs.append(make_job(problem, solution, config.max_workloads))
         ids[solution.content_hash()] = case.id
     def report(job, trace) -> None:
         if on_trace is not None:
             on_trace(ids.get(trace.solution_hash, job.solution.name), trace)
 
-    traces = run_jobs(jobs, config or fast_config(device), devices or [device] * parallel, on_trace=report)
+    traces = run_jobs(jobs, config, devices or [device] * parallel, on_trace=report)
     out: dict[str, list] = {case.id: [] for case in cases}
     for trace in traces:
         out[ids[trace.solution_hash]].append(trace)

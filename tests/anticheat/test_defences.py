@@ -14,6 +14,8 @@ import pytest
 
 from solbench.check.anticheat import ProblemFiles, check_time_reply, screen_failure
 from solbench.check.static_scan import scan_solution, scan_source
+from solbench.protocol import messages as msg
+from solbench.timing.config import TimingConfig
 from tests.anticheat.suite import HERE, discover, load_case, write_problem
 
 REPO = Path(__file__).resolve().parents[2]
@@ -36,14 +38,14 @@ def test_skipped_load_is_believed_only_when_the_orchestrator_agrees():
     assert screen_failure("load", "SKIPPED", skip_plausible=True) == ("SKIPPED", "")
 
 
-CONFIG = {"warmup": 2, "iters": 5, "max_iters": 5, "adaptive": False}
+CONFIG = TimingConfig(warmup=2, iters=5, max_iters=5, adaptive=False)
 
 
-def _reply(**overrides):
-    reply = {"ok": True, "samples_ms": [1.0] * 5, "warmup": 3, "wall_s": 0.01, "flags": [],
-             "sampled": [[i, 123, []] for i in (1, 4, 7)]}
-    reply.update(overrides)
-    return reply
+def _reply(**overrides) -> msg.Timed:
+    fields = {"samples_ms": [1.0] * 5, "warmup": 3, "wall_s": 0.01, "flags": [],
+              "sampled": [[i, 123, []] for i in (1, 4, 7)]}
+    fields.update(overrides)
+    return msg.Timed(**fields)
 
 
 def test_plausible_time_reply_passes():
@@ -77,7 +79,7 @@ def test_fewer_sampled_outputs_only_when_the_orchestrator_allows_it():
 
 
 def test_outputs_over_a_gib_may_be_kept_fewer(tmp_path):
-    from solbench.runner import evaluate
+    from solbench.orchestrator import sizes as evaluate
     from solbench.spec.problem import load_problem
 
     problem = load_problem(write_problem(tmp_path))
@@ -153,7 +155,7 @@ def test_static_and_runtime_warnings_reach_traces(cpu_results):
 
 def test_integrity_checker_sees_rebinding_and_code_swaps():
     import solbench.timing.timer as timer
-    from solbench.check import worker_guard
+    from solbench.worker import guard as worker_guard
 
     check = worker_guard.make_checker(worker_guard.take_snapshot({"probe": {"k": len}}))
     assert check() == []
@@ -172,7 +174,7 @@ def test_integrity_checker_sees_rebinding_and_code_swaps():
 
 HOOK_SCRIPT = textwrap.dedent('''
     import gc, os, sys
-    from solbench.check import worker_guard
+    from solbench.worker import guard as worker_guard
     import solbench.timing.timer as timer
     state = worker_guard.GuardState()
     state.protect([sys.argv[2]])
@@ -212,13 +214,13 @@ def test_audit_hook_alarms_on_a_separate_channel(tmp_path):
 
 def _time_in_process(tmp_path, monkeypatch, rotate: bool):
     """Load cache_by_value.py into an in-process worker state, time it, and judge its sampled outputs."""
-    from solbench.runner import worker_calls as worker
-    from solbench.runner import worker_timing
-    from solbench.runner.config import RunConfig
-    from solbench.runner.evaluate import timing_message
-    from solbench.runner.worker_state import WorkerState
-    from solbench.runner.worker_timing import handle_time
+    from solbench.orchestrator.config import RunConfig
     from solbench.spec.problem import load_problem
+    from solbench.worker import calls as worker
+    from solbench.worker import timed_block as worker_timing
+    from solbench.worker.inputs_cache import make_call_inputs
+    from solbench.worker.state import WorkerState
+    from solbench.worker.timed_block import handle_time
 
     problem = load_problem(write_problem(tmp_path / "p"))
     case = next(c for c in discover("hostile") if c.name == "cache_by_value")
@@ -228,19 +230,19 @@ def _time_in_process(tmp_path, monkeypatch, rotate: bool):
     monkeypatch.setattr(worker_timing, "background_activity", lambda state: None)  # pytest's own children are not ours
     state = WorkerState("cpu")
     monkeypatch.setattr(sys, "path", list(sys.path))
-    worker.handle_load(state, {"definition": problem.definition.to_dict(), "solution": solution.to_dict(),
-                               "work_dir": str(tmp_path / "w")})
+    worker.handle_load(state, msg.Load(definition=problem.definition.to_dict(), solution=solution.to_dict(),
+                                       work_dir=str(tmp_path / "w")))
     wdata = problem.workloads[0].to_dict()
     for seed in (11, 12):
-        worker.handle_call(state, {"workload": wdata, "seed": seed})
+        worker.handle_call(state, msg.Call(workload=wdata, seed=seed))
     config = RunConfig(device="cpu", warmup=1, iters=24, adaptive=False)
-    reply = handle_time(state, {"workload": wdata, "seeds": [21, 22], "config": timing_message(config, "cpu"),
-                                       "checked_outputs": 8})
+    reply = handle_time(state, msg.Time(workload=wdata, seeds=[21, 22], config=config.timing_config("cpu"),
+                                        checked_outputs=8))
     wrong = 0
-    for _index, seed, outputs in reply["sampled"]:
-        _, _, (x, y) = worker.make_call_inputs(state, wdata, seed)
+    for _index, seed, outputs in reply.sampled:
+        _, _, (x, y) = make_call_inputs(state, wdata, seed)
         wrong += not bool((outputs[0] - (x * 2.0 + y)).abs().max() <= 1e-5)
-    return wrong, len(reply["sampled"])
+    return wrong, len(reply.sampled)
 
 
 def test_fresh_timed_inputs_are_what_stops_value_caching(tmp_path, monkeypatch):
@@ -252,7 +254,7 @@ def test_fresh_timed_inputs_are_what_stops_value_caching(tmp_path, monkeypatch):
 
 
 def test_harness_native_calls_are_not_reported_as_the_solution_s():
-    from solbench.check import worker_guard
+    from solbench.worker import guard as worker_guard
 
     state = worker_guard.GuardState()
     state.phase = "call"

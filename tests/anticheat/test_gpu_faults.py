@@ -62,7 +62,7 @@ def test_gpu_fault_ends_workload_and_run_continues(tmp_path, source, fragment):
 def test_probe_flags_unjoined_side_stream_and_accepts_joined():
     import torch
 
-    from solbench.check.cupti_activity import probe
+    from solbench.worker.probe import probe
 
     a = torch.randn(2048, 2048, device="cuda")
     side = torch.cuda.Stream()

@@ -11,7 +11,7 @@ import torch
 
 from solbench import api
 from solbench.check.outputs import broadcast_outputs
-from solbench.runner.config import RunConfig
+from solbench.orchestrator.config import RunConfig
 from solbench.spec.definition import Definition
 
 DENSE = "def run(x):\n    return (2.0 * x)[:, None].expand(-1, 16).contiguous()\n"

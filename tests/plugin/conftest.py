@@ -1,6 +1,6 @@
 """Running pytest with the solbench plugin in-process, against a stand-in for the runner.
 
-The stand-in (`fake_runner`) replaces `solbench.runner.scheduler.run_jobs`, the one call the plugin
+The stand-in (`fake_runner`) replaces `solbench.orchestrator.scheduler.run_jobs`, the one call the plugin
 makes to evaluate, and decides each workload's trace from `fake: key=value` comments in the
 solution's source (status, latency_ms, score). That keeps plugin tests fast and exact; the real
 runner is exercised in test_plugin_e2e.py.
@@ -70,7 +70,7 @@ def fake_run_jobs(jobs, config, devices, *, trace_file=None, on_trace=None, on_j
         solution = job.resolved_solution()
         text = "\n".join(s.content for s in solution.sources)
         marks = dict(re.findall(r"fake:\s*(\w+)=(\S+)", text))
-        for workload in job.problem.workloads:
+        for workload in job.workloads:
             if solution.spec.languages == ("cuda_cpp",) and not gpu:
                 status, log = "SKIPPED", "CUDA C++ solutions need a CUDA GPU; none is visible"
             else:
@@ -94,10 +94,10 @@ def fake_runner(monkeypatch):
     calls = []
 
     def recording(jobs, *args, **kwargs):
-        calls.append([(j.problem.name, len(j.problem.workloads)) for j in jobs])
+        calls.append([(j.problem.name, len(j.workloads)) for j in jobs])
         return fake_run_jobs(jobs, *args, **kwargs)
 
-    monkeypatch.setattr("solbench.runner.scheduler.run_jobs", recording)
+    monkeypatch.setattr("solbench.orchestrator.scheduler.run_jobs", recording)
     return calls
 
 

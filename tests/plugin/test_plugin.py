@@ -65,7 +65,7 @@ def test_cuda_graphs_option_reaches_the_run_config(project, monkeypatch, capsys)
         configs.append(config)
         return fake_run_jobs(jobs, config, *args, **kwargs)
 
-    monkeypatch.setattr("solbench.runner.scheduler.run_jobs", recording)
+    monkeypatch.setattr("solbench.orchestrator.scheduler.run_jobs", recording)
     solution(project, "good.py")
     for extra, expected in (([], True), (["--solbench-no-cuda-graphs"], False)):
         result = run_pytest(project, "--solbench", "solutions", "--solbench-device", "cpu", *extra, capsys=capsys)
@@ -110,14 +110,14 @@ def test_require_gpu(project, fake_runner, monkeypatch):
     result = run_pytest(project, "--solbench", "solutions", "--solbench-require-gpu", "--solbench-device", "cpu")
     assert result.ret == 1 and set(result.outcomes.values()) == {"failed"} and fake_runner == []
     assert "no CUDA GPU is visible" in result.messages[f"solutions/good.py::{W0}"]
-    monkeypatch.setattr("solbench.cli.run.pick_devices", lambda config, arg: ["cuda:0"])
+    monkeypatch.setattr("solbench.orchestrator.config.choose_devices", lambda config, arg: ["cuda:0"])
     result = run_pytest(project, "--solbench", "solutions", "--solbench-require-gpu")
     assert result.ret == 0 and set(result.outcomes.values()) == {"passed"}
 
 
 def test_skipped_fails_when_a_gpu_is_required(project, fake_runner, monkeypatch):
     solution(project, "kernel.cu", "status=SKIPPED", "log=needs_sm90")
-    monkeypatch.setattr("solbench.cli.run.pick_devices", lambda config, arg: ["cuda:0"])
+    monkeypatch.setattr("solbench.orchestrator.config.choose_devices", lambda config, arg: ["cuda:0"])
     result = run_pytest(project, "--solbench", "solutions", "--solbench-require-gpu")
     assert result.ret == 1 and "SKIPPED although --solbench-require-gpu" in result.messages[f"solutions/kernel.cu::{W0}"]
 

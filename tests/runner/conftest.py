@@ -47,6 +47,6 @@ def problem_dir(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def fast_config():
-    from solbench.runner.config import RunConfig
+    from solbench.orchestrator.config import RunConfig
 
     return RunConfig(device="cpu", trials=2, warmup=1, iters=3, adaptive=False, timing_rounds=1, timeout_s=60)

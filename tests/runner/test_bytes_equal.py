@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from solbench.runner import worker_calls
+from solbench.worker import inputs_cache as worker_calls
 
 
 @pytest.fixture(autouse=True)

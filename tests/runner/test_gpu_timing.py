@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from solbench import api
-from solbench.check.cupti_activity import load_cupti
+from solbench.worker.probe import load_cupti
 
 pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,29 +36,28 @@ def test_the_probe_draws_no_fresh_sets_once_the_block_reused_them(tmp_path, monk
     import sys
     import time
 
-    from solbench.inputs import generate
-    from solbench.runner import worker_calls, worker_timing
-    from solbench.runner.config import RunConfig
-    from solbench.runner.evaluate import timing_message
-    from solbench.runner.worker_state import WorkerState
+    from solbench.orchestrator.config import RunConfig
+    from solbench.protocol import messages as msg
     from solbench.spec.problem import load_problem
     from solbench.spec.solution import load_solution
     from solbench.timing import timer
+    from solbench.worker import calls, inputs_cache, timed_block
+    from solbench.worker.state import WorkerState
     from tests.runner.conftest import write_problem, write_solution
 
     problem = load_problem(write_problem(tmp_path / "p", sizes=(4096,)))
     solution = load_solution(write_solution(tmp_path, "def run(x, y):\n    return x * 2.0 + y\n"), problem.definition)
-    monkeypatch.setattr(worker_timing, "background_activity", lambda state: None)
+    monkeypatch.setattr(timed_block, "background_activity", lambda state: None)
     monkeypatch.setattr(sys, "path", list(sys.path))
     built: list[float] = []
-    original = generate.make_inputs
+    original = inputs_cache.make_inputs
 
     def slow(*args, **kwargs):
         time.sleep(0.1)
         built.append(time.monotonic())
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(generate, "make_inputs", slow)
+    monkeypatch.setattr(inputs_cache, "make_inputs", slow)
     timed_until: list[int] = []
     time_iterations = timer.time_iterations
 
@@ -67,15 +66,15 @@ def test_the_probe_draws_no_fresh_sets_once_the_block_reused_them(tmp_path, monk
         timed_until.append(len(built))
         return result
 
-    monkeypatch.setattr(timer, "time_iterations", recording)
+    monkeypatch.setattr(timed_block, "time_iterations", recording)
     state = WorkerState("cuda")
-    worker_calls.handle_load(state, {"definition": problem.definition.to_dict(), "solution": solution.to_dict(),
-                                     "work_dir": str(tmp_path / "w")})
-    worker_calls.handle_call(state, {"workload": problem.workloads[0].to_dict(), "seed": 3})  # threads' baseline
+    calls.handle_load(state, msg.Load(definition=problem.definition.to_dict(), solution=solution.to_dict(),
+                                      work_dir=str(tmp_path / "w")))
+    calls.handle_call(state, msg.Call(workload=problem.workloads[0].to_dict(), seed=3))  # threads' baseline
     built.clear()
     config = RunConfig(device="cuda", warmup=2, iters=10, adaptive=False)
-    reply = worker_timing.handle_time(state, {"workload": problem.workloads[0].to_dict(), "seeds": [1, 2],
-                                              "checked_outputs": 1, "fresh_inputs_budget_s": 0.25,
-                                              "config": timing_message(config, "cuda")})
-    assert reply["ok"] and "timed_inputs_reused" in reply["flags"]
+    reply = timed_block.handle_time(state, msg.Time(workload=problem.workloads[0].to_dict(), seeds=[1, 2],
+                                                    checked_outputs=1, fresh_inputs_budget_s=0.25,
+                                                    config=config.timing_config("cuda")))
+    assert isinstance(reply, msg.Timed) and "timed_inputs_reused" in reply.flags
     assert timed_until and len(built) == timed_until[0], (len(built), timed_until)

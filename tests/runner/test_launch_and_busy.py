@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from solbench.runner.evaluate import launch_and_busy_ms
+from solbench.orchestrator.verdict import launch_and_busy_ms
 
 
 def test_medians_of_plain_numbers_and_only_probes_that_used_cupti():
@@ -18,7 +18,7 @@ def test_nothing_usable_gives_none():
 
 
 def test_busy_time_is_the_union_of_the_calls_gpu_work():
-    from solbench.check.cupti_activity import union_ns
+    from solbench.worker.probe import union_ns
 
     assert union_ns([]) == 0
     assert union_ns([(0, 10), (20, 30)]) == 20  # a gap is not busy

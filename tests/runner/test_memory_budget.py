@@ -10,13 +10,17 @@ import pytest
 import torch
 
 from solbench import api
-from solbench.runner import evaluate, worker_calls, worker_timing
-from solbench.runner.config import RunConfig
-from solbench.runner.evaluate import DeviceSession, timing_message
-from solbench.runner.worker_state import WorkerState
+from solbench.orchestrator import session as session_module
+from solbench.orchestrator.config import RunConfig
+from solbench.orchestrator.session import DeviceSession, StepFailed
+from solbench.orchestrator.sizes import declared_set_bytes
+from solbench.protocol import messages as msg
 from solbench.spec.problem import load_problem
 from solbench.spec.solution import load_solution, reference_solution
 from solbench.spec.trace import Status
+from solbench.timing.config import TimingConfig
+from solbench.worker import calls, inputs_cache, timed_block
+from solbench.worker.state import Failure, WorkerState
 from tests.runner.conftest import write_problem, write_solution
 
 GOOD = "import torch\n\ndef run(x, y):\n    return x * 2.0 + y\n"
@@ -26,9 +30,9 @@ def test_build_slots_fits_the_budget_with_at_least_one_slot():
     state = WorkerState("cpu")
     state.destination_passing = False
     inputs = [torch.zeros(1024), torch.zeros(1024)]  # 8 KiB a set
-    assert len(worker_timing.build_slots(state, [inputs], {}, 8, 3 * 8192)) == 3
-    assert len(worker_timing.build_slots(state, [inputs], {}, 2, 3 * 8192)) == 2
-    single = worker_timing.build_slots(state, [inputs], {}, 8, 100)
+    assert len(timed_block.build_slots(state, [inputs], {}, 8, 3 * 8192)) == 3
+    assert len(timed_block.build_slots(state, [inputs], {}, 2, 3 * 8192)) == 2
+    single = timed_block.build_slots(state, [inputs], {}, 8, 100)
     assert len(single) == 1 and single[0][0][0].data_ptr() != inputs[0].data_ptr()
 
 
@@ -38,7 +42,7 @@ def test_slots_start_as_copies_of_the_template_not_uninitialised_memory():
     state = WorkerState("cpu")
     state.destination_passing = False
     template = [torch.arange(1024, dtype=torch.int64), torch.randn(1024), 3]
-    slots = worker_timing.build_slots(state, [template], {}, 4, 1 << 20)
+    slots = timed_block.build_slots(state, [template], {}, 4, 1 << 20)
     assert len(slots) == 4
     for inputs, _ in slots:
         assert torch.equal(inputs[0], template[0]) and torch.equal(inputs[1], template[1]) and inputs[2] == 3
@@ -46,9 +50,9 @@ def test_slots_start_as_copies_of_the_template_not_uninitialised_memory():
 
 
 def test_recent_fresh_sets_fit_the_budget_with_at_least_one():
-    assert worker_timing.recent_sets_limit(100, 250) == 2
-    assert worker_timing.recent_sets_limit(100, 50) == 1
-    assert worker_timing.recent_sets_limit(1, 1 << 30) == worker_timing.RECENT_SETS
+    assert timed_block.recent_sets_limit(100, 250) == 2
+    assert timed_block.recent_sets_limit(100, 50) == 1
+    assert timed_block.recent_sets_limit(1, 1 << 30) == timed_block.RECENT_SETS
 
 
 @pytest.fixture
@@ -56,31 +60,31 @@ def loaded(tmp_path, monkeypatch):
     """A solution loaded into an in-process worker state, with two trials' inputs cached."""
     problem = load_problem(write_problem(tmp_path / "p", sizes=(64,)))
     solution = load_solution(write_solution(tmp_path, GOOD), problem.definition)
-    monkeypatch.setattr(worker_timing, "background_activity", lambda state: None)  # pytest's own children
+    monkeypatch.setattr(timed_block, "background_activity", lambda state: None)  # pytest's own children
     monkeypatch.setattr(sys, "path", list(sys.path))
     state = WorkerState("cpu")
-    worker_calls.handle_load(state, {"definition": problem.definition.to_dict(), "solution": solution.to_dict(),
-                                     "work_dir": str(tmp_path / "w")})
+    calls.handle_load(state, msg.Load(definition=problem.definition.to_dict(), solution=solution.to_dict(),
+                                      work_dir=str(tmp_path / "w")))
     wdata = problem.workloads[0].to_dict()
     for seed in (11, 12):
-        worker_calls.handle_call(state, {"workload": wdata, "seed": seed})
+        calls.handle_call(state, msg.Call(workload=wdata, seed=seed))
     return state, wdata
 
 
-def time_block(state, wdata) -> dict:
+def time_block(state, wdata) -> msg.Timed:
     config = RunConfig(device="cpu", warmup=1, iters=6, adaptive=False)
-    return worker_timing.handle_time(state, {"workload": wdata, "seeds": [21, 22], "checked_outputs": 2,
-                                             "config": timing_message(config, "cpu")})
+    return timed_block.handle_time(state, msg.Time(workload=wdata, seeds=[21, 22], checked_outputs=2,
+                                                   config=config.timing_config("cpu")))
 
 
 def test_a_timed_block_with_room_for_one_slot_says_so(loaded, monkeypatch):
     state, wdata = loaded
     reply = time_block(state, wdata)
-    assert reply["slots"] >= 2 and "timed_inputs_single_slot" not in reply["flags"]
-    monkeypatch.setattr(worker_timing, "harness_budget_bytes", lambda state: 1)
+    assert reply.slots >= 2 and "timed_inputs_single_slot" not in reply.flags
+    monkeypatch.setattr(timed_block, "harness_budget_bytes", lambda state: 1)
     reply = time_block(state, wdata)
-    assert reply["slots"] == 1 and "timed_inputs_single_slot" in reply["flags"], reply["flags"]
-    assert len(reply["sampled"]) >= 1
+    assert reply.slots == 1 and "timed_inputs_single_slot" in reply.flags, reply.flags
+    assert len(reply.sampled) >= 1
 
 
 def test_fresh_timed_blocks_keep_only_the_first_timed_set_cached(loaded):
@@ -94,12 +98,12 @@ def test_trim_drops_a_large_cache_and_keeps_a_small_one(loaded, monkeypatch):
     state, wdata = loaded
     held = sum(a.numel() * a.element_size() for entry in state.inputs_cache.values() for a in entry[2])
     assert held > 0
-    assert worker_calls.handle_trim(state, {}) == {"ok": True, "freed_bytes": 0, "held_bytes": held}
+    assert inputs_cache.handle_trim(state, msg.Trim()) == msg.Trimmed(freed_bytes=0, held_bytes=held)
     assert len(state.inputs_cache) == 2
-    monkeypatch.setattr(worker_calls, "trim_threshold_bytes", lambda state: held - 1)
-    assert worker_calls.handle_trim(state, {}) == {"ok": True, "freed_bytes": held, "held_bytes": 0}
+    monkeypatch.setattr(inputs_cache, "trim_threshold_bytes", lambda state: held - 1)
+    assert inputs_cache.handle_trim(state, msg.Trim()) == msg.Trimmed(freed_bytes=held, held_bytes=0)
     assert state.inputs_cache == {}
-    assert worker_calls.handle_call(state, {"workload": wdata, "seed": 11})["ok"]  # rebuilt from the seed
+    assert isinstance(calls.handle_call(state, msg.Call(workload=wdata, seed=11)), msg.Called)  # rebuilt from the seed
 
 
 def test_trim_in_real_workers(tmp_path):
@@ -111,14 +115,14 @@ def test_trim_in_real_workers(tmp_path):
         solution = load_solution(write_solution(tmp_path, GOOD), problem.definition)
         session.load(session.candidate, problem, solution)
         for seed in (1, 2):
-            session.ask(session.candidate, {"op": "call", "workload": wdata, "seed": seed}, 60)
-        kept = session.ask(session.candidate, {"op": "trim"}, 60)
-        assert kept["freed_bytes"] == 0 and kept["held_bytes"] == 2 * 2 * 64 * 4  # two sets of x, y
-        freed = session.ask(session.candidate, {"op": "trim", "min_bytes": 1000}, 60)
-        assert freed["freed_bytes"] == 2 * 2 * 64 * 4 and freed["held_bytes"] == 0
-        assert session.ask(session.candidate, {"op": "trim", "min_bytes": 0}, 60)["held_bytes"] == 0
-        reply = session.ask(session.candidate, {"op": "call", "workload": wdata, "seed": 1}, 60)
-        assert reply["outputs"][0].shape == (64,)
+            session.ask(session.candidate, msg.Call(workload=wdata, seed=seed), 60)
+        kept = session.ask(session.candidate, msg.Trim(), 60)
+        assert kept.freed_bytes == 0 and kept.held_bytes == 2 * 2 * 64 * 4  # two sets of x, y
+        freed = session.ask(session.candidate, msg.Trim(min_bytes=1000), 60)
+        assert freed.freed_bytes == 2 * 2 * 64 * 4 and freed.held_bytes == 0
+        assert session.ask(session.candidate, msg.Trim(min_bytes=0), 60).held_bytes == 0
+        reply = session.ask(session.candidate, msg.Call(workload=wdata, seed=1), 60)
+        assert reply.outputs[0].shape == (64,)
     finally:
         session.close()
 
@@ -127,12 +131,12 @@ def evaluate_recording_requests(tmp_path, monkeypatch) -> list[tuple[str, str]]:
     """A passing CPU evaluation in which every input set counts as large; the (worker, op) of each request."""
     problem_dir = write_problem(tmp_path / "p", sizes=(64,))
     solution = write_solution(tmp_path, GOOD)
-    monkeypatch.setattr(evaluate, "TRIM_MIN_SET_BYTES", 0)
+    monkeypatch.setattr(session_module, "TRIM_MIN_SET_BYTES", 0)
     asked: list[tuple[str, str]] = []
     original = DeviceSession.ask
 
     def recording(self, worker, message, timeout_s):
-        asked.append(("solution" if worker is self.candidate else "reference", message["op"]))
+        asked.append(("solution" if worker is self.candidate else "reference", message.OP))
         return original(self, worker, message, timeout_s)
 
     monkeypatch.setattr(DeviceSession, "ask", recording)
@@ -151,7 +155,7 @@ def test_evaluation_asks_the_idle_worker_to_trim_and_still_passes(tmp_path, monk
 
 def test_small_inputs_are_not_worth_a_trim_request(tmp_path):
     problem = load_problem(write_problem(tmp_path / "p", sizes=(64,)))
-    set_bytes = evaluate.declared_set_bytes(problem, problem.workloads[0])
+    set_bytes = declared_set_bytes(problem, problem.workloads[0])
     assert set_bytes == 2 * 64 * 4
     session = DeviceSession("cpu", RunConfig(device="cpu"))  # no worker is started
     sent: list[dict] = []
@@ -159,8 +163,8 @@ def test_small_inputs_are_not_worth_a_trim_request(tmp_path):
     idle = SimpleNamespace(alive=True)
     session.trim(idle, set_bytes)
     assert sent == []
-    session.trim(idle, evaluate.TRIM_MIN_SET_BYTES)
-    assert sent == [{"op": "trim"}]
+    session.trim(idle, session_module.TRIM_MIN_SET_BYTES)
+    assert sent == [msg.Trim()]
 
 
 def test_trials_keep_one_workers_large_inputs_on_the_device_at_a_time(tmp_path, monkeypatch):
@@ -178,10 +182,8 @@ def test_trials_keep_one_workers_large_inputs_on_the_device_at_a_time(tmp_path, 
 
 def record_generation(monkeypatch, state, fail_first_with: Exception | None = None) -> list[int]:
     """Wrap input generation: record how many sets the cache held at each build; optionally fail once."""
-    from solbench.inputs import generate
-
     held: list[int] = []
-    original = generate.make_inputs
+    original = inputs_cache.make_inputs
 
     def wrapped(*args, **kwargs):
         held.append(len(state.inputs_cache))
@@ -189,26 +191,26 @@ def record_generation(monkeypatch, state, fail_first_with: Exception | None = No
             raise fail_first_with
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(generate, "make_inputs", wrapped)
+    monkeypatch.setattr(inputs_cache, "make_inputs", wrapped)
     return held
 
 
 def test_the_cache_makes_room_before_building_the_next_set(loaded, monkeypatch):
     state, wdata = loaded
     set_bytes = 2 * 64 * 4
-    monkeypatch.setattr(worker_calls, "cache_budget_bytes", lambda state: set_bytes * 2)
+    monkeypatch.setattr(inputs_cache, "cache_budget_bytes", lambda state: set_bytes * 2)
     held = record_generation(monkeypatch, state)
     assert set(state.inputs_cache) == {11, 12}
-    worker_calls.make_call_inputs(state, wdata, 13)
+    inputs_cache.make_call_inputs(state, wdata, 13)
     assert held == [0] and set(state.inputs_cache) == {13}  # emptied before the build, not after
-    worker_calls.make_call_inputs(state, wdata, 14)
+    inputs_cache.make_call_inputs(state, wdata, 14)
     assert held == [0, 1] and set(state.inputs_cache) == {13, 14}  # two sets fit the budget
 
 
 def test_out_of_memory_while_building_retries_once_without_the_cache(loaded, monkeypatch):
     state, wdata = loaded
     held = record_generation(monkeypatch, state, torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 7.00 GiB"))
-    _, _, args = worker_calls.make_call_inputs(state, wdata, 13)
+    _, _, args = inputs_cache.make_call_inputs(state, wdata, 13)
     assert held == [2, 0] and set(state.inputs_cache) == {13} and args[0].shape == (64,)
 
 
@@ -216,8 +218,8 @@ def test_out_of_memory_with_nothing_cached_is_a_clear_failure(loaded, monkeypatc
     state, wdata = loaded
     state.inputs_cache.clear()
     record_generation(monkeypatch, state, torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 7.00 GiB"))
-    with pytest.raises(worker_calls.Failure) as failure:
-        worker_calls.make_call_inputs(state, wdata, 13)
+    with pytest.raises(Failure) as failure:
+        inputs_cache.make_call_inputs(state, wdata, 13)
     assert failure.value.status == "INVALID_REFERENCE" and "out of memory" in str(failure.value)
 
 
@@ -225,9 +227,9 @@ def test_a_large_fresh_template_is_not_kept_while_timing(loaded, monkeypatch):
     # Calls draw their own inputs; the first timed set only shapes the slots. Above the trim threshold
     # it is dropped (a 21 GiB template beside the slot and the fresh sets does not fit on 80 GB).
     state, wdata = loaded
-    monkeypatch.setattr(worker_timing, "trim_threshold_bytes", lambda state: 0)
+    monkeypatch.setattr(timed_block, "trim_threshold_bytes", lambda state: 0)
     reply = time_block(state, wdata)
-    assert reply["ok"] and reply["sampled"] and state.inputs_cache == {}
+    assert isinstance(reply, msg.Timed) and reply.sampled and state.inputs_cache == {}
 
 
 def test_a_failed_graph_capture_restarts_the_worker_and_times_again_as_launched(monkeypatch):
@@ -235,14 +237,13 @@ def test_a_failed_graph_capture_restarts_the_worker_and_times_again_as_launched(
     # behind, and the next problems failed in that process: it is restarted, the block timed again.
     session = DeviceSession("cpu", RunConfig(device="cpu"))  # no worker is started
     sent, events = [], []
-    from solbench.runner.config import GRAPH_CAPTURE_FAILED
-    from solbench.runner.evaluate import StepFailed
-
-    replies = iter([StepFailed(Status.RUNTIME_ERROR, f"{GRAPH_CAPTURE_FAILED}: not captured (x); timed as launched\n"),
-                    {"samples_ms": [2.0], "flags": ["launch_bound"]}, {"samples_ms": [3.0], "flags": []}])
+    replies = iter([StepFailed(Status.RUNTIME_ERROR, "CUDA graph capture failed: not captured (x); timed as launched\n",
+                               capture_failed="not captured (x); timed as launched"),
+                    msg.Timed(samples_ms=[2.0], warmup=0, wall_s=0.1, sampled=[], flags=["launch_bound"]),
+                    msg.Timed(samples_ms=[3.0], warmup=0, wall_s=0.1, sampled=[])])
 
     def ask(worker, message, timeout_s):
-        sent.append(message["config"]["cuda_graph"])
+        sent.append(message.config.cuda_graphs)
         reply = next(replies)
         if isinstance(reply, Exception):
             raise reply
@@ -253,11 +254,11 @@ def test_a_failed_graph_capture_restarts_the_worker_and_times_again_as_launched(
     monkeypatch.setattr(type(session.candidate), "alive", property(lambda self: True))  # not retired by the fake ask
     session.load = lambda worker, problem, solution: events.append(("load", worker is session.candidate, problem, solution))
     session._loaded[id(session.candidate)] = (("p", "hash", 1), False)
-    session._candidate_job = ("problem", "solution")
-    message = {"op": "time", "config": {"cuda_graph": True}}
+    session.candidate_job = ("problem", "solution")
+    message = msg.Time(workload={}, seeds=[1], config=TimingConfig(cuda_graphs=True))
     reply = session.ask_timed(session.candidate, message, 60)
     assert sent == [True, False] and events == [("retire", True), ("load", True, "problem", "solution")]
-    assert reply["samples_ms"] == [2.0] and reply["graph_note"].startswith("not captured")
-    assert "cuda_graph_unavailable" in reply["flags"] and "launch_bound" in reply["flags"]
+    assert reply.samples_ms == [2.0] and reply.graph_note.startswith("not captured")
+    assert "cuda_graph_unavailable" in reply.flags and "launch_bound" in reply.flags
     again = session.ask_timed(session.candidate, message, 60)  # the same code: not captured again
-    assert sent == [True, False, False] and again["samples_ms"] == [3.0] and len(events) == 2
+    assert sent == [True, False, False] and again.samples_ms == [3.0] and len(events) == 2

@@ -1,4 +1,4 @@
-"""CUDA IPC of large outputs (solbench.runner.transfer), as far as it can be checked without a GPU:
+"""CUDA IPC of large outputs (solbench.worker.transfer, solbench.orchestrator.delivery), as far as it can be checked without a GPU:
 descriptor validation, the orchestrator's protocol and fallback to bytes, and the workers'
 handlers. The GPU path: test_transfer_gpu.py."""
 
@@ -10,12 +10,17 @@ import time
 import pytest
 import torch
 
-from solbench.runner import transfer
-from solbench.runner.config import RunConfig
-from solbench.runner.evaluate import DeviceSession, StepFailed, evaluate_workload, expected_outputs
+from solbench.orchestrator.config import RunConfig
+from solbench.orchestrator.delivery import deliver
+from solbench.orchestrator.evaluate import evaluate_workload
+from solbench.orchestrator.session import DeviceSession, StepFailed
+from solbench.orchestrator.sizes import expected_outputs
+from solbench.protocol import codec, descriptors
+from solbench.protocol import messages as msg
 from solbench.spec.problem import load_problem
 from solbench.spec.solution import load_solution, reference_solution
 from solbench.spec.trace import Correctness, Status
+from solbench.worker import transfer
 from tests.runner.conftest import write_problem, write_solution
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -25,7 +30,7 @@ def descriptor(token: int = 1, shape=(64,), dtype: str = "float32", **changes) -
     numel = 1
     for s in shape:
         numel *= s
-    value = {transfer.IPC_KEY: token, "handle": "ab" * 64, "offset": 512, "nbytes": numel * 4, "dtype": dtype,
+    value = {descriptors.IPC_KEY: token, "handle": "ab" * 64, "offset": 512, "nbytes": numel * 4, "dtype": dtype,
              "shape": list(shape), "device": "uuid:GPU-test"}
     value.update(changes)
     return value
@@ -34,7 +39,7 @@ def descriptor(token: int = 1, shape=(64,), dtype: str = "float32", **changes) -
 # -- descriptors ------------------------------------------------------------------------------------------
 
 def test_a_well_formed_descriptor_is_accepted():
-    d = transfer.check_descriptor(descriptor(shape=(4, 16)), ("float32", (4, 16)))
+    d = descriptors.check_descriptor(descriptor(shape=(4, 16)), ("float32", (4, 16)))
     assert (d.token, d.offset, d.nbytes, d.shape, d.dtype) == (1, 512, 256, (4, 16), "float32")
     assert d.handle == bytes.fromhex("ab" * 64)
 
@@ -51,31 +56,31 @@ def test_a_well_formed_descriptor_is_accepted():
     ({"dtype": "complex128"}, "dtype"),
     ({"shape": [-64]}, "shape"),
     ({"shape": "64"}, "shape"),
-    ({transfer.IPC_KEY: -1}, "export id"),
-    ({transfer.IPC_KEY: True}, "export id"),
+    ({descriptors.IPC_KEY: -1}, "export id"),
+    ({descriptors.IPC_KEY: True}, "export id"),
     ({"device": ["x"]}, "short string"),
     ({"extra": 1}, "fields"),
 ])
 def test_malformed_descriptors_are_refused(changes, fragment):
     value = descriptor()
     value.update(changes)
-    with pytest.raises(transfer.TransferRefused, match=fragment):
-        transfer.check_descriptor(value)
+    with pytest.raises(descriptors.TransferRefused, match=fragment):
+        descriptors.check_descriptor(value)
 
 
 @pytest.mark.parametrize("expected", [("float32", (65,)), ("bfloat16", (64,)), ("float32", None)])
 def test_descriptors_unlike_the_definition_are_refused(expected):
-    with pytest.raises(transfer.TransferRefused, match="definition declares"):
-        transfer.check_descriptor(descriptor(), expected)
+    with pytest.raises(descriptors.TransferRefused, match="definition declares"):
+        descriptors.check_descriptor(descriptor(), expected)
 
 
 def test_a_transfer_names_each_export_once():
-    with pytest.raises(transfer.TransferRefused, match="twice"):
-        transfer.check_descriptors([descriptor(3), descriptor(3)])
-    with pytest.raises(transfer.TransferRefused):
-        transfer.check_descriptors([])
-    with pytest.raises(transfer.TransferRefused):
-        transfer.check_descriptors([descriptor(i) for i in range(transfer.MAX_EXPORTS_PER_MESSAGE + 1)])
+    with pytest.raises(descriptors.TransferRefused, match="twice"):
+        descriptors.check_descriptors([descriptor(3), descriptor(3)])
+    with pytest.raises(descriptors.TransferRefused):
+        descriptors.check_descriptors([])
+    with pytest.raises(descriptors.TransferRefused):
+        descriptors.check_descriptors([descriptor(i) for i in range(descriptors.MAX_EXPORTS_PER_MESSAGE + 1)])
 
 
 # -- the orchestrator's side, against scripted workers -------------------------------------------------------
@@ -89,19 +94,20 @@ class Script:
     def __call__(self, worker, message, timeout_s):
         role = "solution" if worker is self.session.candidate else "reference"
         self.requests.append((role, message))
-        reply = self.replies.get(f"{role}:{message['op']}")
+        reply = self.replies.get(f"{role}:{message.OP}")
         if isinstance(reply, Exception):
             raise reply
-        return reply(message) if callable(reply) else dict(reply or {"ok": True})
+        data = reply(message) if callable(reply) else dict(reply or {"ok": True})
+        return codec.decode_reply(message, {"v": msg.PROTOCOL_VERSION, "op": message.OP, "id": None, **data})
 
     def ops(self) -> list[str]:
-        return [f"{role}:{m['op']}" for role, m in self.requests]
+        return [f"{role}:{m.OP}" for role, m in self.requests]
 
 
 @pytest.fixture
 def gpu_session(tmp_path):
     session = DeviceSession("cuda:0", RunConfig(device="cuda:0"))  # no worker is ever started
-    assert session.transfer_fields() == {"ipc_min_bytes": 64 << 20}  # and now IPC has been offered
+    assert session.ipc_min_bytes() == 64 << 20  # and now IPC has been offered
     yield session
     session.close()
 
@@ -109,10 +115,10 @@ def gpu_session(tmp_path):
 def test_received_outputs_become_placeholders_and_exports_are_released(gpu_session):
     script = Script(gpu_session, **{"reference:receive": {"ok": True, "received": [5]}})
     gpu_session.ask = script
-    out = gpu_session.deliver([descriptor(5), 2.5], [("float32", (64,)), ("float32", None)], 60)
-    assert out == [{transfer.RECEIVED_KEY: 5}, 2.5]
+    out = deliver(gpu_session, [descriptor(5), 2.5], [("float32", (64,)), ("float32", None)], 60)
+    assert out == [{descriptors.RECEIVED_KEY: 5}, 2.5]
     assert script.ops() == ["reference:receive", "solution:release"]
-    assert script.requests[1][1]["exports"] == [5]
+    assert script.requests[1][1].exports == [5]
     assert gpu_session.ipc_usable
 
 
@@ -126,14 +132,14 @@ def test_ipc_trouble_falls_back_to_fetching_bytes(gpu_session, failure):
     script = Script(gpu_session, **{"reference:receive": receive,
                                     "solution:fetch": {"ok": True, "tensors": [fetched]}})
     gpu_session.ask = script
-    out = gpu_session.deliver([descriptor(9)], [("float32", (64,))], 60)
+    out = deliver(gpu_session, [descriptor(9)], [("float32", (64,))], 60)
     assert out[0] is fetched
     assert script.ops() == ["reference:receive", "solution:fetch", "solution:release"]
-    assert not gpu_session.ipc_usable and gpu_session.transfer_fields() == {}
+    assert not gpu_session.ipc_usable and gpu_session.ipc_min_bytes() is None
     assert any(w.startswith("transfer: CUDA IPC unavailable") for w in gpu_session.runtime_warnings)
     # descriptors from a request made before the fallback: fetched directly, no second receive
     script.requests.clear()
-    gpu_session.deliver([descriptor(10)], None, 60)
+    deliver(gpu_session, [descriptor(10)], None, 60)
     assert script.ops() == ["solution:fetch", "solution:release"]
 
 
@@ -152,7 +158,7 @@ def test_forged_transfers_are_reward_hacks(gpu_session, case):
         gpu_session.ipc_usable = False
         replies["solution:fetch"] = {"ok": True, "tensors": [torch.zeros(63)]}
     elif case == "placeholder":
-        outputs = [{transfer.RECEIVED_KEY: 1}]
+        outputs = [{descriptors.RECEIVED_KEY: 1}]
     elif case == "odd_output":
         outputs = [descriptor(4), None]
     elif case == "duplicate":
@@ -160,7 +166,7 @@ def test_forged_transfers_are_reward_hacks(gpu_session, case):
     script = Script(gpu_session, **replies)
     gpu_session.ask = script
     with pytest.raises(StepFailed) as caught:
-        gpu_session.deliver(outputs, expected, 60)
+        deliver(gpu_session, outputs, expected, 60)
     assert caught.value.status == Status.REWARD_HACK
     assert "solution:release" not in script.ops()
 
@@ -169,10 +175,10 @@ def test_plain_outputs_pass_through_untouched(gpu_session):
     script = Script(gpu_session)
     gpu_session.ask = script
     outputs = [torch.ones(3), 1, 2.0, True]
-    assert gpu_session.deliver(outputs, None, 60) is outputs
+    assert deliver(gpu_session, outputs, None, 60) is outputs
     assert script.requests == []
     with pytest.raises(StepFailed) as caught:
-        gpu_session.deliver(None, None, 60)  # a reply without outputs
+        deliver(gpu_session, None, None, 60)  # a reply without outputs
     assert caught.value.status == Status.REWARD_HACK
 
 
@@ -196,10 +202,10 @@ def test_only_the_solution_is_offered_ipc_and_the_judge_gets_the_copies(tmp_path
                 "sampled": [[3, 11, [descriptor(next(tokens))]], [9, 12, [descriptor(next(tokens))]]]}
 
     def receive(message):
-        return {"ok": True, "received": sorted(e[transfer.IPC_KEY] for e in message["exports"])}
+        return {"ok": True, "received": sorted(e[descriptors.IPC_KEY] for e in message.exports)}
 
     def judge(message):
-        judged.append(message["outputs"])
+        judged.append(message.outputs)
         return {"ok": True, "status": "PASSED", "correctness": Correctness(trials=1).to_dict(),
                 "aliased_inputs": [], "mutated_inputs": []}
 
@@ -208,19 +214,20 @@ def test_only_the_solution_is_offered_ipc_and_the_judge_gets_the_copies(tmp_path
     gpu_session.ask = script
     trace = evaluate_workload(gpu_session, problem, solution, workload, config, 1, time.monotonic(), [])
     assert trace.status == Status.PASSED, trace.evaluation.log
-    assert judged == [[{transfer.RECEIVED_KEY: t}] for t in (100, 101, 102, 103)]
+    assert judged == [[{descriptors.RECEIVED_KEY: t}] for t in (100, 101, 102, 103)]
     for role, message in script.requests:
-        assert ("ipc_min_bytes" in message) == (role == "solution" and message["op"] in ("call", "time")), message
-    released = [t for role, m in script.requests if m["op"] == "release" for t in m["exports"]]
+        offered = getattr(message, "ipc_min_bytes", None) is not None
+        assert offered == (role == "solution" and message.OP in ("call", "time")), message
+    released = [t for role, m in script.requests if m.OP == "release" for t in m.exports]
     assert released == [100, 101, 102, 103]
     assert expected_outputs(problem, workload) == [("float32", (64,))]
 
 
 def test_a_cpu_session_never_offers_ipc():
     session = DeviceSession("cpu", RunConfig(device="cpu"))
-    assert session.transfer_fields() == {} and not session.ipc_offered
+    assert session.ipc_min_bytes() is None and not session.ipc_offered
     gpu = DeviceSession("cuda:0", RunConfig(device="cuda:0", ipc_min_bytes=None))
-    assert gpu.transfer_fields() == {}
+    assert gpu.ipc_min_bytes() is None
 
 
 # -- the workers' handlers, in real (CPU) worker processes ------------------------------------------------------
@@ -239,27 +246,30 @@ def cpu_workers(tmp_path):
 def test_worker_handlers_refuse_forgeries_and_report_unavailability(cpu_workers):
     session, problem = cpu_workers
     ask = session.reference.request
-    assert ask({"op": "receive", "exports": [descriptor(offset=-1)]}, 60)["transfer_error"] == "forged"
-    assert ask({"op": "receive", "exports": "nonsense"}, 60)["transfer_error"] == "forged"
-    reply = ask({"op": "receive", "exports": [descriptor()]}, 60)
-    assert reply["transfer_error"] == "unavailable" and reply["healthy"] is True  # a CPU worker has no CUDA
+    assert ask(msg.Receive(exports=[descriptor(offset=-1)]), 60).transfer_error == "forged"
+    assert ask(msg.Receive(exports=[{"nonsense": 1}]), 60).transfer_error == "forged"
+    refused = ask(msg.Receive(exports="nonsense"), 60)  # not even a list: refused before any handler runs
+    assert isinstance(refused, msg.Failed) and "protocol error" in refused.log
+    reply = ask(msg.Receive(exports=[descriptor()]), 60)
+    assert reply.transfer_error == "unavailable" and reply.healthy is True  # a CPU worker has no CUDA
     # a judge naming a copy that was never received fails in the reference worker (the orchestrator
     # never forwards such a placeholder from a solution: test_forged_transfers_are_reward_hacks)
-    judge = ask({"op": "judge", "workload": problem.workloads[0].to_dict(), "seed": 1,
-                 "outputs": [{transfer.RECEIVED_KEY: 1}]}, 60)
-    assert judge["ok"] is False and "no received output" in judge["log"]
+    judge = ask(msg.Judge(workload=problem.workloads[0].to_dict(), seed=1,
+                          outputs=[{descriptors.RECEIVED_KEY: 1}]), 60)
+    assert isinstance(judge, msg.Failed) and "no received output" in judge.log
     candidate = session.candidate.request
-    released = candidate({"op": "release", "exports": [1, "x", None]}, 60)
-    assert released["ok"] and released["held"] == 0
-    fetch = candidate({"op": "fetch", "exports": [1]}, 60)
-    assert fetch["ok"] is False and "unknown export" in fetch["log"]
+    released = candidate(msg.Release(exports=[1, 2]), 60)
+    assert isinstance(released, msg.Released) and released.held == 0
+    junk = candidate(msg.Release(exports=[1, "x", None]), 60)
+    assert isinstance(junk, msg.Failed) and "protocol error" in junk.log
+    fetch = candidate(msg.Fetch(exports=[1]), 60)
+    assert isinstance(fetch, msg.Failed) and "unknown export" in fetch.log
 
 
 def test_a_cpu_call_sends_bytes_even_when_ipc_is_asked_for(cpu_workers):
     session, problem = cpu_workers
-    reply = session.candidate.request({"op": "call", "workload": problem.workloads[0].to_dict(), "seed": 3,
-                                       "ipc_min_bytes": 1}, 60)
-    assert reply["ok"] and type(reply["outputs"][0]) is torch.Tensor
+    reply = session.candidate.request(msg.Call(workload=problem.workloads[0].to_dict(), seed=3, ipc_min_bytes=1), 60)
+    assert isinstance(reply, msg.Called) and type(reply.outputs[0]) is torch.Tensor
 
 
 # -- the reference worker's import, against a driver that maps host memory -----------------------------------
@@ -319,17 +329,17 @@ def test_import_copies_the_named_bytes_and_closes_each_handle_once():
     state = HostState(driver)
     first = descriptor(1, shape=(16,), offset=64)  # int32 elements 16..31
     second = descriptor(2, shape=(4,), offset=4080)  # the last 4 elements
-    reply = transfer.handle_receive(state, {"exports": [first, second]})
-    assert reply == {"ok": True, "received": [1, 2]}
+    reply = transfer.handle_receive(state, msg.Receive(exports=[first, second]))
+    assert reply == msg.Received(received=[1, 2])
     source = allocations[bytes.fromhex("ab" * 64)].view(torch.float32)
     assert torch.equal(state.received[1].view(torch.uint8), source[16:32].view(torch.uint8))
     assert torch.equal(state.received[2].view(torch.uint8), source[1020:].view(torch.uint8))
     assert state.received[1].data_ptr() != source.data_ptr()  # a copy, owned by the receiver
     assert driver.opened == driver.closed and len(driver.opened) == 1 and driver.synchronized >= 1
-    assert torch.equal(transfer.take_received(state, {transfer.RECEIVED_KEY: 2}).view(torch.uint8),
+    assert torch.equal(transfer.take_received(state, {descriptors.RECEIVED_KEY: 2}).view(torch.uint8),
                        source[1020:].view(torch.uint8))
     with pytest.raises(KeyError):
-        transfer.take_received(state, {transfer.RECEIVED_KEY: 2})  # each copy is used once
+        transfer.take_received(state, {descriptors.RECEIVED_KEY: 2})  # each copy is used once
 
 
 @pytest.mark.parametrize("offset, shape", [(4096, (1,)), (4080, (5,)), (0, (1025,))])
@@ -337,16 +347,16 @@ def test_import_refuses_ranges_outside_the_allocation(offset, shape):
     driver = HostDriver(exported())
     state = HostState(driver)
     good = descriptor(1, shape=(4,), offset=0)
-    reply = transfer.handle_receive(state, {"exports": [good, descriptor(2, shape=shape, offset=offset)]})
-    assert reply["transfer_error"] == "forged" and "requested from an exported allocation" in reply["detail"]
+    reply = transfer.handle_receive(state, msg.Receive(exports=[good, descriptor(2, shape=shape, offset=offset)]))
+    assert reply.transfer_error == "forged" and "requested from an exported allocation" in reply.detail
     assert state.received == {} and driver.opened == driver.closed and driver.synchronized >= 1
 
 
 def test_import_reports_unopenable_handles_and_other_devices_as_unavailable():
     driver = HostDriver(exported(), refuse=True)
-    reply = transfer.handle_receive(HostState(driver), {"exports": [descriptor()]})
-    assert reply["transfer_error"] == "unavailable" and "cuIpcOpenMemHandle" in reply["detail"]
+    reply = transfer.handle_receive(HostState(driver), msg.Receive(exports=[descriptor()]))
+    assert reply.transfer_error == "unavailable" and "cuIpcOpenMemHandle" in reply.detail
     driver = HostDriver(exported())
-    reply = transfer.handle_receive(HostState(driver, identity="uuid:GPU-other"), {"exports": [descriptor()]})
-    assert reply["transfer_error"] == "unavailable" and "another device" in reply["detail"]
+    reply = transfer.handle_receive(HostState(driver, identity="uuid:GPU-other"), msg.Receive(exports=[descriptor()]))
+    assert reply.transfer_error == "unavailable" and "another device" in reply.detail
     assert driver.opened == []

@@ -1,4 +1,4 @@
-"""CUDA IPC of large outputs between the two workers of one GPU (solbench.runner.transfer).
+"""CUDA IPC of large outputs between the two workers of one GPU (solbench.worker.transfer).
 
     python -m pytest -q -m gpu tests/runner/test_transfer_gpu.py
 
@@ -13,9 +13,10 @@ import copy
 import pytest
 
 from solbench import api
-from solbench.runner import transfer
-from solbench.runner.config import RunConfig
-from solbench.runner.evaluate import DeviceSession
+from solbench.orchestrator.config import RunConfig
+from solbench.orchestrator.session import DeviceSession
+from solbench.protocol import descriptors as transfer
+from solbench.protocol import messages as msg
 from solbench.spec.problem import load_problem
 from solbench.spec.solution import load_solution, reference_solution
 from solbench.spec.trace import Status
@@ -53,7 +54,7 @@ def requests(monkeypatch):
 
 
 def ops(requests) -> list[str]:
-    return [f"{role}:{message['op']}" for role, message in requests]
+    return [f"{role}:{message.OP}" for role, message in requests]
 
 
 def test_large_outputs_travel_by_ipc_and_pass(big_problem, config, requests):
@@ -67,7 +68,8 @@ def test_large_outputs_travel_by_ipc_and_pass(big_problem, config, requests):
     assert "solution:fetch" not in seen
     assert not any("transfer:" in w or "ctypes" in w for w in trace.evaluation.warnings), trace.evaluation.warnings
     for role, message in requests:
-        assert ("ipc_min_bytes" in message) == (role == "solution" and message["op"] in ("call", "time"))
+        offered = getattr(message, "ipc_min_bytes", None) is not None
+        assert offered == (role == "solution" and message.OP in ("call", "time"))
 
 
 @pytest.mark.parametrize("body, status", [
@@ -87,11 +89,9 @@ def test_when_the_reference_worker_cannot_open_a_handle_bytes_carry_the_outputs(
     seen = []
 
     def elsewhere(self, worker, message, timeout_s):
-        seen.append(message["op"])
-        if message["op"] == "receive":  # as if exported on another GPU
-            message = copy.deepcopy(message)
-            for export in message["exports"]:
-                export["device"] = "uuid:another-gpu"
+        seen.append(message.OP)
+        if message.OP == "receive":  # as if exported on another GPU
+            message = msg.Receive(exports=[dict(copy.deepcopy(e), device="uuid:another-gpu") for e in message.exports])
         return original(self, worker, message, timeout_s)
 
     monkeypatch.setattr(DeviceSession, "ask", elsewhere)
@@ -124,8 +124,8 @@ def test_the_reference_worker_refuses_forged_ranges_and_stays_usable(workers):
     session, problem = workers
     wdata = problem.workloads[0].to_dict()
     reference, candidate = session.reference.request, session.candidate.request
-    reply = candidate({"op": "call", "workload": wdata, "seed": 5, "ipc_min_bytes": 1 << 20}, 300)
-    good = reply["outputs"][0]
+    reply = candidate(msg.Call(workload=wdata, seed=5, ipc_min_bytes=1 << 20), 300)
+    good = reply.outputs[0]
     assert transfer.is_descriptor(good) and good["nbytes"] == N * 4
     forgeries = {
         "past the allocation": dict(good, offset=1 << 40),
@@ -133,17 +133,15 @@ def test_the_reference_worker_refuses_forged_ranges_and_stays_usable(workers):
         "reading before the copy (negative offset)": dict(good, offset=-4096),
     }
     for what, forged in forgeries.items():
-        answer = reference({"op": "receive", "exports": [forged]}, 300)
-        assert answer.get("transfer_error") == "forged", (what, answer)
-    answer = reference({"op": "receive", "exports": [dict(good, handle="5a" * 64)]}, 300)
-    assert answer.get("transfer_error") == "unavailable" and answer["healthy"] is True, answer
-    answer = reference({"op": "receive", "exports": [good]}, 300)
-    assert answer.get("received") == [good[transfer.IPC_KEY]], answer
-    assert candidate({"op": "release", "exports": [good[transfer.IPC_KEY]]}, 60)["held"] == 0
-    verdict = reference({"op": "judge", "workload": wdata, "seed": 5,
-                         "outputs": [{transfer.RECEIVED_KEY: good[transfer.IPC_KEY]}]}, 300)
-    assert verdict["ok"] and verdict["status"] == "PASSED", verdict
+        answer = reference(msg.Receive(exports=[forged]), 300)
+        assert answer.transfer_error == "forged", (what, answer)
+    answer = reference(msg.Receive(exports=[dict(good, handle="5a" * 64)]), 300)
+    assert answer.transfer_error == "unavailable" and answer.healthy is True, answer
+    answer = reference(msg.Receive(exports=[good]), 300)
+    assert answer.received == [good[transfer.IPC_KEY]], answer
+    assert candidate(msg.Release(exports=[good[transfer.IPC_KEY]]), 60).held == 0
+    verdict = reference(msg.Judge(workload=wdata, seed=5, outputs=[{transfer.RECEIVED_KEY: good[transfer.IPC_KEY]}]), 300)
+    assert isinstance(verdict, msg.Judged) and verdict.status == "PASSED", verdict
     # a copy is judged once; a second judge naming it fails in the reference worker
-    again = reference({"op": "judge", "workload": wdata, "seed": 5,
-                       "outputs": [{transfer.RECEIVED_KEY: good[transfer.IPC_KEY]}]}, 300)
-    assert again["ok"] is False
+    again = reference(msg.Judge(workload=wdata, seed=5, outputs=[{transfer.RECEIVED_KEY: good[transfer.IPC_KEY]}]), 300)
+    assert isinstance(again, msg.Failed)

@@ -12,7 +12,7 @@ from multiprocessing.connection import Connection
 import pytest
 import torch
 
-from solbench.runner import wire
+from solbench.protocol import framing as wire
 
 
 @pytest.fixture

@@ -44,11 +44,10 @@ def test_validation(bad):
 def test_cuda_graphs_reach_the_workers_timing_config():
     from solbench.cli import build_parser
     from solbench.cli.run import config_from_args
-    from solbench.runner.evaluate import timing_message
 
     config = config_from_args(build_parser().parse_args(["run", "problems"]))  # on by default
-    assert config.cuda_graphs and timing_message(config, "cuda")["cuda_graph"] is True
-    assert TimingConfig(**timing_message(config, "cuda")).cuda_graph
-    assert timing_message(config, "cpu")["cuda_graph"] is False  # nothing to capture: a CPU trace never claims it
+    assert config.cuda_graphs and config.timing_config("cuda").cuda_graphs is True
+    assert TimingConfig.from_dict(config.timing_config("cuda").to_dict()).cuda_graphs
+    assert config.timing_config("cpu").cuda_graphs is False  # nothing to capture: a CPU trace never claims it
     launched = config_from_args(build_parser().parse_args(["run", "problems", "--no-cuda-graphs"]))
-    assert not launched.cuda_graphs and timing_message(launched, "cuda")["cuda_graph"] is False
+    assert not launched.cuda_graphs and launched.timing_config("cuda").cuda_graphs is False

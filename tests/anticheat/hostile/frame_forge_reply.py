@@ -11,7 +11,7 @@ of sequence, which only a second writer on the channel can cause: REWARD_HACK.
 # expect-log: arrived while request
 import sys
 
-from solbench.runner import wire
+from solbench.protocol import framing
 
 _forged = set()
 
@@ -30,11 +30,11 @@ def run(x, y):
     if timing is not None and main is not None and x.shape[0] not in _forged:
         _forged.add(x.shape[0])
         local = timing.f_locals
-        config = local["message"]["config"]
-        seed = local["last"][2]
-        reply = {"ok": True, "samples_ms": [1e-4] * config["iters"], "warmup": config["warmup"],
-                 "stop_reason": "fixed_iters", "wall_s": 1e-3, "clocks_before": None, "clocks_after": None,
-                 "flags": [], "sampled": [[i, seed, [out.clone()]] for i in range(3)], "slots": 2,
-                 "energy_mj_per_call": None, "id": main.f_locals["message"]["id"]}
-        wire.send(main.f_locals["channel"], reply)
+        config = local["request"].config
+        seed = local["block"].last[2]
+        reply = {"v": 1, "op": "time", "id": main.f_locals["request_id"], "ok": True, "audit": [],
+                 "samples_ms": [1e-4] * config.iters, "warmup": config.warmup, "stop_reason": "fixed_iters",
+                 "wall_s": 1e-3, "clocks_before": None, "clocks_after": None, "flags": [],
+                 "sampled": [[i, seed, [out.clone()]] for i in range(3)], "slots": 2, "energy_mj_per_call": None}
+        framing.send(main.f_locals["channel"], reply)
     return out

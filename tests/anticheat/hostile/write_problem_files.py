@@ -16,9 +16,10 @@ from pathlib import Path
 def _find_roots():
     frame = sys._getframe(1)
     while frame is not None:
-        message = frame.f_locals.get("message")
-        if isinstance(message, dict) and "data_roots" in message:
-            return [Path(p) for p in message["data_roots"]]
+        for value in list(frame.f_locals.values()):  # the harness's load request, whatever its form
+            roots = value.get("data_roots") if isinstance(value, dict) else getattr(value, "data_roots", None)
+            if isinstance(roots, list) and roots:
+                return [Path(p) for p in roots]
         frame = frame.f_back
     return []
 

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# The one runner for a GPU machine: named steps, each time-boxed, output kept under $OUT.
+#
+#   bash benchmarks/device.sh STEP [STEP ...]        (from the repository root, on the GPU machine)
+#
+# Steps:
+#   env            GPU, driver, versions, CUPTI, and which OS sandbox mechanisms the machine allows
+#   gpu-tests      pytest -m gpu over tests/
+#   timer          benchmarks/timing_gpu_check.py (the timer's CUDA paths)
+#   anticheat      benchmarks/anticheat_gpu.py (every hostile and legitimate case; REPEAT=N repeats each)
+#   gate           pytest --solbench over the shipped solutions and baselines, leaderboard, report, a slowed copy
+#   repeatability  benchmarks/repeatability.py (a GEMM and two eager references, run twice)
+#   throughput     benchmarks/throughput.py (the 10 problems of docs/dataset_run.md, 4 workloads each)
+#   dataset        solbench run over the whole shared dataset, first workload of each problem (resumable)
+#   sol            benchmarks/sol_gpu_check.py (calibration, bounds against eager timings)
+#
+# Environment: OUT (default /tmp/solbench-out), SHARED (the SOL-ExecBench dataset; default .gpu_data/
+# sol-execbench, a copy carried with the working tree), STEP_SECONDS (overrides every step's time box),
+# REPEAT (anticheat). Wheels in .whl/ (e.g. cupti-python for CUPTI activity) are installed to /tmp/site
+# first. Nothing here changes the GPU's clocks, power or mode.
+set -u
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+OUT=${OUT:-/tmp/solbench-out}; mkdir -p "$OUT"
+SHARED=${SHARED:-.gpu_data/sol-execbench}
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH=$PYTHONPATH:/tmp/site
+fi
+
+box() { timeout "${STEP_SECONDS:-$1}" "${@:2}"; }
+say() { echo; echo "== $1 ($(date +%T))"; }
+
+step_env() {
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv
+  python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
+  python3 -c "from solbench.worker.probe import load_cupti; print('cupti:', 'yes' if load_cupti() else 'no')"
+  python3 -m solbench.worker.sandbox 2>/dev/null || echo "sandbox probe: not available in this version"
+}
+step_gpu_tests() { box 420 python3 -m pytest -q -m gpu -p no:cacheprovider tests 2>&1 | tail -30; }
+step_timer() { box 120 python3 benchmarks/timing_gpu_check.py 2>&1 | tail -20; }
+step_anticheat() { box 420 python3 benchmarks/anticheat_gpu.py ${REPEAT:+--repeat $REPEAT} 2>&1 | tail -60; }
+step_gate() {
+  box 300 python3 -m pytest -q -p no:cacheprovider -p solbench.pytest_plugin --solbench solutions reference_impls/core/*.baseline.py \
+    --solbench-problems problem_defs/core --solbench-require-gpu --solbench-max-workloads 3 \
+    --solbench-traces "$OUT/gate.jsonl" --solbench-benchmark-json "$OUT/gate_benchmark.json" -rf 2>&1 | tail -12
+  python3 -m solbench leaderboard "$OUT/gate.jsonl" -o "$OUT/leaderboard.csv" 2>&1 | tail -2
+  python3 -m solbench report "$OUT/gate.jsonl" -o "$OUT/report.html" 2>&1 | tail -2
+  mkdir -p /tmp/slowed && python3 tests/plugin/slow_copy.py solutions/rmsnorm_h4096/triton_rmsnorm.py /tmp/slowed/triton_rmsnorm.py --repeat 4
+  box 120 python3 -m pytest -q -p no:cacheprovider -p solbench.pytest_plugin --solbench /tmp/slowed \
+    --solbench-problems problem_defs/core --solbench-max-workloads 3 --solbench-baseline "$OUT/leaderboard.csv" \
+    --solbench-max-regression 5% 2>&1 | grep -E "REGRESSION|passed|failed" | head -4
+}
+step_repeatability() {
+  box 300 python3 benchmarks/repeatability.py problem_defs/core/gemm_n4096_k4096 "$SHARED/L1/069_rms_norm" \
+    "$SHARED/L1/084_silu_activation_backward" --device cuda --max-workloads 3 --out "$OUT/repeatability.json" 2>&1 | tail -20
+}
+step_throughput() {
+  local problems=() p
+  for p in L1/069_rms_norm L1/084_silu_activation_backward L1/048_fused_gate_up_projection_with_swiglu \
+      L1/015_grouped_query_attention_with_rope_and_qk_norm L2/004_fused_residual_rms_mlp \
+      FlashInfer-Bench/007_gemm_n4096_k4096 FlashInfer-Bench/021_rmsnorm_h128 Quant/003_fp8_mlp_gate_up_projection \
+      L1/001_attention_softmax_dropout_value_matmul_backward L2/005_swiglu_mlp_backward; do problems+=("$SHARED/$p"); done
+  box 540 python3 benchmarks/throughput.py "${problems[@]}" --device cuda --json "$OUT/throughput.json" \
+    --traces "$OUT/throughput.jsonl" 2>&1 | tail -50
+}
+step_dataset() {
+  box 540 python3 -m solbench run "$SHARED" --max-workloads 1 -o "$OUT/dataset.jsonl" >"$OUT/dataset.out" 2>"$OUT/dataset.err"
+  echo "solbench run exit: $?"; tail -3 "$OUT/dataset.err"
+  python3 benchmarks/summarize_traces.py "$OUT/dataset.jsonl" --failures 40
+}
+step_sol() { box 200 python3 benchmarks/sol_gpu_check.py --shared "$SHARED" --out "$OUT/sol_check" 2>&1 | tail -20; }
+
+[ $# -gt 0 ] || { sed -n '2,20p' "$0"; exit 2; }
+for name in "$@"; do
+  fn="step_${name//-/_}"
+  if ! declare -F "$fn" >/dev/null; then echo "unknown step: $name"; exit 2; fi
+  say "$name"
+  "$fn"
+done

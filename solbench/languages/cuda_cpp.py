@@ -1,0 +1,108 @@
+"""Compiled languages (CUDA C++, CUTLASS, cuDNN, cuBLAS): built as a torch extension.
+
+The build runs in its own subprocess (killed with its whole process group on timeout) and is
+cached by the solution's content hash, so re-running a solution does not recompile it. The module
+must expose the entry function through `PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
+
+from solbench.languages import Language, LoadError, register
+
+if TYPE_CHECKING:
+    from solbench.spec.solution import Solution
+
+COMPILED_SOURCES = (".cu", ".cpp", ".cc", ".cxx", ".c")
+
+
+def cache_root() -> Path:
+    root = os.environ.get("SOLBENCH_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "solbench")
+    return Path(root) / "extensions"
+
+
+def build_key(solution: Solution) -> str:
+    import torch  # heavy: the registry is also read where torch is not loaded (bare-file detection)
+
+    payload = json.dumps([solution.content_hash(), torch.__version__, torch.version.cuda,
+                          os.environ.get("TORCH_CUDA_ARCH_LIST", "")])
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def load_extension_entry(solution: Solution, source_dir: Path, device: str, timeout_s: float) -> Callable:
+    if not device.startswith("cuda"):
+        raise LoadError("CUDA C++ solutions need a CUDA GPU; this machine has none", status="SKIPPED")
+    sources = [s.path for s in solution.sources if PurePosixPath(s.path).suffix in COMPILED_SOURCES]
+    if not sources:
+        raise LoadError("no .cu/.cpp sources to compile")
+    key = build_key(solution)
+    build_dir = cache_root() / key
+    build_dir.mkdir(parents=True, exist_ok=True)
+    name = f"solbench_ext_{key}"
+    library = build_dir / f"{name}.so"
+    if not library.exists():
+        options = solution.spec.compile_options
+        request = {
+            "name": name, "build_dir": str(build_dir), "include_dir": str(source_dir),
+            "sources": [str(source_dir / s) for s in sources],
+            "cflags": list(options.cflags) if options else [],
+            "cuda_cflags": list(options.cuda_cflags) if options else ["-O3"],
+            "ld_flags": list(options.ld_flags) if options else [],
+        }
+        _build_in_subprocess(request, timeout_s)
+        if not library.exists():
+            raise LoadError(f"the build finished but produced no {library.name}")
+    spec = importlib.util.spec_from_file_location(name, library)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except ImportError as exc:
+        raise LoadError(f"loading the built extension failed: {exc}") from None
+    function = getattr(module, solution.spec.entry_function, None)
+    if not callable(function):
+        raise LoadError(f"the extension exposes no {solution.spec.entry_function!r} "
+                        f"(bind it with PYBIND11_MODULE(TORCH_EXTENSION_NAME, m))", status="RUNTIME_ERROR")
+    return function
+
+
+def _build_in_subprocess(request: dict, timeout_s: float) -> None:
+    proc = subprocess.Popen([sys.executable, "-P", "-m", "solbench.languages.cuda_cpp",
+                             json.dumps(request)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    try:
+        output, _ = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise LoadError(f"compilation did not finish within {timeout_s:.0f} s", status="TIMEOUT") from None
+    if proc.returncode != 0:
+        text = output.decode("utf-8", "replace")
+        raise LoadError("compilation failed:\n" + text[-6000:])
+
+
+def _build(request: dict) -> None:
+    from torch.utils.cpp_extension import load  # heavy, and only in the build subprocess
+
+    load(name=request["name"], sources=request["sources"], build_directory=request["build_dir"],
+         extra_include_paths=[request["include_dir"]], extra_cflags=request["cflags"] or None,
+         extra_cuda_cflags=request["cuda_cflags"] or None, extra_ldflags=request["ld_flags"] or None,
+         verbose=False, is_python_module=True)
+
+
+register(Language("cuda_cpp", load_extension_entry, needs_cuda=True, suffixes=(".cu",)))
+for _name in ("cuda", "cutlass", "cudnn", "cublas"):
+    register(Language(_name, load_extension_entry, needs_cuda=True))
+
+
+if __name__ == "__main__":
+    _build(json.loads(sys.argv[1]))

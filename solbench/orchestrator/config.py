@@ -1,0 +1,169 @@
+"""The run configuration, and the one place user options become it.
+
+`solbench run`, the Python API (`solbench.api`) and the pytest plugin all call `configure` with option
+values named after `RunConfig`'s fields and `choose_devices` with the devices asked for, so the same
+options give the same run from every door. Timing settings left unset are the timer's defaults for the
+device (`solbench.timing.config.TimingConfig`); `RunConfig.timing_config` applies the overrides.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from solbench.spec.errors import SpecError
+from solbench.timing.config import TimingConfig
+
+# `--quick` / `--solbench-quick` / `quick=True`: a smoke test of the pipeline; its timings mean nothing.
+QUICK_SETTINGS: dict[str, Any] = {"trials": 1, "warmup": 1, "iters": 3, "adaptive": False, "timing_rounds": 1}
+
+
+@dataclass
+class RunConfig:
+    device: str = "auto"  # "auto", "cpu", "cuda" or "cuda:N"
+    trials: int = 3  # correctness trials per workload, each with fresh inputs
+    warmup: int | None = None  # None: the timer's default for the device
+    iters: int | None = None  # minimum timed iterations per block; None: the timer's default
+    adaptive: bool = True  # keep timing until the median's confidence interval is tight
+    target_rel_ci: float | None = None  # None: the timer's default
+    max_time_s: float | None = None  # adaptive budget per timed block; None: the timer's default
+    fresh_inputs_budget_s: float | None = None  # per timed block; 0: rotate the fixed timed sets (flagged)
+    launch_hold: bool = True  # CUDA: time calls with their launch queued ahead (see solbench.timing.timer)
+    cuda_graphs: bool = True  # CUDA: time replays of the call captured as a CUDA graph (docs/timing.md)
+    timing_rounds: int = 2  # interleaved reference/solution blocks, so drift hits both alike
+    timed_input_sets: int = 2  # distinct input sets rotated through the timed iterations
+    checked_timed_outputs: int = 3  # timed iterations whose outputs are verified too
+    time_reference: bool = True
+    timeout_s: float = 300.0  # per request to a worker (one trial, one timed block)
+    compile_timeout_s: float = 600.0
+    max_workloads: int | None = None  # only the first N workloads of each problem (applied to the jobs)
+    data_roots: list[Path] = field(default_factory=list)
+    seed: int | None = None  # None: a secret seed per run
+    hw: str | None = None  # hardware spec for speed-of-light figures; None: detect
+    lock_clocks: bool = False  # lock each GPU's clocks (NVML, per-GPU presets) for the run; restored after
+    baseline_shipped: bool = True  # time the optimised baseline shipped with a problem, where there is one
+    baseline_compile: bool = False  # also time torch.compile of the reference as a baseline
+    baseline_ms: dict[str, float] = field(default_factory=dict)  # workload uuid -> published baseline time
+    # On a GPU, solution outputs of at least this many bytes reach the reference worker by CUDA IPC
+    # instead of as bytes through the orchestrator (solbench.worker.transfer); None: always bytes.
+    ipc_min_bytes: int | None = 64 << 20
+
+    def __post_init__(self) -> None:
+        if self.trials < 1:
+            raise SpecError("trials (--trials) must be at least 1")
+        if self.timing_rounds < 1:
+            raise SpecError("timing rounds (--timing-rounds) must be at least 1")
+        if self.max_workloads is not None and self.max_workloads < 1:
+            raise SpecError("max workloads (--max-workloads) must be at least 1")
+        if self.timed_input_sets < 1 or self.checked_timed_outputs < 0:
+            raise SpecError("timed_input_sets must be at least 1 and checked_timed_outputs at least 0")
+
+    def resolved_device(self) -> str:
+        if self.device != "auto":
+            return "cuda:0" if self.device == "cuda" else self.device
+        return "cuda:0" if cuda_available() else "cpu"
+
+    def timing_config(self, device: str) -> TimingConfig:
+        """The timer settings for one device: its defaults with this run's overrides."""
+        try:
+            return TimingConfig.for_device(device).with_overrides(
+                warmup=self.warmup, iters=self.iters, adaptive=self.adaptive, target_rel_ci=self.target_rel_ci,
+                max_time_s=self.max_time_s, launch_hold=self.launch_hold, cuda_graphs=self.cuda_graphs)
+        except ValueError as exc:
+            raise SpecError(f"timing settings: {exc}") from None
+
+    def all_data_roots(self, problem_dir: Path | None) -> list[Path]:
+        roots = [problem_dir] if problem_dir else []
+        roots += list(self.data_roots)
+        for var in ("SOLBENCH_DATA_ROOT", "FLASHINFER_TRACE_DIR"):
+            for part in filter(None, os.environ.get(var, "").split(os.pathsep)):
+                roots.append(Path(part))
+        return roots
+
+
+def configure(base: RunConfig | None = None, *, quick: bool = False, baseline_csv: Path | str | None = None,
+              **options: Any) -> RunConfig:
+    """The run configuration from user options (`RunConfig` field names; None leaves a field as it is).
+
+    `quick`: smoke-test settings (`QUICK_SETTINGS`) under the explicit options; `baseline_csv`: published
+    baseline times read into `baseline_ms`. Raises SpecError on unknown options and invalid values.
+    """
+    names = {f.name for f in fields(RunConfig)}
+    unknown = sorted(set(options) - names)
+    if unknown:
+        raise SpecError(f"unknown run option(s) {unknown}; known: {', '.join(sorted(names))}")
+    settings = {**(QUICK_SETTINGS if quick else {}), **{k: v for k, v in options.items() if v is not None}}
+    if baseline_csv is not None:
+        settings["baseline_ms"] = read_baseline_csv(Path(baseline_csv))
+    if "data_roots" in settings:
+        settings["data_roots"] = [Path(p) for p in settings["data_roots"]]
+    config = replace(base or RunConfig(), **settings)
+    config.timing_config(config.resolved_device())  # invalid timing overrides fail here, not in a worker
+    return config
+
+
+def choose_devices(config: RunConfig, devices: str | Sequence[str | int] | None = None) -> list[str]:
+    """The devices a run spreads over: `devices` (CUDA indices or names) when given, else every visible
+    GPU for `device` "auto"/"cuda" (the CPU when there is none), else the one device named."""
+    device = config.resolved_device()
+    if isinstance(devices, str):
+        devices = [d.strip() for d in devices.split(",") if d.strip()]
+    if device == "cpu":
+        if devices:
+            raise SpecError("--devices needs CUDA devices, but the run is on the CPU")
+        return ["cpu"]
+    visible = visible_cuda_devices()
+    if devices:
+        wanted = [d if str(d).startswith("cuda") else f"cuda:{d}" for d in map(str, devices)]
+        unknown = [d for d in wanted if d not in visible]
+        if unknown:
+            raise SpecError(f"devices {unknown} are not visible (visible: {visible or 'none'})")
+        return wanted
+    if config.device in ("auto", "cuda"):
+        return visible or ["cpu"]
+    if device not in visible:
+        raise SpecError(f"device {device} is not visible (visible: {visible or 'none'})")
+    return [device]
+
+
+def read_baseline_csv(path: Path) -> dict[str, float]:
+    """workload uuid -> baseline ms from a CSV with `workload_uuid` and `baseline_ms` columns."""
+    if not path.is_file():
+        raise SpecError(f"baseline CSV {path} does not exist")
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        if not reader.fieldnames or not {"workload_uuid", "baseline_ms"} <= set(reader.fieldnames):
+            raise SpecError(f"{path}: a baseline CSV needs the columns workload_uuid and baseline_ms")
+        baselines = {}
+        for line, row in enumerate(reader, 2):
+            try:
+                value = float(row["baseline_ms"])
+            except (TypeError, ValueError):
+                raise SpecError(f"{path}:{line}: baseline_ms {row['baseline_ms']!r} is not a number") from None
+            if not value > 0:
+                raise SpecError(f"{path}:{line}: baseline_ms must be positive")
+            baselines[row["workload_uuid"]] = value
+    return baselines
+
+
+def cuda_available() -> bool:
+    """Whether CUDA is usable, without initialising it in this (orchestrator) process."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES", None) == "":
+        return False
+    try:
+        import torch  # heavy, and optional for answering "no": kept off the CLI's start-up path
+    except ImportError:
+        return False
+    return torch.cuda.is_available() and torch.cuda.device_count() > 0
+
+
+def visible_cuda_devices() -> list[str]:
+    if not cuda_available():
+        return []
+    import torch  # see cuda_available
+
+    return [f"cuda:{i}" for i in range(torch.cuda.device_count())]

@@ -1,0 +1,313 @@
+"""Worker subprocesses and the private channel to them.
+
+A worker is a fresh `sys.executable` started with `-P` (no script or cwd directory on `sys.path`),
+in its own scratch directory and process group. Requests and replies travel over one end of a
+socketpair whose file descriptor only the worker inherits; the worker's stdout and stderr go to a
+pipe that the orchestrator drains into a bounded ring buffer, so a solution that prints megabytes
+(or prints something that looks like a result) neither blocks nor forges anything.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import deque
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+from solbench.protocol import codec, framing
+from solbench.protocol import messages as msg
+
+LOG_CAP_BYTES = 64 * 1024
+
+
+class WorkerDied(RuntimeError):
+    """The worker exited (crash, os._exit, signal) before replying."""
+
+
+class WorkerTimeout(RuntimeError):
+    """The worker did not reply in time; it has been killed."""
+
+
+class WorkerProtocolError(RuntimeError):
+    """The worker sent something the harness code never writes (forged or out of sequence); it is killed."""
+
+
+class OutputTail:
+    """Keeps the last `cap` bytes written by the worker; counts the rest."""
+
+    def __init__(self, cap: int = LOG_CAP_BYTES):
+        self.cap = cap
+        self._chunks: deque[bytes] = deque()
+        self._size = 0
+        self.total_bytes = 0
+        self._lock = threading.Lock()
+
+    def feed(self, chunk: bytes) -> None:
+        with self._lock:
+            self._chunks.append(chunk)
+            self._size += len(chunk)
+            self.total_bytes += len(chunk)
+            while self._size > self.cap and len(self._chunks) > 1:
+                self._size -= len(self._chunks.popleft())
+
+    def mark(self) -> int:
+        return self.total_bytes
+
+    def since(self, mark: int, limit: int = 8192) -> str:
+        """Text written since `mark`, at most the last `limit` bytes of it."""
+        with self._lock:
+            data = b"".join(self._chunks)
+            new = self.total_bytes - mark
+            if new <= 0:
+                return ""
+            dropped = max(0, new - len(data))
+            text = data[-min(new, len(data)):]
+        if len(text) > limit:
+            dropped += len(text) - limit
+            text = text[-limit:]
+        out = text.decode("utf-8", "replace")
+        return (f"[... {dropped} bytes of output not kept ...]\n" if dropped else "") + out
+
+
+class WorkerProcess:
+    """One worker subprocess: start, request with a timeout, kill."""
+
+    def __init__(self, device: str, *, extra_env: dict[str, str] | None = None):
+        self.device = device
+        self.extra_env = dict(extra_env or {})
+        self.proc: subprocess.Popen | None = None
+        self.conn: Connection | None = None
+        self.output = OutputTail()
+        self.scratch: tempfile.TemporaryDirectory | None = None
+        self._reader: threading.Thread | None = None
+        self._request_id = 0
+        self.alarm_sock: socket.socket | None = None
+        self._alarm_backlog: list[str] = []
+        self._alarm_closed = False
+        self.requests = 0
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self) -> None:
+        self.scratch = tempfile.TemporaryDirectory(prefix="solbench_worker_")
+        parent_sock, child_sock = socket.socketpair()
+        # A second channel that only the worker's audit hook writes: alarms arrive even when the reply
+        # path has been subverted, and closing it is visible here (see solbench.worker.guard).
+        alarm_parent, alarm_child = socket.socketpair()
+        alarm_parent.setblocking(False)
+        env = dict(os.environ)
+        env.update(self.extra_env)
+        env["SOLBENCH_CHANNEL_FD"] = str(child_sock.fileno())
+        env["SOLBENCH_ALARM_FD"] = str(alarm_child.fileno())
+        env["PYTHONUNBUFFERED"] = "1"
+        env["PYTHONDONTWRITEBYTECODE"] = "1"  # any .pyc written by a worker is then the solution's doing
+        # torch.compile compiles in this process, not in a pool of helper processes that outlive the
+        # call (a solution's leftover children are treated as hidden work).
+        env["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
+        # Make the solbench that runs this orchestrator importable in the worker without
+        # putting the worker's cwd or any solution folder ahead of the standard library.
+        package_root = str(Path(__file__).resolve().parents[2])
+        env["PYTHONPATH"] = os.pathsep.join([package_root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+        if self.device.startswith("cuda"):
+            index = self.device.split(":")[1] if ":" in self.device else "0"
+            visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+            if visible:
+                ids = [v.strip() for v in visible.split(",") if v.strip()]
+                index = ids[int(index)] if int(index) < len(ids) else index
+            env["CUDA_VISIBLE_DEVICES"] = index
+            env["SOLBENCH_WORKER_DEVICE"] = "cuda:0"
+        else:
+            env["SOLBENCH_WORKER_DEVICE"] = "cpu"
+            env["TRITON_INTERPRET"] = "1"  # Triton kernels run in the interpreter on CPU
+            env["CUDA_VISIBLE_DEVICES"] = ""
+        self.proc = subprocess.Popen(
+            [sys.executable, "-P", "-m", "solbench.worker"],
+            cwd=self.scratch.name, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, pass_fds=(child_sock.fileno(), alarm_child.fileno()), start_new_session=True,
+        )
+        child_sock.close()
+        alarm_child.close()
+        self.alarm_sock = alarm_parent
+        self._alarm_backlog = []
+        self._alarm_closed = False
+        self.conn = Connection(parent_sock.detach())
+        self.output = OutputTail()
+        self.requests = 0  # a worker that has served nothing has seen no solution code
+        self._reader = threading.Thread(target=self._drain, args=(self.proc.stdout, self.output), daemon=True)
+        self._reader.start()
+
+    @staticmethod
+    def _drain(stream, tail: OutputTail) -> None:
+        while True:
+            chunk = stream.read1(65536) if hasattr(stream, "read1") else stream.read(65536)
+            if not chunk:
+                return
+            tail.feed(chunk)
+
+    def request(self, request: msg.Request, timeout_s: float) -> msg.Reply:
+        """Send one request and wait for its reply; kill the worker on timeout, death or a reply the
+        harness never writes (`WorkerProtocolError`)."""
+        if not self.alive:
+            self.start()
+        assert self.conn is not None and self.proc is not None
+        self.requests += 1
+        self._request_id += 1
+        request_id = self._request_id
+        try:
+            framing.send(self.conn, codec.encode(request, request_id))
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            code = self._reap()
+            raise WorkerDied(f"worker exited before the request ({describe_exit(code)})") from None
+        deadline = time.monotonic() + timeout_s
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self.kill()
+                raise WorkerTimeout(f"no reply within {timeout_s:.0f} s")
+            try:
+                if self.conn.poll(min(remaining, 0.5)):
+                    return self._receive(request, request_id, deadline)
+            except (EOFError, ConnectionResetError, OSError):
+                code = self._reap()
+                raise WorkerDied(f"worker exited ({describe_exit(code)})") from None
+            if self.proc.poll() is not None:
+                # Replies already in the socket are still readable after the process ended.
+                try:
+                    if self.conn.poll(0):
+                        return self._receive(request, request_id, deadline)
+                except (EOFError, OSError):
+                    pass
+                code = self._reap()
+                raise WorkerDied(f"worker exited ({describe_exit(code)})")
+
+    def _receive(self, request: msg.Request, request_id: int, deadline: float) -> msg.Reply:
+        """One reply, decoded without running code; it must answer `request_id`, arrive whole before
+        `deadline` and be a well-formed reply to `request`."""
+        try:
+            data = framing.recv(self.conn, deadline)
+        except framing.WireError as exc:  # the harness never writes a malformed message
+            self.kill()
+            raise WorkerProtocolError(f"malformed reply: {exc}") from None
+        except framing.WireTimeout:
+            self.kill()
+            raise WorkerTimeout("the reply did not arrive whole in time") from None
+        if type(data) is dict and data.get("id") != request_id:
+            self.kill()
+            raise WorkerProtocolError(f"a reply to request {data.get('id')!r} arrived while request {request_id} "
+                                      f"was open (a second writer on the channel)")
+        try:
+            return codec.decode_reply(request, data, request_id)
+        except codec.ProtocolError as exc:
+            self.kill()
+            raise WorkerProtocolError(f"malformed reply: {exc}") from None
+
+    def read_alarms(self) -> tuple[list[str], bool]:
+        """(alarm lines received so far and not yet read, whether the worker closed the alarm channel)."""
+        if self.alarm_sock is not None and not self._alarm_closed:
+            data = b""
+            while True:
+                try:
+                    chunk = self.alarm_sock.recv(65536)
+                except (BlockingIOError, InterruptedError):
+                    break
+                except OSError:
+                    self._alarm_closed = True
+                    break
+                if not chunk:
+                    self._alarm_closed = True
+                    break
+                data += chunk
+            self._alarm_backlog += [line for line in data.decode("utf-8", "replace").splitlines() if line.strip()]
+        lines, self._alarm_backlog = self._alarm_backlog, []
+        return lines, self._alarm_closed
+
+    def _reap(self) -> int | None:
+        """The exit status of a worker whose channel closed (it may take a moment to exit)."""
+        code = None
+        if self.proc is not None:
+            try:
+                code = self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                code = None
+        self.kill()
+        return code
+
+    def kill(self) -> None:
+        """Kill the worker and everything it started (its process group and any descendants)."""
+        if self.proc is not None:
+            for pid in descendants(self.proc.pid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+            if self._reader is not None:
+                self._reader.join(timeout=2)
+        if self.conn is not None:
+            self.conn.close()
+        self.conn = None
+        if self.alarm_sock is not None:
+            backlog, _ = self.read_alarms()  # keep what arrived before the end for the caller
+            self._alarm_backlog = backlog
+            self.alarm_sock.close()
+            self.alarm_sock = None
+        self.proc = None
+        if self.scratch is not None:
+            self.scratch.cleanup()
+            self.scratch = None
+
+    def stop(self, timeout_s: float = 10) -> None:
+        """Ask politely, then kill."""
+        if self.alive:
+            try:
+                self.request(msg.Shutdown(), timeout_s)
+            except (WorkerDied, WorkerTimeout):
+                pass
+        self.kill()
+
+
+def descendants(pid: int) -> list[int]:
+    """Child processes of `pid`, recursively (Linux /proc; empty elsewhere)."""
+    found, stack = [], [pid]
+    while stack:
+        current = stack.pop()
+        task_dir = Path(f"/proc/{current}/task")
+        if not task_dir.is_dir():
+            continue
+        for task in task_dir.iterdir():
+            try:
+                children = [int(c) for c in (task / "children").read_text().split()]
+            except OSError:
+                continue
+            found += children
+            stack += children
+    return found
+
+
+def describe_exit(code: int | None) -> str:
+    if code is None:
+        return "exit status unknown"
+    if code < 0:
+        try:
+            return f"killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"

@@ -1,0 +1,95 @@
+"""Spreading (problem, solution) jobs over devices: one worker pair per device, a shared queue.
+
+Each device thread takes the next job when it finishes one (dynamic load balancing), so a slow
+problem does not hold the others back. Results do not depend on which device ran a job, apart
+from timing noise.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import threading
+from collections.abc import Callable
+
+from solbench.orchestrator.analysis import AnalysisPool
+from solbench.orchestrator.config import RunConfig
+from solbench.orchestrator.evaluate import evaluate_problem
+from solbench.orchestrator.jobs import Job
+from solbench.orchestrator.session import DeviceSession
+from solbench.report.traces import TraceFile
+from solbench.spec.trace import Trace
+from solbench.timing.clock_lock import ClockLock
+
+
+def lock_device_clocks(devices: list[str], make_lock=None) -> contextlib.ExitStack:
+    """Lock the clocks of every CUDA device in `devices`; the stack restores them on exit.
+
+    A lock that fails (no permission, clocks that do not settle) restores what was locked and
+    raises ClockLockError: a run asked to be measured at locked clocks must not silently run without.
+    """
+    make_lock = make_lock or ClockLock
+    stack = contextlib.ExitStack()
+    try:
+        for device in devices:
+            if device.startswith("cuda"):
+                stack.enter_context(make_lock(int(device.split(":")[1]) if ":" in device else 0))
+    except BaseException:
+        stack.close()
+        raise
+    return stack
+
+
+def run_jobs(jobs: list[Job], config: RunConfig, devices: list[str], *, trace_file: TraceFile | None = None,
+             on_trace: Callable[[Job, Trace], None] | None = None,
+             on_job_start: Callable[[Job, str], None] | None = None) -> list[Trace]:
+    """Evaluate every job; traces are written as they finish and also returned."""
+    pending: queue.Queue[Job] = queue.Queue()
+    for job in jobs:
+        pending.put(job)
+    results: list[Trace] = []
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+
+    clocks = lock_device_clocks(devices) if config.lock_clocks else contextlib.ExitStack()
+    analysis = AnalysisPool(workers=min(2, len(devices)))
+
+    def device_loop(device: str) -> None:
+        session = DeviceSession(device, config)
+        session.analysis = analysis
+        try:
+            while True:
+                try:
+                    job = pending.get_nowait()
+                except queue.Empty:
+                    return
+                solution = job.resolved_solution()
+                digest = solution.content_hash()
+
+                def skip(workload, _name=job.problem.name, _digest=digest):
+                    return trace_file is not None and trace_file.is_done(_name, _digest, workload.uuid)
+
+                if on_job_start:
+                    on_job_start(job, device)
+                for trace in evaluate_problem(session, job.problem, solution, config, job.workloads, skip=skip):
+                    if trace_file is not None:
+                        trace_file.append(trace)
+                    with lock:
+                        results.append(trace)
+                    if on_trace:
+                        on_trace(job, trace)
+        except BaseException as exc:  # noqa: BLE001 - surfaced after the other devices finish
+            errors.append(exc)
+        finally:
+            session.close()
+
+    threads = [threading.Thread(target=device_loop, args=(d,), name=f"solbench-{d}", daemon=True) for d in devices]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    analysis.close()
+    clocks.close()
+    if errors:
+        raise errors[0]
+    return results

@@ -1,0 +1,296 @@
+"""The two workers of one device, the reference's and the solution's, and every request made to them.
+
+`DeviceSession.ask` is the one path a request takes: send it, wait with a timeout, read the alarm
+channel, and screen what came back from the solution's worker (a failure status it may not claim, an
+implausible timing reply, a reply out of sequence) before anything else looks at it. Worker lifecycle
+lives here too: which code a process has seen, when it must be replaced, and the restart after a
+failed CUDA graph capture (`ask_timed`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+from solbench import languages
+from solbench.check.anticheat import check_time_reply, screen_failure
+from solbench.orchestrator.config import RunConfig
+from solbench.orchestrator.process import WorkerDied, WorkerProcess, WorkerProtocolError, WorkerTimeout
+from solbench.protocol import messages as msg
+from solbench.spec.definition import Definition
+from solbench.spec.problem import Problem
+from solbench.spec.solution import Solution
+from solbench.spec.trace import Status
+
+TRIM_MIN_SET_BYTES = 256 << 20  # one input set this large or larger: workers are asked to trim their caches
+
+# Where the seconds of a request go in a trace's `phases_s` (docs/formats.md); the wait beyond what the
+# worker spent on the request (process start-up, the channel, scheduling) goes to "channel".
+PHASE_OF_OP = {"load": "load", "environment": "load", "shutdown": "load", "call": "trials", "inputs": "trials",
+               "judge": "judge", "receive": "judge", "release": "judge", "fetch": "judge", "time": "timing",
+               "ping": "timing", "time_compiled": "baselines", "time_baseline": "baselines", "trim": "trim"}
+
+
+class StepFailed(Exception):
+    """A worker request ended without a usable reply; carries the trace status and log, and for a timed
+    block whose call could not be captured as a CUDA graph, why (`capture_failed`)."""
+
+    def __init__(self, status: Status, log: str, capture_failed: str | None = None):
+        super().__init__(log)
+        self.status = status
+        self.log = log
+        self.capture_failed = capture_failed
+
+
+class DeviceSession:
+    """The two workers of one device: the reference's and the solution's."""
+
+    def __init__(self, device: str, config: RunConfig):
+        self.device = device
+        self.config = config
+        self.reference = WorkerProcess(device)
+        self.candidate = WorkerProcess(device)
+        self._loaded: dict[int, tuple] = {}  # id(worker) -> (what is loaded there, whether it is trusted)
+        self._loads = 0
+        self.environment: dict | None = None
+        self.runtime_warnings: list[str] = []  # what the solution's audit hook noticed (per solution)
+        self.analysis = None  # an AnalysisPool shared by the device sessions of a run, if any
+        self.costs: dict[str, object] = {}  # workload uuid -> Future of its speed-of-light analysis
+        # CUDA IPC for large outputs (solbench.worker.transfer): offered to each new solution's worker on a
+        # GPU, withdrawn for that solution when a transfer could not use it.
+        self.ipc_usable = True
+        self.ipc_offered = False  # whether the current solution's worker was ever asked for IPC exports
+        self.reference_job: tuple | None = None  # (problem, solution) loaded in the reference worker
+        self.candidate_job: tuple | None = None  # (problem, solution) loaded in the solution's worker
+        self.graphless: dict[tuple, str] = {}  # (worker role, loaded key) -> why its call failed CUDA-graph capture
+        self.phase_s: dict[str, float] = {}  # seconds per phase of the current workload (`take_phases`)
+        self._depth = 0  # nested requests (a ping inside a timed request) count in their outer request
+        self._replied: msg.Reply | None = None
+
+    def prestart(self) -> None:
+        """Start both workers now, so their (slow) imports overlap."""
+        for worker in (self.reference, self.candidate):
+            if not worker.alive:
+                worker.start()
+
+    def close(self) -> None:
+        self.reference.stop()
+        self.candidate.stop()
+
+    # -- requests ---------------------------------------------------------------------------
+
+    def ask(self, worker: WorkerProcess, request: msg.Request, timeout_s: float) -> msg.Reply:
+        """The reply to `request`, screened; StepFailed (with the trace status) when there is none."""
+        outer, started = self._depth == 0, time.monotonic()
+        if outer:
+            self._replied = None
+        self._depth += 1
+        try:
+            return self._ask(worker, request, timeout_s)
+        finally:
+            self._depth -= 1
+            if outer:
+                self._account(request, self._replied, time.monotonic() - started)
+
+    def _account(self, request: msg.Request, reply: msg.Reply | None, waited_s: float) -> None:
+        phase = PHASE_OF_OP.get(request.OP, "other")
+        worked_s = min(max(reply.handler_s, 0.0), waited_s) if reply is not None else 0.0
+        parts = dict(reply.phases_s) if isinstance(reply, msg.Timed) and phase == "timing" else {}
+        inside = 0.0
+        for name, seconds in parts.items():
+            if isinstance(seconds, (int, float)) and 0 <= seconds <= worked_s - inside:
+                self.add_phase(f"timing.{name}" if name != "probe" else "probe", seconds)
+                inside += seconds
+        self.add_phase(phase if not parts else "timing.other", worked_s - inside)
+        self.add_phase("channel", waited_s - worked_s)
+
+    def add_phase(self, name: str, seconds: float) -> None:
+        if seconds > 0:
+            self.phase_s[name] = self.phase_s.get(name, 0.0) + seconds
+
+    def take_phases(self) -> dict[str, float]:
+        """The current workload's seconds per phase, and a fresh account for the next one."""
+        phases, self.phase_s = self.phase_s, {}
+        return phases
+
+    def _ask(self, worker: WorkerProcess, request: msg.Request, timeout_s: float) -> msg.Reply:
+        mark = worker.output.mark()
+        asked = time.monotonic()
+        untrusted = worker is self.candidate
+        try:
+            reply = worker.request(request, timeout_s)
+        except (WorkerTimeout, WorkerDied, WorkerProtocolError) as exc:
+            self._loaded.pop(id(worker), None)
+            self.check_alarms(worker, untrusted)
+            status = {WorkerTimeout: Status.TIMEOUT, WorkerDied: Status.RUNTIME_ERROR}.get(type(exc), Status.REWARD_HACK)
+            raise StepFailed(status, f"{exc}\n{worker.output.since(mark)}") from None
+        if self._depth == 1:
+            self._replied = reply  # the outer request's reply (what its accounting reads)
+        self.check_alarms(worker, untrusted)
+        if untrusted:
+            for note in reply.audit[:50]:
+                text = f"runtime: {str(note)[:300]}"
+                if text not in self.runtime_warnings:
+                    self.runtime_warnings.append(text)
+        if isinstance(reply, msg.Failed):
+            self._raise_failure(worker, request, reply, mark, timeout_s, untrusted)
+        if untrusted and isinstance(request, msg.Time):
+            problems = check_time_reply(reply, request.config, checked_outputs=request.checked_outputs,
+                                        required_outputs=request.required_outputs,
+                                        elapsed_s=time.monotonic() - asked)
+            if problems:
+                self.retire(worker)
+                raise StepFailed(Status.REWARD_HACK, "implausible timing reply from the solution's worker: "
+                                 + "; ".join(problems))
+            # Only a worker that has sent every earlier reply answers this next: a reply forged by a second
+            # writer on the channel makes the harness's own reply arrive out of sequence here.
+            self.ask(worker, msg.Ping(), min(timeout_s, 60))
+        return reply
+
+    def _raise_failure(self, worker: WorkerProcess, request: msg.Request, reply: msg.Failed, mark: int,
+                       timeout_s: float, untrusted: bool) -> None:
+        """A failed request as StepFailed, after deciding whether the worker may claim its status."""
+        output = worker.output.since(mark)
+        log = reply.log + (f"\n--- output ---\n{output}" if output.strip() else "")
+        status = reply.status
+        if untrusted and status in ("INVALID_REFERENCE", "MISSING_DATA"):
+            seed = getattr(request, "seed", None)
+            seeds = [seed] if seed is not None else list(getattr(request, "seeds", []))[:1]
+            workload = getattr(request, "workload", None)
+            verdict = (self.reference_fails_too(workload, seeds[0], timeout_s, run=False)
+                       if workload is not None and seeds else None)
+            if verdict is not None:
+                raise StepFailed(verdict.status, verdict.log)
+        if untrusted:
+            status, note = screen_failure(request.OP, status, skip_plausible=self._skip_plausible(request))
+            log = f"{note}\n{log}" if note else log
+        status = Status(status) if status in Status.__members__ else Status.RUNTIME_ERROR
+        if untrusted and status in (Status.REWARD_HACK, Status.RUNTIME_ERROR):
+            self.retire(worker)  # whatever it left behind (threads, processes, CUDA errors) dies with it
+        raise StepFailed(status, log, capture_failed=reply.capture_failed)
+
+    def _skip_plausible(self, request: msg.Request) -> bool:
+        """Whether this machine itself cannot judge the solution a `load` names (then SKIPPED is believable)."""
+        if not isinstance(request, msg.Load) or self.device.startswith("cuda"):
+            return False
+        try:
+            names = request.solution["spec"]["languages"]
+            definition = Definition.from_dict(request.definition)
+            dtype_names = [t.dtype for t in {**definition.inputs, **definition.outputs}.values()]
+            return languages.refusal(names, dtype_names, is_cuda=False) is not None
+        except Exception:  # noqa: BLE001 - an unknown language is reported by the loader
+            return False
+
+    def ask_timed(self, worker: WorkerProcess, request: msg.Time, timeout_s: float) -> msg.Timed:
+        """A timed-block request. With CUDA graphs asked for, a call that cannot be captured ends the
+        block (`worker.timed_block.capture_graphs`): a failed capture can leave its process broken (the
+        CUDA RNG left in capture mode, a graph pool never freed: seen on an H100 with an MoE
+        reference). That worker is restarted and the block timed in the clean process, as launched;
+        later blocks of the same code are not captured again."""
+        role = ("reference" if worker is self.reference else "solution", (self._loaded.get(id(worker)) or (None,))[0])
+        launched = replace(request, config=replace(request.config, cuda_graphs=False))
+        if role in self.graphless and request.config.cuda_graphs:
+            return self._graph_unavailable(self.ask(worker, launched, timeout_s), self.graphless[role])
+        try:
+            return self.ask(worker, request, timeout_s)
+        except StepFailed as exc:
+            if not request.config.cuda_graphs or exc.capture_failed is None:
+                raise
+            note = exc.capture_failed[:400]
+        self.graphless[role] = note
+        job = self.reference_job if worker is self.reference else self.candidate_job
+        if worker.alive:
+            self.retire(worker)
+        self.load(worker, *job)  # a fresh solution process: CUDA IPC is offered to it afresh
+        if launched.ipc_min_bytes is not None:
+            launched = replace(launched, ipc_min_bytes=self.ipc_min_bytes())
+        return self._graph_unavailable(self.ask(worker, launched, timeout_s), note)
+
+    @staticmethod
+    def _graph_unavailable(reply: msg.Timed, note: str) -> msg.Timed:
+        """A block timed as launched although graphs were asked for: flagged, with the capture's error."""
+        reply.graph_note = note
+        reply.flags = sorted(set(reply.flags) | {"cuda_graph_unavailable"})
+        return reply
+
+    def check_alarms(self, worker: WorkerProcess, untrusted: bool) -> None:
+        """REWARD_HACK when the solution's audit hook raised an alarm or its alarm channel was closed."""
+        alarms, closed = worker.read_alarms()
+        if not untrusted:
+            return
+        if closed and worker.alive:
+            alarms.append("the alarm channel was closed from inside the solution's process")
+        if alarms:
+            self.retire(worker)
+            raise StepFailed(Status.REWARD_HACK, "the solution's process did something no kernel needs: "
+                             + "; ".join(alarms[:10]))
+
+    def reference_fails_too(self, workload: dict, seed: int, timeout_s: float, *, run: bool) -> StepFailed | None:
+        """The solution's worker failed: does the reference worker fail on the same inputs (building
+        them, or with `run` also running the reference)? Its failure, if any, is the verdict, and
+        no solution is blamed for a missing blob or a GPU that cannot run the problem at all."""
+        try:
+            self.ask(self.reference, msg.Inputs(workload=workload, seed=seed, run=run), timeout_s)
+        except StepFailed as exc:
+            if exc.status in (Status.MISSING_DATA, Status.INVALID_REFERENCE):
+                return exc
+        return None
+
+    def trim(self, worker: WorkerProcess, set_bytes: int) -> None:
+        """Ask a worker to drop a large input cache before the other worker is timed beside it
+        (`worker.inputs_cache.handle_trim`); skipped for small inputs, where no cache is worth a request."""
+        if set_bytes >= TRIM_MIN_SET_BYTES and worker.alive:
+            self.ask(worker, msg.Trim(), 60)
+
+    def retire(self, worker: WorkerProcess) -> None:
+        """Kill a worker whose process can no longer be trusted; the next load starts a fresh one."""
+        worker.kill()
+        self._loaded.pop(id(worker), None)
+
+    def load(self, worker: WorkerProcess, problem: Problem, solution: Solution) -> None:
+        """Load a solution into a worker; untrusted code always gets a fresh process.
+
+        References are the problem's own code, so one worker process serves the references of
+        many problems in turn (starting a CUDA process costs seconds per problem otherwise).
+        """
+        key = (problem.name, solution.content_hash(), id(problem))
+        previous = self._loaded.get(id(worker))
+        if previous is not None and previous[0] == key and worker.alive:
+            return
+        trusted = is_reference(solution, problem)
+        reuse = worker.alive and (worker.requests == 0 or (previous is not None and previous[1] and trusted))
+        if worker.alive and not reuse:
+            worker.stop()  # a module cannot be unloaded: a new solution gets a new process
+        if not worker.alive:
+            worker.start()
+        self._loaded[id(worker)] = (None, trusted)  # from here on the process has seen this code
+        self._loads += 1
+        request = msg.Load(definition=problem.definition.to_dict(), solution=solution.to_dict(),
+                           work_dir=f"{worker.scratch.name}/load{self._loads}",
+                           compile_timeout_s=self.config.compile_timeout_s,
+                           data_roots=[str(p) for p in self.config.all_data_roots(problem.directory)])
+        self.ask(worker, request, self.config.compile_timeout_s + 60)
+        self._loaded[id(worker)] = (key, trusted)
+        if worker is self.reference:
+            self.reference_job = (problem, solution)
+        else:
+            self.candidate_job = (problem, solution)
+            self.ipc_usable, self.ipc_offered = True, False  # a solution (re)loaded: IPC is offered afresh
+        if self.environment is None:
+            self.environment = self.ask(worker, msg.Environment(), 60).environment
+
+    def ipc_min_bytes(self) -> int | None:
+        """What a solution's `call`/`time` request carries about CUDA IPC (None: bytes only). Never
+        put in a request to the reference worker, which must not export its memory."""
+        minimum = self.config.ipc_min_bytes
+        if not self.device.startswith("cuda") or not self.ipc_usable or not minimum or minimum <= 0:
+            return None
+        self.ipc_offered = True
+        return int(minimum)
+
+
+def is_reference(solution: Solution, problem: Problem) -> bool:
+    """The problem's own reference code (trusted), whatever the solution is called."""
+    sources = solution.sources
+    return (len(sources) == 1 and sources[0].content == problem.definition.reference
+            and solution.spec.languages == ("pytorch",) and not solution.spec.destination_passing_style)

@@ -1,0 +1,150 @@
+"""Timing a workload: interleaved reference and solution blocks on distinct input sets, the sampled timed
+outputs judged like a trial, and the baselines (the problem's shipped optimised baseline, torch.compile)
+timed in the reference worker."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from solbench.inputs.seeds import derive_seed
+from solbench.orchestrator.session import StepFailed
+from solbench.orchestrator.sizes import declared_set_bytes, expected_outputs, required_checks
+from solbench.orchestrator.trials import judge
+from solbench.orchestrator.verdict import WorkloadRun
+from solbench.protocol import messages as msg
+from solbench.spec.errors import SpecError
+from solbench.spec.problem import Problem, baseline_solution
+from solbench.spec.trace import Correctness, Status
+from solbench.timing.config import TimingConfig
+from solbench.timing.stats import summarize
+
+
+@dataclass
+class TimedSamples:
+    """Everything the timed blocks of one workload measured, over all rounds."""
+
+    candidate_ms: list[float] = field(default_factory=list)
+    reference_ms: list[float] = field(default_factory=list)
+    host_ms: list[float] = field(default_factory=list)
+    probes: list[dict] = field(default_factory=list)
+    flags: set[str] = field(default_factory=set)
+    last_reply: msg.Timed | None = None  # the solution's last block (warm-up count, clocks)
+
+
+def with_graph_note(run: WorkloadRun, reply: msg.Timed, prefix: str, limit: int) -> None:
+    """Once per workload, why a block asked to replay a CUDA graph was timed as launched."""
+    if reply.graph_note:
+        run.warn_once(f"{prefix}{reply.graph_note[:limit]}")
+
+
+def time_rounds(run: WorkloadRun, reference_aliases: set[str], correctness: Correctness) -> TimedSamples:
+    """Interleaved reference/solution blocks; each solution block's sampled outputs are judged.
+
+    The workload ends (`WorkloadEnded`) when a timed call returns views the reference does not, or a
+    sampled output is wrong although the trials passed.
+    """
+    session, config, problem, workload = run.session, run.config, run.problem, run.workload
+    seeds = [derive_seed(run.run_seed, workload.uuid, "timed", s) for s in range(config.timed_input_sets)]
+    timing = config.timing_config(session.device)
+    set_bytes = declared_set_bytes(problem, workload)
+    rounds = max(1, config.timing_rounds if session.device.startswith("cuda") else 1)  # CPU timings: a smoke test
+    per_round_checks = -(-config.checked_timed_outputs // rounds)
+    samples = TimedSamples()
+    time_reference = config.time_reference
+    for _ in range(rounds):
+        if time_reference:
+            time_reference = _time_reference_block(run, seeds, timing, set_bytes, samples)
+        session.trim(session.reference, set_bytes)
+        request = msg.Time(workload=run.wdata, seeds=seeds, config=timing, checked_outputs=per_round_checks,
+                           required_outputs=required_checks(problem, workload, per_round_checks),
+                           fresh_inputs_budget_s=config.fresh_inputs_budget_s, ipc_min_bytes=session.ipc_min_bytes())
+        reply = session.ask_timed(session.candidate, request, config.timeout_s)
+        samples.candidate_ms += reply.samples_ms
+        with_graph_note(run, reply, "CUDA graph: ", 400)
+        samples.host_ms += [float(t) for t in reply.host_ms]
+        samples.probes += [reply.probe] if isinstance(reply.probe, dict) else []
+        samples.flags.update(reply.flags)
+        samples.last_reply = reply
+        extra = sorted(set(reply.aliased_inputs) - reference_aliases)
+        if extra:
+            raise run.end(Status.REWARD_HACK, f"timed calls returned views of inputs (or broadcast views) {extra}, "
+                                              f"which the reference does not do")
+        session.trim(session.candidate, set_bytes)
+        _judge_sampled(run, reply, correctness)
+    return samples
+
+
+def _time_reference_block(run: WorkloadRun, seeds: list[int], timing: TimingConfig, set_bytes: int,
+                          samples: TimedSamples) -> bool:
+    """One reference block; False (and a warning) when the reference cannot be timed."""
+    session = run.session
+    session.trim(session.candidate, set_bytes)
+    try:
+        reply = session.ask_timed(session.reference, msg.Time(workload=run.wdata, seeds=seeds, config=timing,
+                                                              checked_outputs=0,
+                                                              fresh_inputs_budget_s=run.config.fresh_inputs_budget_s),
+                                  run.config.timeout_s)
+    except StepFailed as exc:
+        run.warnings.append(f"reference timing failed ({exc.status.value}): {exc.log.strip()[-300:]}; "
+                            "no speedup reported")
+        samples.reference_ms = []
+        return False
+    samples.reference_ms += reply.samples_ms
+    with_graph_note(run, reply, "reference timed as launched: CUDA graph ", 300)
+    return True
+
+
+def _judge_sampled(run: WorkloadRun, reply: msg.Timed, correctness: Correctness) -> None:
+    """Every sampled timed output, judged against the reference on that call's inputs."""
+    expected = expected_outputs(run.problem, run.workload)
+    for index, input_seed, outputs in reply.sampled:
+        if type(input_seed) is not int or not 0 <= input_seed < 2**63:
+            raise run.end(Status.REWARD_HACK, f"sampled timed call {index} names no valid input seed")
+        status, result, _ = judge(run.session, run.wdata, input_seed, outputs, run.config.timeout_s, expected)
+        correctness.checked_timed_iterations += 1
+        if status != Status.PASSED:
+            raise run.end(status, f"the output of timed iteration {index} is wrong although the correctness trials "
+                                  f"passed (answers cached or work skipped while timed?): "
+                                  f"{result.message or status.value}", correctness=result)
+
+
+def time_baselines(run: WorkloadRun, reference_ms: float | None, method: str) -> dict[str, float | None]:
+    """The baseline times a score can be anchored on: the eager reference, a published time, the shipped
+    optimised baseline and torch.compile of the reference (None where unavailable, with a warning)."""
+    session, config, problem = run.session, run.config, run.problem
+    seeds = [derive_seed(run.run_seed, run.workload.uuid, "timed", s) for s in range(config.timed_input_sets)]
+    timing = config.timing_config(session.device)
+    baselines = {"eager": reference_ms, "published": config.baseline_ms.get(run.workload.uuid),
+                 "shipped": None, "compile": None}
+    if (config.baseline_shipped and problem.baseline_path is not None) or config.baseline_compile:
+        session.trim(session.candidate, declared_set_bytes(problem, run.workload))
+    if config.baseline_shipped and problem.baseline_path is not None:
+        baselines["shipped"] = _time_shipped(run, problem, seeds, timing, method)
+    if config.baseline_compile:
+        try:
+            reply = session.ask_timed(session.reference, msg.TimeCompiled(workload=run.wdata, seeds=seeds, config=timing,
+                                                                          checked_outputs=0), config.compile_timeout_s)
+            baselines["compile"] = summarize(reply.samples_ms, method=method).median_ms
+        except StepFailed as exc:
+            run.warnings.append(f"torch.compile baseline unavailable ({exc.status.value}): {exc.log.strip()[-300:]}")
+    return baselines
+
+
+def _time_shipped(run: WorkloadRun, problem: Problem, seeds: list[int], timing: TimingConfig,
+                  method: str) -> float | None:
+    """The median time of the problem's shipped optimised baseline, timed in the reference worker
+    after it agreed with the reference; None (and a warning saying why) when it is unavailable."""
+    try:
+        solution = baseline_solution(problem)
+        reply = run.session.ask_timed(run.session.reference,
+                                      msg.TimeBaseline(workload=run.wdata, seeds=seeds, config=timing, checked_outputs=0,
+                                                       baseline=solution.to_dict(),
+                                                       compile_timeout_s=run.config.compile_timeout_s),
+                                      run.config.compile_timeout_s)
+    except SpecError as exc:
+        run.warnings.append(f"shipped baseline unusable: {exc}")
+        return None
+    except StepFailed as exc:
+        run.warnings.append(f"shipped baseline unavailable ({exc.status.value}): {exc.log.strip()[-300:]}")
+        return None
+    return summarize(reply.samples_ms, method=method).median_ms

@@ -1,0 +1,74 @@
+"""Correctness trials: the solution's worker calls the solution on fresh inputs, the reference worker
+judges the outputs against the reference on the same inputs (regenerated from the same seed).
+
+The judge runs in the reference worker: large outputs are compared on its GPU, and reference outputs
+never exist anywhere the solution's process can reach. Outputs that came as CUDA IPC descriptors are
+first copied into the reference worker (`delivery.deliver`).
+"""
+
+from __future__ import annotations
+
+from solbench.check.correctness import merge_trials
+from solbench.inputs.seeds import derive_seed
+from solbench.orchestrator.delivery import deliver
+from solbench.orchestrator.session import DeviceSession, StepFailed
+from solbench.orchestrator.sizes import declared_set_bytes, expected_outputs
+from solbench.orchestrator.verdict import WorkloadRun
+from solbench.protocol import messages as msg
+from solbench.spec.trace import Correctness, Status
+
+
+def judge(session: DeviceSession, workload: dict, seed: int, outputs: list, timeout_s: float,
+          expected: list | None = None) -> tuple[Status, Correctness, msg.Judged]:
+    """Compare a solution's outputs with the reference's for the same seed, in the reference worker."""
+    outputs = deliver(session, outputs, expected, timeout_s)
+    try:
+        reply = session.ask(session.reference, msg.Judge(workload=workload, seed=seed, outputs=outputs), timeout_s)
+    except StepFailed as exc:
+        status = exc.status if exc.status == Status.MISSING_DATA else Status.INVALID_REFERENCE
+        raise StepFailed(status, f"the reference failed ({exc.status.value}): {exc.log}") from None
+    return Status(reply.status), Correctness.from_dict(reply.correctness), reply
+
+
+def side_effects(candidate: msg.Called, reference: msg.Judged) -> str | None:
+    """Writing into inputs, or returning views of them, is allowed only where the reference does it
+    (e.g. an in-place KV-cache update); anywhere else it is a way to smuggle state or answers."""
+    for key, what in (("mutated_inputs", "wrote into its inputs"),
+                      ("aliased_inputs", "returned views of its inputs (or broadcast views)")):
+        extra = sorted(set(getattr(candidate, key)) - set(getattr(reference, key)))
+        if extra:
+            return f"the solution {what} {extra}, which the reference does not do"
+    return None
+
+
+def run_trials(run: WorkloadRun) -> tuple[Correctness, set[str]]:
+    """The merged correctness of every trial, and the inputs the reference itself returns views of;
+    the workload ends (`WorkloadEnded`) at the first trial that fails."""
+    session, config = run.session, run.config
+    expected = expected_outputs(run.problem, run.workload)
+    set_bytes = declared_set_bytes(run.problem, run.workload)
+    results: list[Correctness] = []
+    reference_aliases: set[str] = set()
+    for trial in range(config.trials):
+        seed = derive_seed(run.run_seed, run.workload.uuid, "trial", trial)
+        session.trim(session.reference, set_bytes)  # multi-GB sets: one worker's copies on the device at a time
+        try:
+            reply = session.ask(session.candidate, msg.Call(workload=run.wdata, seed=seed,
+                                                            ipc_min_bytes=session.ipc_min_bytes()), config.timeout_s)
+        except StepFailed as exc:
+            verdict = (session.reference_fails_too(run.wdata, seed, config.timeout_s, run=True)
+                       if exc.status == Status.RUNTIME_ERROR and trial == 0 else None)
+            if verdict is not None:
+                raise StepFailed(verdict.status, f"{verdict.log}\n--- the solution failed too ---\n{exc.log[-2000:]}") from None
+            raise
+        session.trim(session.candidate, set_bytes)
+        status, correctness, verdict = judge(session, run.wdata, seed, reply.outputs, config.timeout_s, expected)
+        reference_aliases = set(verdict.aliased_inputs)
+        problem = side_effects(reply, verdict)
+        if problem:
+            raise run.end(Status.REWARD_HACK, problem)
+        results.append(correctness)
+        if status != Status.PASSED:
+            raise run.end(status, f"trial {trial}: {correctness.message or status.value}",
+                          correctness=merge_trials(results))
+    return merge_trials(results), reference_aliases

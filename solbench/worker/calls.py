@@ -1,0 +1,203 @@
+"""Worker requests around one call: loading a solution, a correctness trial, judging (in the reference
+worker) and building a workload's inputs for the orchestrator's blame checks.
+
+Harness primitives are bound at import, before any solution code is loaded (see `main.start_guard`).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path, PurePosixPath
+
+import torch
+
+from solbench import languages
+from solbench.check.correctness import check_outputs
+from solbench.check.outputs import normalize_outputs, returned_views, structural_check
+from solbench.inputs.generate import allocate_outputs
+from solbench.protocol import messages as msg
+from solbench.protocol.descriptors import is_received
+from solbench.spec.definition import Definition
+from solbench.spec.solution import Solution
+from solbench.timing.timer import integrity_violations
+from solbench.worker import transfer
+from solbench.worker.guard import installation_roots
+from solbench.worker.inputs_cache import changed_tensors, make_call_inputs
+from solbench.worker.state import Failure, WorkerState, format_exception, harness_native
+
+_perf_counter = time.perf_counter
+_thread_enumerate = threading.enumerate
+
+
+STDLIB_AND_HARNESS = frozenset(sys.stdlib_module_names) | {
+    "torch", "triton", "numpy", "solbench", "pynvml", "safetensors", "pandas", "rich", "pytest", "cupti",
+}
+
+
+def handle_load(state: WorkerState, request: msg.Load) -> msg.Loaded:
+    state.definition = Definition.from_dict(request.definition)
+    solution = Solution.from_dict(request.solution)
+    state.data_roots = [Path(p) for p in request.data_roots]
+    if state.guard is not None:  # the audit hook reports writes below these (and the harness package)
+        state.guard.protect([str(p) for p in state.data_roots] + installation_roots())
+    shadowing = shadowing_sources([s.path for s in solution.sources])
+    if shadowing:
+        raise Failure("REWARD_HACK", f"source files would shadow the standard library or the harness: {shadowing}")
+    source_dir = Path(request.work_dir) / "src"
+    source_dir.mkdir(parents=True, exist_ok=True)
+    for source in solution.sources:
+        target = source_dir / source.path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(source.content)
+    state.source_dir = source_dir
+    state.reference_module = load_reference_module(state.definition.reference)
+    state.baselines = {}
+    state.function = load_function(state, solution, source_dir, request.compile_timeout_s)
+    state.destination_passing = solution.spec.destination_passing_style
+    violations = integrity_violations()
+    if violations:
+        raise Failure("REWARD_HACK", f"harness functions were replaced while loading the solution: {violations}")
+    return msg.Loaded()
+
+
+def load_function(state: WorkerState, solution: Solution, source_dir: Path, timeout_s: float):
+    """The solution's entry point, loaded by its language; SKIPPED where this device cannot judge it."""
+    try:
+        language = languages.for_solution(solution)
+        reason = language.refusal(definition_dtypes(state.definition), state.is_cuda)
+        if reason:
+            raise languages.LoadError(reason, "SKIPPED")
+        return language.load(solution, source_dir, state.device, timeout_s)
+    except languages.LoadError as exc:
+        raise Failure(exc.status, str(exc)) from None
+
+
+def definition_dtypes(definition: Definition) -> list[str]:
+    return [t.dtype for t in {**definition.inputs, **definition.outputs}.values()]
+
+
+def shadowing_sources(paths: list[str]) -> list[str]:
+    """Source files whose top-level module name is a standard-library or harness package."""
+    bad = []
+    for path in paths:
+        parts = PurePosixPath(path).parts
+        top = parts[0] if len(parts) > 1 else PurePosixPath(parts[0]).stem
+        if top in STDLIB_AND_HARNESS:
+            bad.append(path)
+    return bad
+
+
+def load_reference_module(source: str):
+    """The reference as a module (needed for custom input entrypoints), from a real file."""
+    folder = Path(tempfile.mkdtemp(prefix="solbench_ref_"))
+    path = folder / "solbench_reference.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location("solbench_reference", path)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except BaseException as exc:  # noqa: BLE001
+        raise Failure("INVALID_REFERENCE", f"the reference does not import: {type(exc).__name__}: {exc}") from None
+    return module
+
+
+def handle_inputs(state: WorkerState, request: msg.Inputs) -> msg.InputsBuilt:
+    """In the reference worker: build a workload's inputs for a seed (a failure is the reference's);
+    with `run`, also run the reference on them (can this GPU run the problem at all?)."""
+    _, _, args = make_call_inputs(state, request.workload, request.seed, fresh_copy=request.run)
+    if request.run:
+        try:
+            invoke(state, args, None)
+            state.synchronize()
+        except Exception as exc:  # noqa: BLE001
+            raise Failure("INVALID_REFERENCE", "the reference raised:\n" + format_exception(exc)) from None
+    return msg.InputsBuilt()
+
+
+def invoke(state: WorkerState, args: list, outputs: list | None):
+    if outputs is not None:
+        state.function(*args, *outputs)
+        return outputs
+    return state.function(*args)
+
+
+def handle_call(state: WorkerState, request: msg.Call) -> msg.Called:
+    """One correctness trial: fresh inputs from the seed, one call, outputs back to the judge."""
+    with harness_native(state):
+        transfer.release_all(state)
+    workload, axes, args = make_call_inputs(state, request.workload, request.seed)
+    pristine = state.inputs_cache[request.seed][2]  # the cached originals: args are copies of them
+    outputs = allocate_outputs(state.definition, axes, state.device) if state.destination_passing else None
+    started = _perf_counter()
+    try:
+        result = invoke(state, args, outputs)
+        state.synchronize()
+    except torch.cuda.OutOfMemoryError as exc:
+        raise Failure("RUNTIME_ERROR", f"out of memory: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - the solution's own failure
+        raise Failure("RUNTIME_ERROR", "the solution raised:\n" + format_exception(exc)) from None
+    call_s = _perf_counter() - started
+    if outputs is None:
+        try:
+            result = normalize_outputs(result, state.definition, axes)
+        except Exception as exc:  # noqa: BLE001
+            raise Failure("INCORRECT_SHAPE", f"outputs could not be matched to the definition: {exc}") from None
+    status, text = structural_check(result, state.definition, axes)
+    if status is not None:
+        raise Failure(str(status), text)
+    names = list(state.definition.inputs)
+    aliases = returned_views(result, state.definition, args)
+    mutated = [names[i] for i in changed_tensors(pristine, args)]
+    if state.baseline_threads is None:
+        state.baseline_threads = {t.ident for t in _thread_enumerate()}
+    # Whether writing into inputs or returning them is acceptable depends on what the reference
+    # does; the orchestrator decides once it knows (see orchestrator.trials.side_effects).
+    # Large GPU outputs go to the reference worker as CUDA IPC handles of copies (transfer.py) when asked.
+    with harness_native(state):
+        outputs = transfer.export_outputs(state, list(result), request.ipc_min_bytes, copy=True)
+    return msg.Called(outputs=outputs, call_s=call_s, aliased_inputs=aliases, mutated_inputs=mutated)
+
+
+def handle_judge(state: WorkerState, request: msg.Judge) -> msg.Judged:
+    """In the reference worker: run the reference on the seed's inputs and judge the given outputs."""
+    try:
+        return judge_outputs(state, request)
+    finally:
+        transfer.forget_received(state)  # copies a `receive` made are used by this judge or by none
+
+
+def judge_outputs(state: WorkerState, request: msg.Judge) -> msg.Judged:
+    workload, axes, args = make_call_inputs(state, request.workload, request.seed)
+    pristine = state.inputs_cache[request.seed][2]  # the cached originals: args are copies of them
+    try:
+        reference = normalize_outputs(invoke(state, args, None), state.definition, axes)
+        state.synchronize()
+    except Exception as exc:  # noqa: BLE001
+        raise Failure("INVALID_REFERENCE", "the reference raised:\n" + format_exception(exc)) from None
+    names = list(state.definition.inputs)
+    aliases = returned_views(reference, state.definition, args)
+    mutated = [names[i] for i in changed_tensors(pristine, args)]
+    del args
+    candidate = [transfer.take_received(state, o) if is_received(o)
+                 else o.to(state.device) if isinstance(o, torch.Tensor) else o for o in request.outputs]
+    status, correctness = check_outputs(candidate, reference, state.definition, workload.tolerance, axes)
+    return msg.Judged(status=status.value, correctness=correctness.to_dict(), aliased_inputs=aliases,
+                      mutated_inputs=mutated)
+
+
+def as_list(result) -> list:
+    return list(result) if isinstance(result, (list, tuple)) else [result]
+
+
+def refill_outputs(outputs: list) -> None:
+    """Poison destination buffers before a call, so a call that skips writing them cannot pass."""
+    for o in outputs:
+        if isinstance(o, torch.Tensor):
+            if o.is_floating_point():
+                o.fill_(float("nan"))
+            elif o.dtype != torch.bool:
+                o.fill_(torch.iinfo(o.dtype).min if o.dtype != torch.uint8 else 255)

@@ -1,0 +1,32 @@
+"""What a trace records about the machine it was measured on, read in the worker that measured."""
+
+from __future__ import annotations
+
+import platform
+import socket
+import sys
+
+import torch
+
+
+def collect_environment(device: str) -> dict:
+    env = {"device": "cuda" if device.startswith("cuda") else "cpu", "hardware": platform.processor() or platform.machine(),
+           "driver": None, "cuda": torch.version.cuda, "torch": torch.__version__, "triton": None,
+           "python": sys.version.split()[0], "hostname": socket.gethostname()}
+    try:
+        import triton  # optional dependency
+
+        env["triton"] = triton.__version__
+    except Exception:  # noqa: BLE001 - triton is optional
+        pass
+    if env["device"] == "cuda":
+        env["hardware"] = torch.cuda.get_device_name(0)
+        try:
+            import pynvml  # optional at run time: NVML may be absent
+
+            pynvml.nvmlInit()
+            driver = pynvml.nvmlSystemGetDriverVersion()
+            env["driver"] = driver.decode() if isinstance(driver, bytes) else driver
+        except Exception:  # noqa: BLE001 - NVML is optional
+            pass
+    return env

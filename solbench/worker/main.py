@@ -1,0 +1,132 @@
+"""The worker's main loop: decode a request, run its handler, send the typed reply.
+
+Everything the harness needs from torch, time and threading is bound at import of this package,
+before any solution code is imported; then the guard snapshots the harness and installs the audit hook
+(`start_guard`). The worker never receives reference outputs: it regenerates its inputs from seeds and
+sends its outputs back for the orchestrator to judge.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import time
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+
+import torch
+
+from solbench import languages
+from solbench.protocol import codec, framing
+from solbench.protocol import messages as msg
+from solbench.timing import timer
+from solbench.worker import guard as worker_guard
+from solbench.worker.baselines import handle_time_baseline, handle_time_compiled
+from solbench.worker.calls import handle_call, handle_inputs, handle_judge, handle_load
+from solbench.worker.environment import collect_environment
+from solbench.worker.inputs_cache import handle_trim
+from solbench.worker.probe import load_cupti
+from solbench.worker.state import Failure, WorkerState, format_exception
+from solbench.worker.timed_block import handle_time_and_export
+from solbench.worker.transfer import bind_driver, handle_fetch, handle_receive, handle_release
+
+_perf_counter = time.perf_counter
+
+
+def handle_environment(state: WorkerState, request: msg.Environment) -> msg.EnvironmentRead:
+    return msg.EnvironmentRead(environment=collect_environment(state.device))
+
+
+def handle_ping(state: WorkerState, request: msg.Ping) -> msg.Pong:
+    """Answered only when every earlier reply has gone out: the orchestrator's sequence check."""
+    return msg.Pong()
+
+
+HANDLERS: dict[str, Callable] = {
+    "load": handle_load, "call": handle_call, "judge": handle_judge, "inputs": handle_inputs,
+    "time": handle_time_and_export, "time_compiled": handle_time_compiled, "time_baseline": handle_time_baseline,
+    "environment": handle_environment, "receive": handle_receive, "release": handle_release,
+    "fetch": handle_fetch, "trim": handle_trim, "ping": handle_ping,
+}
+assert set(HANDLERS) | {"shutdown"} == set(msg.REQUESTS), "every request op has a handler"
+
+# The guard's phase while a request runs: the audit hook is strictest while the solution is timed.
+PHASES = {"load": "load", "call": "call", "time": "timing"}
+
+
+def start_guard(state: WorkerState, alarm_fd: str | None):
+    """Bind what requests use, snapshot the harness, install the audit hook.
+
+    Runs before any solution code: what the snapshot holds is what the harness was. Every harness module
+    a request may use is imported by this module already; the language modules are found here.
+    """
+    languages.known()  # every language module imported now, not by a solution's load
+    if state.is_cuda:
+        load_cupti()  # bound now, so a solution cannot slip a fake `cupti` module in first
+    bind_driver(state)  # libcuda for CUDA IPC of large outputs, loaded before the audit hook
+    if state.is_cuda:
+        # pynvml loads libnvidia-ml and looks up each function on first use (ctypes dlopen / dlsym):
+        # one full reading now, so the timer's readings later raise no audit events.
+        timer.telemetry_for(timer.resolve_device(state.device).index).read()
+    checker = worker_guard.make_checker(worker_guard.take_snapshot(
+        {"HANDLERS": HANDLERS, "solbench.timing.timer._CAPTURED": timer._CAPTURED}))
+    guard = worker_guard.GuardState()
+    guard.protect(worker_guard.installation_roots())
+    worker_guard.install_audit_hook(int(alarm_fd) if alarm_fd else None, guard)
+    state.guard = guard
+    return guard, checker
+
+
+def send_reply(channel: Connection, reply: msg.Reply, request_id: int | None, op: str) -> None:
+    """Replies travel in the wire format (JSON + raw tensor bytes), tagged with the request id."""
+    try:
+        framing.send(channel, codec.encode(reply, request_id, op))
+    except (TypeError, ValueError) as exc:  # e.g. an object JSON cannot hold
+        failed = msg.Failed(status="RUNTIME_ERROR", log=f"the reply could not be encoded: {type(exc).__name__}: {exc}")
+        framing.send(channel, codec.encode(failed, request_id, op))
+
+
+def serve_one(state: WorkerState, guard, integrity, request: msg.Request) -> msg.Reply:
+    """Run one request's handler; every failure becomes a `Failed` reply."""
+    guard.phase = PHASES.get(request.OP, "idle")
+    started = _perf_counter()
+    try:
+        reply = HANDLERS[request.OP](state, request)
+    except Failure as failure:
+        reply = msg.Failed(status=failure.status, log=str(failure), capture_failed=failure.capture_failed)
+    except Exception as exc:  # noqa: BLE001 - harness bug or hostile code: report, keep serving
+        reply = msg.Failed(status="RUNTIME_ERROR", log=format_exception(exc))
+    guard.phase = "idle"
+    changed = integrity()
+    if changed:
+        reply = msg.Failed(status="REWARD_HACK", log=f"harness objects were replaced in the solution's process: {changed}")
+    reply.audit = guard.take_warnings()
+    reply.handler_s = _perf_counter() - started
+    if state.is_cuda:
+        torch.cuda.empty_cache()
+    return reply
+
+
+def main() -> None:
+    channel = Connection(int(os.environ["SOLBENCH_CHANNEL_FD"]))
+    os.environ.pop("SOLBENCH_CHANNEL_FD", None)
+    alarm_fd = os.environ.pop("SOLBENCH_ALARM_FD", None)
+    state = WorkerState(os.environ.get("SOLBENCH_WORKER_DEVICE", "cpu"))
+    guard, integrity = start_guard(state, alarm_fd)
+    while True:
+        try:
+            data = framing.recv(channel)
+        except (EOFError, OSError):
+            return
+        try:
+            request_id, request = codec.decode_request(data)
+        except codec.ProtocolError as exc:  # the orchestrator never writes this: a harness bug, said plainly
+            op = data.get("op") if type(data) is dict and type(data.get("op")) is str else "unknown"
+            send_reply(channel, msg.Failed(status="RUNTIME_ERROR", log=f"protocol error in a request: {exc}"),
+                       data.get("id") if type(data) is dict else None, op)
+            continue
+        if isinstance(request, msg.Shutdown):
+            send_reply(channel, msg.Stopped(), request_id, request.OP)
+            return
+        gc.collect()
+        send_reply(channel, serve_one(state, guard, integrity, request), request_id, request.OP)

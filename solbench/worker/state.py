@@ -1,0 +1,66 @@
+"""What a worker process holds between requests, and the failure a request can end with.
+
+Shared by the request handlers (`calls`, `timed_block`, `baselines`, `transfer`) and the main loop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import traceback
+from pathlib import Path
+from typing import Any
+
+import torch
+
+
+class Failure(Exception):
+    """A per-request failure with the trace status it maps to. `capture_failed`: the call could not be
+    captured as a CUDA graph (why), so the orchestrator restarts this worker and times it as launched."""
+
+    def __init__(self, status: str, message: str, *, capture_failed: str | None = None):
+        super().__init__(message)
+        self.status = status
+        self.capture_failed = capture_failed
+
+
+class WorkerState:
+    def __init__(self, device: str):
+        self.torch = torch
+        self.device = device
+        self.is_cuda = device.startswith("cuda")
+        if self.is_cuda:
+            torch.cuda.set_device(0)
+        self.function = None
+        self.destination_passing = True
+        self.definition = None
+        self.reference_module = None
+        self.baseline_threads: set[int] | None = None
+        self.baselines: dict[str, Any] = {}  # shipped baselines loaded in the reference worker, by content hash
+        self.compiled: tuple | None = None  # (eager reference, torch.compile of it) in the reference worker
+        self.source_dir: Path | None = None
+        self.data_roots: list[Path] = []
+        self.guard = None  # solbench.worker.guard.GuardState, set by main()
+        # Generated inputs of the current workload by seed: trials, judging and timed blocks reuse
+        # them instead of regenerating (custom entrypoints can take seconds).
+        self.inputs_cache: dict[int, tuple] = {}
+        self.inputs_cache_key: str | None = None
+        # CUDA IPC (solbench.worker.transfer): the bound driver, why IPC is unavailable, what is exported
+        # by this worker and what it received from the other one.
+        self.cuda_driver = None
+        self.ipc_unavailable: str | None = None
+        self.exports: dict[int, Any] = {}
+        self.received: dict[int, Any] = {}
+
+    def synchronize(self) -> None:
+        if self.is_cuda:
+            torch.cuda.synchronize()
+
+
+def format_exception(exc: BaseException, limit: int = 6000) -> str:
+    text = "".join(traceback.format_exception(exc))
+    return text[-limit:]
+
+
+def harness_native(state: WorkerState):
+    """The guard's quiet section for the harness's own ctypes calls (no guard: nothing to quieten)."""
+    return state.guard.harness_native() if state.guard is not None else contextlib.nullcontext()

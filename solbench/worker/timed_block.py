@@ -1,0 +1,299 @@
+"""The timed block: fresh inputs per call at rotating addresses, sampled outputs kept for the judge,
+the thread watch, CUDA graph replays, and the escaped-work probe after it.
+
+Every call (warm-up and timed) gets a new input set drawn from a seed the OS's entropy picks in
+`prepare`, so no answer can be cached by address or by value and replayed; the seed of each kept
+output goes back so the judge can rebuild that call's inputs. Problems whose inputs do not depend on
+the seed (all from files) rotate the requested sets instead.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import time
+from typing import Any
+
+import torch
+
+from solbench.check.outputs import normalize_outputs, returned_views, structural_check
+from solbench.inputs.generate import allocate_outputs
+from solbench.protocol import messages as msg
+from solbench.timing.timer import TimingResult, integrity_violations, time_iterations
+from solbench.worker import transfer
+from solbench.worker.calls import as_list, invoke, refill_outputs
+from solbench.worker.inputs_cache import changed_tensors, make_call_inputs, tensor_bytes, trim_threshold_bytes
+from solbench.worker.probe import escaped_work_probe
+from solbench.worker.state import Failure, WorkerState, format_exception, harness_native
+from solbench.worker.threads import ThreadWatch, background_activity
+
+_perf_counter = time.perf_counter
+
+FRESH_INPUTS_BUDGET_S = 3.0  # per timed block: time spent drawing fresh inputs before sets are reused
+RECENT_SETS = 4
+
+
+class TimedBlock:
+    """The state of one timed block: argument slots, the input rotation and the sampled outputs."""
+
+    def __init__(self, state: WorkerState, request: msg.Time):
+        started = _perf_counter()
+        self.state, self.request = state, request
+        seeds = list(request.seeds)
+        for seed in [s for s in state.inputs_cache if s not in seeds]:
+            state.inputs_cache.pop(seed)  # e.g. the trials' inputs: not needed by a timed block, and maybe GBs
+        generated = [make_call_inputs(state, request.workload, seed, fresh_copy=False) for seed in seeds]
+        self.axes = generated[0][1]
+        sets = [args for _, _, args in generated]
+        del generated
+        self.budget_s = FRESH_INPUTS_BUDGET_S if request.fresh_inputs_budget_s is None else request.fresh_inputs_budget_s
+        self.fresh = self.budget_s > 0 and (len(sets) < 2 or changed_tensors(sets[0], sets[1]) != [])
+        if self.fresh:
+            # Calls draw their own inputs: the other sets only served the check above (the first is the
+            # slots' template). The judge rebuilds kept calls' inputs in the reference worker, not here.
+            for seed in seeds[1:]:
+                if seed != seeds[0]:
+                    state.inputs_cache.pop(seed, None)
+            sets = sets[:1]
+        # Slots and recent fresh sets each get a quarter of the memory free now, so the harness's own
+        # copies of multi-GB inputs never push the call out of memory.
+        copies_budget_bytes = harness_budget_bytes(state)
+        self.slots = build_slots(state, sets, self.axes, request.max_slots, copies_budget_bytes)
+        set_bytes = tensor_bytes(sets[0])
+        self.recent_limit = recent_sets_limit(set_bytes, copies_budget_bytes)
+        if self.fresh and set_bytes > trim_threshold_bytes(state):
+            state.inputs_cache.pop(seeds[0], None)  # a multi-GB template the slots now hold a copy of
+            sets = []
+        self.seeds, self.sets = seeds, sets
+        # A uniform random sample (reservoir) of the calls in this block has its outputs kept for the
+        # judge, and the last call's always. The choice for call i is made after it returns, from the
+        # OS's entropy: the call cannot know.
+        self.keep = request.checked_outputs
+        self.required = min(self.keep, request.required_outputs if request.required_outputs is not None else self.keep)
+        # Kept outputs are device copies: with multi-GB outputs, as many as a quarter of the free memory
+        # allows (at least the last call's), so the harness's own copies never push a call out of memory.
+        self.stash_budget_bytes = torch.cuda.mem_get_info()[0] // 4 if state.is_cuda else 1 << 40
+        self.chooser = random.SystemRandom()
+        self.stashed: dict[int, Any] = {}
+        self.last: list = [None, None, None]  # call index, its result, its input seed
+        self.seen = 0
+        self.threads = ThreadWatch(state)
+        self.aliased: set[str] = set()
+        self.generation_s, self.reused, self.recent = 0.0, False, []
+        self.graphs: list | None = None
+        self.phases_s = {"setup": _perf_counter() - started}
+
+    def checked(self, result, slot_inputs) -> list:
+        """The call's outputs in definition order, refused if lazy or mis-shaped; inputs it returned
+        views of are noted (the orchestrator allows only what the reference does)."""
+        definition = self.state.definition
+        outs = (normalize_outputs(result, definition, self.axes) if not self.state.destination_passing
+                else as_list(result))
+        status, text = structural_check(outs, definition, self.axes)
+        if status is not None:
+            raise Failure(str(status), f"a timed call returned: {text}")
+        self.aliased.update(returned_views(outs, definition, slot_inputs))
+        return outs
+
+    def stash_last(self, final: bool = False) -> None:
+        index, result, seed = self.last
+        self.last[0] = self.last[1] = self.last[2] = None
+        if index is None:
+            return
+        outs = self.checked(result, self.slots[index % len(self.slots)][0])
+        if self.keep <= 0:
+            return
+        self.seen += 1
+        out_bytes = tensor_bytes(outs)
+        room = max(1, self.required, min(self.keep, self.stash_budget_bytes // max(out_bytes, 1)))
+        stashed = self.stashed
+        if final:
+            victim = None
+            while len(stashed) >= room:
+                del stashed[sorted(stashed)[0]]
+        elif len(stashed) < room:
+            victim = None
+        else:
+            slot = self.chooser.randrange(self.seen)
+            if slot >= room:
+                return
+            victim = sorted(stashed)[slot]
+        if victim is not None:
+            del stashed[victim]
+        stashed[index] = ([o.detach().clone() if isinstance(o, torch.Tensor) else o for o in outs], seed)
+
+    def prepare(self, i: int) -> None:
+        self.threads.call_returned()
+        self.stash_last()
+        slot_inputs, slot_outputs = self.slots[i % len(self.slots)]
+        if self.fresh and self.generation_s < self.budget_s:
+            started = _perf_counter()
+            seed = self.chooser.getrandbits(62)
+            while len(self.recent) >= self.recent_limit:  # room first: the new set counts against the budget too
+                self.recent.pop(0)
+            source = make_call_inputs(self.state, self.request.workload, seed, fresh_copy=False)[2]
+            self.state.inputs_cache.pop(seed, None)  # used once: not worth caching
+            self.generation_s += _perf_counter() - started
+            self.recent.append((seed, source))
+        elif self.fresh:
+            # Input generation is slow (custom entrypoints): past the budget, calls draw at random
+            # from the last few fresh sets; the trace says so ("timed_inputs_reused").
+            self.reused = True
+            seed, source = self.recent[self.chooser.randrange(len(self.recent))]
+        else:
+            seed, source = self.seeds[i % len(self.sets)], self.sets[i % len(self.sets)]
+        for dst, src in zip(slot_inputs, source):
+            if isinstance(dst, torch.Tensor):
+                dst.copy_(src)
+        if slot_outputs is not None:
+            refill_outputs(slot_outputs)
+        self.last[2] = seed
+        self.threads.check_idle()
+
+    def run(self, i: int):
+        if self.graphs is not None:  # the same call, replayed from its slot's graph
+            graph, result = self.graphs[i % len(self.graphs)]
+            graph.replay()
+        else:
+            slot_inputs, slot_outputs = self.slots[i % len(self.slots)]
+            result = invoke(self.state, slot_inputs, slot_outputs)
+        self.last[0], self.last[1] = i, result
+        return result
+
+    def measure(self) -> TimingResult:
+        """The timed loop itself, then the end-of-block checks on threads and outputs."""
+        config = self.request.config
+        if self.state.is_cuda and config.cuda_graphs:
+            started = _perf_counter()
+            self.graphs, note = capture_graphs(self.state, self.slots)
+            self.phases_s["capture"] = _perf_counter() - started
+            if self.graphs is None:  # nothing more in this process: a failed capture can leave it broken
+                raise Failure("RUNTIME_ERROR", f"CUDA graph capture failed: {note}", capture_failed=note)
+        try:
+            timing = time_iterations(self.run, self.prepare, self.state.device, config)
+            self.threads.call_returned()
+            self.state.synchronize()
+            self.stash_last(final=True)
+            self.threads.check_idle()
+            self.threads.check_end()
+        except Failure:
+            raise
+        except torch.cuda.OutOfMemoryError as exc:
+            raise Failure("RUNTIME_ERROR", f"out of memory while timing: {exc}") from None
+        except Exception as exc:  # noqa: BLE001
+            raise Failure("RUNTIME_ERROR", "the solution raised while being timed:\n" + format_exception(exc)) from None
+        self.phases_s.update(warmup=timing.warmup_s, loop=timing.wall_s, inputs=self.generation_s)
+        if self.graphs:
+            # Their private pool holds every slot's intermediates (29 GiB for a SAM-HQ window attention on
+            # an H100): freed before the probe runs the call as launched, or the probe runs out of memory.
+            self.graphs = None
+            torch.cuda.empty_cache()
+        return timing
+
+    def flags(self, timing: TimingResult) -> list[str]:
+        flags = list(timing.stats.flags) + ([] if self.fresh else ["timed_inputs_fixed"])
+        flags += ["timed_inputs_reused"] if self.reused else []
+        flags += ["checked_outputs_capped"] if self.keep > 0 and len(self.stashed) < min(self.keep, self.seen) else []
+        flags += ["timed_inputs_single_slot"] if len(self.slots) < 2 else []  # every call saw one address
+        return flags
+
+
+def handle_time(state: WorkerState, request: msg.Time) -> msg.Timed:
+    """Time the call on inputs it has never seen, at fresh addresses; keep sampled outputs."""
+    block = TimedBlock(state, request)
+    timing = block.measure()
+    call_ms = max(statistics.median(timing.samples_ms), statistics.median(timing.host_ms or [0.0]))
+    started = _perf_counter()
+    # Past its generation budget the block drew from recent sets; so does the probe (a slow custom
+    # generator would otherwise cost a fresh set per probe call, outside any budget).
+    probe = (escaped_work_probe(state, request.workload, request.config, block.slots, block.sets, block.fresh,
+                                call_ms, recent=[source for _, source in block.recent] if block.reused else None)
+             if state.is_cuda and request.probe else None)
+    block.phases_s["probe"] = _perf_counter() - started
+    violations = integrity_violations()
+    if violations:
+        raise Failure("REWARD_HACK", f"timing functions were replaced: {violations}")
+    hidden = background_activity(state)
+    if hidden:
+        raise Failure("REWARD_HACK", hidden)
+    sampled = [[i, seed, outs] for i, (outs, seed) in sorted(block.stashed.items())]
+    return msg.Timed(samples_ms=list(timing.samples_ms), warmup=timing.warmup_done, stop_reason=timing.stop_reason,
+                     wall_s=timing.wall_s, clocks_before=timing.clocks_before, clocks_after=timing.clocks_after,
+                     flags=block.flags(timing), sampled=sampled, slots=len(block.slots),
+                     energy_mj_per_call=timing.energy_mj_per_call, host_ms=list(timing.host_ms or []),
+                     hold_ms=timing.hold_ms, exposed=timing.exposed,
+                     probe=probe.to_dict() if probe is not None else None, aliased_inputs=sorted(block.aliased),
+                     phases_s={k: round(v, 4) for k, v in block.phases_s.items()})
+
+
+def handle_time_and_export(state: WorkerState, request: msg.Time) -> msg.Timed:
+    """`handle_time`, with the sampled outputs exported by CUDA IPC when the request asks for it
+    (they are the harness's own copies already; see transfer.py)."""
+    with harness_native(state):
+        transfer.release_all(state)
+    reply = handle_time(state, request)
+    if request.ipc_min_bytes:
+        with harness_native(state):
+            reply.sampled = [[index, seed, transfer.export_outputs(state, outs, request.ipc_min_bytes, copy=False)]
+                             for index, seed, outs in reply.sampled]
+    return reply
+
+
+def capture_graphs(state: WorkerState, slots: list) -> tuple[list | None, str | None]:
+    """One CUDA graph per argument slot, capturing the call on that slot's tensors, sharing one
+    memory pool (they are replayed in capture order). Each slot is called once on a side stream
+    first (lazy initialisation, autotuning, allocator warm-up), as capture requires. A call that
+    cannot be captured (a host sync, the legacy default stream, CPU work on data) gives (None, why)
+    and is timed as launched, in a new process (`orchestrator.session.DeviceSession.ask_timed`).
+    """
+    try:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for slot_inputs, slot_outputs in slots:
+                invoke(state, slot_inputs, slot_outputs)
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+        pool = torch.cuda.graph_pool_handle()
+        graphs = []
+        for slot_inputs, slot_outputs in slots:
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, pool=pool):
+                result = invoke(state, slot_inputs, slot_outputs)
+            graphs.append((graph, result))
+        torch.cuda.synchronize()
+    except Exception as exc:  # noqa: BLE001 - the solution's call is not capturable: time it as launched
+        try:
+            torch.cuda.synchronize()
+        except Exception:  # noqa: BLE001, S110 - a broken capture may leave an error behind; the block reports it
+            pass
+        return None, f"not captured ({type(exc).__name__}: {str(exc)[:300]}); timed as launched"
+    return graphs, None
+
+
+def build_slots(state: WorkerState, sets: list[list], axes: dict, max_slots: int, budget_bytes: int) -> list:
+    """Pre-allocated argument slots, so each timed call sees its inputs at another address; as many
+    as `budget_bytes` holds, at least one (the trace then says so: `timed_inputs_single_slot`).
+    Each starts as a copy of the template set, never uninitialised memory: a call made before the
+    first `prepare` (CUDA graph warm-up and capture) must see valid inputs (indices in range,
+    lengths that fit), or it fails on garbage, or captures a graph shaped by it."""
+    count = int(max(1, min(max_slots, budget_bytes // max(tensor_bytes(sets[0]), 1))))
+    slots = []
+    for _ in range(count):
+        inputs = [torch.empty_like(a).copy_(a) if isinstance(a, torch.Tensor) else a for a in sets[0]]
+        outputs = allocate_outputs(state.definition, axes, state.device) if state.destination_passing else None
+        slots.append((inputs, outputs))
+    return slots
+
+
+def harness_budget_bytes(state: WorkerState) -> int:
+    """A quarter of the device memory free to this process (what its allocator caches counts as free)."""
+    if not state.is_cuda:
+        return 2 << 30
+    free_bytes, _ = torch.cuda.mem_get_info()
+    return (free_bytes + torch.cuda.memory_reserved() - torch.cuda.memory_allocated()) // 4
+
+
+def recent_sets_limit(set_bytes: int, budget_bytes: int) -> int:
+    """How many fresh sets to keep for reuse once generation is over budget: within budget_bytes, at least one."""
+    return int(max(1, min(RECENT_SETS, budget_bytes // max(set_bytes, 1))))

@@ -1,0 +1,52 @@
+"""The process-boundary packages stay easy to read: small modules, short functions, imports at the top.
+
+`orchestrator/`, `worker/` and `protocol/` hold the code where every stage of an evaluation meets; the
+limits here keep any one of them from becoming the hub that everything has to be read through again.
+An import inside a function is allowed only with a comment saying why (an optional dependency, or a
+heavy import kept off a fast path).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGES = ("orchestrator", "worker", "protocol")
+MAX_MODULE_LINES = 400
+MAX_FUNCTION_LINES = 80
+
+
+def modules() -> list[Path]:
+    return sorted(p for name in PACKAGES for p in (REPO / "solbench" / name).rglob("*.py"))
+
+
+def test_the_packages_exist():
+    assert {p.parent.name for p in modules()} >= set(PACKAGES)
+
+
+@pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(REPO)))
+def test_module_size_and_function_length(path):
+    text = path.read_text()
+    lines = text.count("\n")
+    assert lines <= MAX_MODULE_LINES, f"{path.name}: {lines} lines (limit {MAX_MODULE_LINES}): split it by idea"
+    long = [(node.name, node.end_lineno - node.lineno + 1) for node in ast.walk(ast.parse(text))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]
+    assert not long, f"{path.name}: functions over {MAX_FUNCTION_LINES} lines: {long}"
+
+
+@pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(REPO)))
+def test_imports_inside_functions_say_why(path):
+    source = path.read_text().splitlines()
+    tree = ast.parse("\n".join(source))
+    unexplained = []
+    for function in ast.walk(tree):
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for node in ast.walk(function):
+            if isinstance(node, (ast.Import, ast.ImportFrom)) and "#" not in source[node.lineno - 1]:
+                unexplained.append(f"line {node.lineno}: {source[node.lineno - 1].strip()}")
+    assert not unexplained, f"{path.name}: imports inside functions without a comment saying why: {unexplained}"
