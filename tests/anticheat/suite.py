@@ -143,7 +143,7 @@ def _headers(text: str) -> dict[str, list[str]]:
 
 def discover(kind: str | None = None) -> list[Case]:
     cases = []
-    from solbench.spec.solution import problem_named_in
+    from solbench.spec.solution import problem_named_in  # solbench imported lazily, as in the helpers below
 
     for folder in ("hostile", "legit"):
         if kind not in (None, folder):

@@ -1,9 +1,12 @@
 """Legitimate (agent style), the pattern of the solutions behind issue 21's false accusations: compiler
 caches redirected at import (a fresh per-process TRITON_CACHE_DIR and TORCHINDUCTOR_CACHE_DIR,
 TRITON_PTXAS_PATH set to the ptxas that Triton ships, or the CUDA toolkit's, found at import), and a
-Triton kernel inside a CUDA-graph cache keyed by `data_ptr()`, re-captured whenever the addresses
-change. A fresh process (solbench restarts the worker when its own capture fails) compiles
-everything again, starting ptxas as a child process inside a timed call: slow, not cheating.
+Triton kernel inside a CUDA-graph cache keyed by the `data_ptr()` of the inputs and of the output it
+allocates on every call (the caching allocator hands the same few blocks back, so the cache mostly
+hits). Inside solbench's own capture the output comes from the graph pool at a new address: the
+cache warms up with a device synchronize, which fails there, and solbench times the block as
+launched in a fresh process. That process compiles everything again (its cache folder is new),
+starting ptxas inside a timed call: slow, and the time counts, but not cheating.
 """
 # solbench: problem=ac_rmsnorm
 # expect: PASSED
@@ -54,15 +57,15 @@ def _launch(x, weight, out):
 
 def run(x, weight):
     x = x.contiguous()
-    key = (x.data_ptr(), weight.data_ptr(), tuple(x.shape))
-    if key not in _GRAPHS:
-        static_out = torch.empty_like(x)
-        _launch(x, weight, static_out)  # warm-up (compiles on a new shape)
+    out = torch.empty_like(x)
+    key = (x.data_ptr(), weight.data_ptr(), out.data_ptr(), tuple(x.shape))
+    graph = _GRAPHS.get(key)
+    if graph is None:
+        _launch(x, weight, out)  # warm-up (compiles on a new shape), then wait for it before capturing
         torch.cuda.synchronize()
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
-            _launch(x, weight, static_out)
-        _GRAPHS[key] = (graph, static_out)
-    graph, static_out = _GRAPHS[key]
+            _launch(x, weight, out)
+        _GRAPHS[key] = graph
     graph.replay()
-    return static_out.clone()
+    return out
