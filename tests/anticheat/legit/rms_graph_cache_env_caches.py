@@ -29,7 +29,7 @@ def _find_ptxas() -> str | None:
     return candidate if os.access(candidate, os.X_OK) else shutil.which("ptxas")
 
 
-_CACHE_ROOT = tempfile.mkdtemp(prefix="rmsnorm_agent_")
+_CACHE_ROOT = tempfile.mkdtemp(prefix="rmsnorm_agent_", dir=os.getcwd())  # new in every process
 os.environ["TRITON_CACHE_DIR"] = os.path.join(_CACHE_ROOT, "triton")
 os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(_CACHE_ROOT, "inductor")
 _PTXAS = _find_ptxas()
