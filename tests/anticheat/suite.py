@@ -1,9 +1,17 @@
-"""The anti-cheat suite: a tiny fp32 problem, the hostile and legitimate solutions, and a runner.
+"""The anti-cheat suite: two tiny fp32 problems, the hostile and legitimate solutions, and a runner.
+
+The problems (written by this module, never read from shared data):
+
+* `ac_axpy`: `out = 2 x + y` over vectors; the original suite, one workload by default.
+* `ac_rmsnorm`: a row-wise RMS norm over `rows x hidden` with a per-column weight. Its workloads
+  have different shapes (hidden not a power of two), and every one of them runs, so a JIT kernel
+  re-specialises (new constexpr block sizes, a new autotuning key, new CUDA graphs) inside one
+  worker, as it would in a real run; the agent-style legitimate corpus targets it.
 
 Each solution file under `hostile/` and `legit/` starts with a docstring saying what it does and
 header comments the tests read:
 
-    # solbench: problem=ac_axpy          (the problem; every file solves the same one)
+    # solbench: problem=ac_axpy          (the problem: ac_axpy or ac_rmsnorm)
     # expect: REWARD_HACK                (the status every evaluated workload must end with; PASSED for legit)
     # expect-log: some text              (optional, repeatable: each must appear in the first trace's log;
     #                                      "a|b": either one)
@@ -18,11 +26,13 @@ from __future__ import annotations
 import json
 import re
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 PROBLEM = "ac_axpy"
+RMSNORM = "ac_rmsnorm"
 
 REFERENCE = '''
 import torch
@@ -52,6 +62,55 @@ def write_problem(root: Path, sizes=(64, 96)) -> Path:
     return folder
 
 
+RMSNORM_REFERENCE = '''
+import torch
+
+EPS = 1e-6
+
+
+def run(x, weight):
+    variance = x.pow(2).mean(dim=-1, keepdim=True)
+    return x * torch.rsqrt(variance + EPS) * weight
+'''
+
+# (rows, hidden): every workload a new shape, hidden never a power of two past the first, so block
+# sizes, masks and autotuning keys change between workloads; small enough for Triton's interpreter.
+RMSNORM_SHAPES = ((4, 64), (19, 96), (37, 200))
+
+
+def write_rmsnorm_problem(root: Path, shapes=RMSNORM_SHAPES) -> Path:
+    """`out = x / sqrt(mean(x^2, row) + eps) * weight` in fp32: per-row statistics, one weight per column."""
+    folder = root / RMSNORM
+    folder.mkdir(parents=True, exist_ok=True)
+    definition = {
+        "name": RMSNORM,
+        "description": "RMS norm over the last dimension, eps 1e-6 (anti-cheat suite)",
+        "axes": {"rows": {"type": "var"}, "hidden": {"type": "var"}},
+        "inputs": {"x": {"shape": ["rows", "hidden"], "dtype": "float32"},
+                   "weight": {"shape": ["hidden"], "dtype": "float32"}},
+        "outputs": {"out": {"shape": ["rows", "hidden"], "dtype": "float32"}},
+        "reference": textwrap.dedent(RMSNORM_REFERENCE).lstrip(),
+    }
+    (folder / "definition.json").write_text(json.dumps(definition, indent=2))
+    lines = [json.dumps({"uuid": f"acrms{i}-{rows}x{hidden}", "axes": {"rows": rows, "hidden": hidden},
+                         "inputs": {"x": {"type": "random"}, "weight": {"type": "random"}},
+                         "tolerance": {"max_atol": 1e-5, "max_rtol": 1e-5, "required_matched_ratio": 1.0}})
+             for i, (rows, hidden) in enumerate(shapes)]
+    (folder / "workload.jsonl").write_text("\n".join(lines) + "\n")
+    return folder
+
+
+@dataclass(frozen=True)
+class SuiteProblem:
+    name: str
+    write: Callable[[Path], Path]
+    all_workloads: bool  # every workload runs, whatever the run's max_workloads (re-specialisation is the point)
+
+
+PROBLEMS = {p.name: p for p in (SuiteProblem(PROBLEM, write_problem, False),
+                                 SuiteProblem(RMSNORM, write_rmsnorm_problem, True))}
+
+
 @dataclass
 class Case:
     path: Path
@@ -59,6 +118,7 @@ class Case:
     expect: str
     logs: list[str] = field(default_factory=list)
     gpu: bool = False
+    problem: str = PROBLEM
 
     @property
     def name(self) -> str:
@@ -83,21 +143,30 @@ def _headers(text: str) -> dict[str, list[str]]:
 
 def discover(kind: str | None = None) -> list[Case]:
     cases = []
+    from solbench.spec.solution import problem_named_in  # solbench imported lazily, as in the helpers below
+
     for folder in ("hostile", "legit"):
         if kind not in (None, folder):
             continue
         for path in sorted((HERE / folder).iterdir()):
             if path.suffix == ".py" and not path.name.startswith("_"):
-                headers = _headers(path.read_text())
+                text = path.read_text()
+                headers, problem = _headers(text), problem_named_in(text)
             elif path.suffix == ".json":
-                headers = {k: v if isinstance(v, list) else [v]
-                           for k, v in json.loads(path.read_text()).get("x-expect", {}).items()}
+                data = json.loads(path.read_text())
+                headers = {k: v if isinstance(v, list) else [v] for k, v in data.get("x-expect", {}).items()}
+                problem = data.get("definition")
             else:
                 continue
             if "expect" not in headers:
                 raise ValueError(f"{path} has no '# expect:' header")
+            if problem not in PROBLEMS:
+                raise ValueError(f"{path} names problem {problem!r}; the suite has {sorted(PROBLEMS)}")
             cases.append(Case(path, folder, headers["expect"][0], headers.get("expect-log", []),
-                              headers.get("device", ["cpu"])[0] == "gpu"))
+                              headers.get("device", ["cpu"])[0] == "gpu", problem))
+    names = [c.name for c in cases]
+    if len(set(names)) != len(names):
+        raise ValueError(f"case names must be unique (benchmarks select by name): {sorted(names)}")
     return cases
 
 
@@ -137,10 +206,12 @@ def run_cases(cases: list[Case], problem_dir: Path, device: str = "cpu", config=
     jobs, ids = [], {}
     for case in cases:
         # Each case gets its own copy of the problem: one that writes into its folder touches no other.
-        problem = load_problem(write_problem(problem_dir.parent / "cases" / case.kind / case.name))
+        suite_problem = PROBLEMS[case.problem]
+        problem = load_problem(suite_problem.write(problem_dir.parent / "cases" / case.kind / case.name))
         solution = load_case(case, problem.definition)
-        jobs.append(make_job(problem, solution, config.max_workloads))
+        jobs.append(make_job(problem, solution, None if suite_problem.all_workloads else config.max_workloads))
         ids[solution.content_hash()] = case.id
+
     def report(job, trace) -> None:
         if on_trace is not None:
             on_trace(ids.get(trace.solution_hash, job.solution.name), trace)

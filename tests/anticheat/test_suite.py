@@ -9,7 +9,7 @@ import pytest
 
 from solbench.spec.trace import Status
 from tests.anticheat.conftest import CPU_CASES
-from tests.anticheat.suite import Case, discover, run_cases, write_problem
+from tests.anticheat.suite import RMSNORM, Case, discover, run_cases, write_problem
 from tests.conftest import HAS_CUDA
 
 ALL_CASES = discover()
@@ -36,6 +36,9 @@ def test_suite_is_big_enough():
     assert len(hostile) >= 15 and len(legit) >= 6
     assert all(c.expect != "PASSED" for c in hostile)
     assert all(c.expect == "PASSED" for c in legit)
+    # issue 21: an agent-style corpus on the multi-shape problem, at least half of it runnable on CPU
+    agent_style = [c for c in legit if c.problem == RMSNORM]
+    assert len(agent_style) >= 10 and sum(not c.gpu for c in agent_style) >= 5
 
 
 @pytest.mark.parametrize("case", CPU_CASES, ids=lambda c: c.id)
