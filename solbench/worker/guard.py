@@ -63,6 +63,16 @@ WARN_EVENTS = frozenset({"sys.settrace", "sys.setprofile", "ctypes.dlopen", "cty
                          "ctypes.addressof", "ctypes.string_at", "ctypes.wstring_at", "ctypes.call_function",
                          "socket.connect", "socket.bind", "sys.addaudithook", "os.putenv", "os.unsetenv",
                          "os.kill", "os.killpg"})
+# Toolchain programs a legitimate kernel starts while it is timed: JIT compilers re-specialising on a new
+# shape or re-capturing a graph (Triton's ptxas, torch.compile's C compiler). Their time counts in the
+# measurement; they are believed only when the program lives in a trusted folder (an installation root
+# or a system tool folder, where the guard also alarms on writes), so a script the solution wrote and
+# named `ptxas` is not one, and they must have exited when the call returns (`threads.ChildWatch`).
+TRUSTED_TOOLS = frozenset({"ptxas", "ptxas-blackwell", "nvcc", "nvlink", "fatbinary", "cicc", "cudafe++", "nvdisasm",
+                           "cuobjdump", "cc", "gcc", "g++", "c++", "clang", "clang++", "ld", "ld.gold", "ld.lld", "as",
+                           "ar", "ldconfig", "ldconfig.real", "x86_64-linux-gnu-gcc", "x86_64-linux-gnu-g++"})
+TOOL_DIRS = ("/usr/bin", "/bin", "/usr/sbin", "/sbin", "/usr/lib", "/usr/libexec", "/usr/local/cuda",
+             "/usr/local/nvidia", "/opt/nvidia")
 # Functions whose code or defaults may not be swapped by the solution: the harness's and the timing
 # primitives torch offers.
 GUARDED_FUNCTION_MODULES = ("solbench", "__main__", "torch.cuda", "torch.random", "multiprocessing", "time", "gc",
@@ -80,6 +90,8 @@ def installation_roots() -> list[str]:
         module = sys.modules.get(name)
         if module is not None and getattr(module, "__file__", None):
             roots.append(os.path.dirname(module.__file__))
+    cuda_home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    roots += [d for d in (*TOOL_DIRS, cuda_home) if d and os.path.isdir(d)]
     return roots
 
 
@@ -88,9 +100,9 @@ class GuardState:
 
     def __init__(self) -> None:
         # [phase, protected roots (tuple of str), warnings (list), reported (set), harness native calls
-        # in progress (int)]. The hook keeps a reference to this list in its defaults; only the
-        # worker's code holds the GuardState.
-        self.cell: list = [None, (), [], set(), 0]
+        # in progress (int), trusted tools started while timed (int)]. The hook keeps a reference to this
+        # list in its defaults; only the worker's code holds the GuardState.
+        self.cell: list = [None, (), [], set(), 0, 0]
 
     @property
     def phase(self) -> str | None:
@@ -113,6 +125,11 @@ class GuardState:
             yield
         finally:
             self.cell[4] -= 1
+
+    @property
+    def tools_started(self) -> int:
+        """How many trusted toolchain programs were started while timed (`threads.ChildWatch` reads it)."""
+        return self.cell[5]
 
     def note(self, text: str) -> None:
         """A warning from the harness itself (reported once per process)."""
@@ -163,11 +180,45 @@ def _written_into(event, args, roots, _fspath=os.fspath, _realpath=os.path.realp
     return None
 
 
+def _trusted_tool(event, args, roots, _isinstance=isinstance, _str=str, _bytes=bytes, _len=len, _fspath=os.fspath,
+                  _realpath=os.path.realpath, _basename=os.path.basename, _isabs=os.path.isabs, _join=os.path.join,
+                  _isfile=os.path.isfile, _access=os.access, _environ=os.environ, _pathsep=os.pathsep, _sep=os.sep,
+                  _tools=TRUSTED_TOOLS):
+    """The program a process-start event runs, when it is a trusted toolchain program (by name, and
+    living below a trusted root); None otherwise (a shell, a fork, an interpreter, anything else)."""
+    if event == "subprocess.Popen":
+        program, argv = (args[0] if _len(args) else None), (args[1] if _len(args) > 1 else None)
+        if program is None:
+            program = argv[0] if _isinstance(argv, (list, tuple)) and argv else None
+    elif event in ("os.posix_spawn", "os.exec"):
+        program = args[0] if _len(args) else None
+    else:
+        return None  # os.system, os.fork, pty.spawn...: a shell or a copy of this process, never a tool
+    try:
+        program = _fspath(program)
+        if _isinstance(program, _bytes):
+            program = program.decode("utf-8", "replace")
+    except Exception:  # noqa: BLE001
+        return None
+    if not _isinstance(program, _str) or _basename(program) not in _tools:
+        return None
+    if not _isabs(program) and _sep not in program:
+        found = [_join(d, program) for d in _str(_environ.get("PATH", "")).split(_pathsep)
+                 if d and _isfile(_join(d, program)) and _access(_join(d, program), 1)]
+        program = found[0] if found else program
+    real = _realpath(program)
+    for root in roots:
+        if real.startswith(root + _sep):
+            return real
+    return None
+
+
 def _make_hook(alarm_fd, cell):  # noqa: C901 - one closed function on purpose (no patchable helpers)
     def hook(event, args, _cell=cell, _fd=alarm_fd, _write=os.write, _isinstance=isinstance, _str=str,
              _bytes=bytes, _len=len, _getattr=getattr, _alarm_events=ALARM_EVENTS, _process=PROCESS_EVENTS,
              _files=FILE_EVENTS, _warn=WARN_EVENTS, _env=PROTECTED_ENV, _env_prefixes=PROTECTED_ENV_PREFIXES,
-             _guarded=GUARDED_FUNCTION_MODULES, _ftype=types.FunctionType, _written_into=_written_into):
+             _guarded=GUARDED_FUNCTION_MODULES, _ftype=types.FunctionType, _written_into=_written_into,
+             _trusted_tool=_trusted_tool):
         phase = _cell[0]
         if phase is None:
             return
@@ -184,7 +235,11 @@ def _make_hook(alarm_fd, cell):  # noqa: C901 - one closed function on purpose (
                 return
             level, detail = 2, f"replaced {args[1]} of {module}.{_getattr(target, '__qualname__', '?')}"
         elif event in _process:
-            if phase == "timing":
+            tool = _trusted_tool(event, args, _cell[1]) if phase == "timing" else None
+            if tool is not None:
+                _cell[5] += 1
+                level, detail = 1, f"{event}: started the toolchain program {tool} while being timed (its time counts)"
+            elif phase == "timing":
                 level, detail = 2, f"{event}: started child processes while being timed"
             else:
                 level, detail = 1, f"{event}: started child processes"

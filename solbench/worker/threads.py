@@ -39,6 +39,7 @@ class ThreadWatch:
         self.seen: dict[int, threading.Thread] = {}
         self.marks: dict[int, float] = {}
         self.window_start = 0.0
+        self.tools_seen = state.guard.tools_started if state.guard is not None else 0
 
     def extra(self) -> list[threading.Thread]:
         # The harness runs on the main thread; a worker that never served a trial (the reference
@@ -47,7 +48,14 @@ class ThreadWatch:
         return [t for t in _thread_enumerate() if t.ident not in base and t.is_alive()]
 
     def call_returned(self) -> None:
-        """Right after a call: remember the solution's threads and their CPU clocks."""
+        """Right after a call: remember the solution's threads and their CPU clocks; a toolchain program
+        the call started (a JIT compile) must have exited with it, or it was work hidden from the timer."""
+        if self.state.guard is not None and self.state.guard.tools_started != self.tools_seen:
+            self.tools_seen = self.state.guard.tools_started
+            running = child_processes()
+            if running:
+                raise Failure("REWARD_HACK", f"processes {running} started while being timed were still running "
+                                             f"after the call had returned (work hidden from the timer)")
         self.marks = {}
         for t in self.extra():
             self.seen[t.ident] = t
