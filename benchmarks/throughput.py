@@ -4,7 +4,7 @@
     python benchmarks/throughput.py PROBLEM_DIR ... --max-workloads 2 --device cpu
     python benchmarks/throughput.py --json after.json --before before.json   # with a before/after table
 
-Runs one `solbench run` over the problems (a throw-away dataset folder of links to them), with the
+Runs one `solbench run` over the problems (a throw-away dataset folder of copies of them), with the
 defaults unless arguments after `--` say otherwise, and reads each trace's `seconds` and `phases_s`:
 load (worker start-up and loading), trials, judge (judging and output transfer), timing.* (inside the
 timed blocks: setup, capture, warmup, loop, inputs), probe, baselines, sol_analysis, channel (waiting
@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -51,8 +52,8 @@ def problem_dirs(names: list[str]) -> list[Path]:
 def run(dirs: list[Path], args: argparse.Namespace, extra: list[str], traces: Path) -> float:
     """One `solbench run` over a folder of links to `dirs`; its wall time."""
     with tempfile.TemporaryDirectory(prefix="solbench_throughput_") as tmp:
-        for folder in dirs:
-            os.symlink(folder, Path(tmp) / folder.name)
+        for folder in dirs:  # copies: problem discovery does not follow links
+            shutil.copytree(folder, Path(tmp) / folder.name)
         command = [sys.executable, "-m", "solbench", "run", tmp, "--max-workloads", str(args.max_workloads),
                    "--device", args.device, "-o", str(traces), *extra]
         started = time.monotonic()

@@ -33,6 +33,8 @@ if TYPE_CHECKING:  # a reply's type only: this module runs in the orchestrator, 
 
 # -- what a solution's worker may claim -----------------------------------------------------------
 
+MAX_PROBE_CALLS = 8  # the escaped-work probe's calls after a timed block (worker.probe: at most 5 + a warm one)
+
 # Statuses a solution's worker may report for a failed request. PASSED is never a failure, and the
 # reference-side statuses are decided by the reference worker, which saw the same inputs first.
 CANDIDATE_FAILURES = frozenset({"RUNTIME_ERROR", "TIMEOUT", "INCORRECT_SHAPE", "INCORRECT_DTYPE",
@@ -63,13 +65,16 @@ def _is_number(x: Any) -> bool:
 
 
 def check_time_reply(reply: Timed, config: TimingConfig, *, checked_outputs: int, elapsed_s: float,
-                     required_outputs: int | None = None, margin_s: float = 0.05) -> list[str]:
+                     required_outputs: int | None = None, margin_s: float = 0.05,
+                     fixed_seeds: list[int] | None = None) -> list[str]:
     """Problems with a timing reply from a solution's worker (empty when it is plausible).
 
     `config` is the timing configuration that was sent; `elapsed_s` the time the orchestrator waited.
     The reply's form (field types) was checked when it was decoded; this checks what it claims.
     `required_outputs` (default: all `checked_outputs`) is the fewest sampled outputs acceptable: a
-    worker may keep fewer than asked only when the outputs are too large for its memory.
+    worker may keep fewer than asked only when the outputs are too large for its memory. Calls draw their
+    inputs from seeds the OS's entropy picks, so two sampled calls never share a seed, unless it is one of
+    the requested `fixed_seeds` (problems whose inputs do not depend on the seed rotate those).
     """
     problems: list[str] = []
     samples = reply.samples_ms
@@ -97,11 +102,17 @@ def check_time_reply(reply: Timed, config: TimingConfig, *, checked_outputs: int
     flags = reply.flags
     if type(flags) is not list or not all(type(f) is str and len(f) < 100 for f in flags):
         problems.append("flags is not a list of short strings")
-    problems += _sampled_problems(reply.sampled, checked_outputs, required_outputs, warmup + n)
+    probe_calls = reply.probe_calls
+    if type(probe_calls) is not int or not 0 <= probe_calls <= MAX_PROBE_CALLS:
+        problems.append(f"{probe_calls!r} probe calls claimed (at most {MAX_PROBE_CALLS})")
+        probe_calls = 0
+    problems += _sampled_problems(reply.sampled, checked_outputs, required_outputs, warmup + n + probe_calls,
+                                  fixed_seeds)
     return problems
 
 
-def _sampled_problems(sampled: Any, checked_outputs: int, required_outputs: int | None, calls: int) -> list[str]:
+def _sampled_problems(sampled: Any, checked_outputs: int, required_outputs: int | None, calls: int,
+                      fixed_seeds: list[int] | None) -> list[str]:
     """What is wrong with the sampled outputs of a block of `calls` calls."""
     if type(sampled) is not list:
         return ["sampled outputs missing"]
@@ -123,6 +134,9 @@ def _sampled_problems(sampled: Any, checked_outputs: int, required_outputs: int 
         if type(seed) is not int or not 0 <= seed < 2**63:
             problems.append(f"sampled output for call {index!r} names no valid input seed")
         indices.add(index)
+    seeds = [e[1] for e in sampled if type(e) is list and len(e) == 3 and e[1] not in (fixed_seeds or [])]
+    if len(set(seeds)) < len(seeds):
+        problems.append("two sampled calls name the same fresh input seed (the seed choice was tampered with)")
     return problems
 
 

@@ -29,6 +29,8 @@ TRIM_MIN_SET_BYTES = 256 << 20  # one input set this large or larger: workers ar
 PHASE_OF_OP = {"load": "load", "environment": "load", "shutdown": "load", "call": "trials", "inputs": "trials",
                "judge": "judge", "receive": "judge", "release": "judge", "fetch": "judge", "time": "timing",
                "ping": "timing", "time_compiled": "baselines", "time_baseline": "baselines", "trim": "trim"}
+BLOCK_PHASES = ("setup", "capture", "warmup", "loop", "probe")  # the additive parts a timed block reports
+NOT_PARTS = frozenset({"gpu_timed", "timing.inputs_in_loop"})  # phases_s keys that are not a part of `seconds`
 
 
 class StepFailed(Exception):
@@ -97,10 +99,14 @@ class DeviceSession:
         worked_s = min(max(reply.handler_s, 0.0), waited_s) if reply is not None else 0.0
         parts = dict(reply.phases_s) if isinstance(reply, msg.Timed) and phase == "timing" else {}
         inside = 0.0
-        for name, seconds in parts.items():
+        for name in BLOCK_PHASES:
+            seconds = parts.get(name)
             if isinstance(seconds, (int, float)) and 0 <= seconds <= worked_s - inside:
                 self.add_phase(f"timing.{name}" if name != "probe" else "probe", seconds)
                 inside += seconds
+        inputs_s = parts.get("inputs_in_loop")
+        if isinstance(inputs_s, (int, float)) and inputs_s > 0:  # a part of the loop and the warm-up, not beside them
+            self.add_phase("timing.inputs_in_loop", min(inputs_s, worked_s))
         self.add_phase(phase if not parts else "timing.other", worked_s - inside)
         self.add_phase("channel", waited_s - worked_s)
 
@@ -137,7 +143,7 @@ class DeviceSession:
         if untrusted and isinstance(request, msg.Time):
             problems = check_time_reply(reply, request.config, checked_outputs=request.checked_outputs,
                                         required_outputs=request.required_outputs,
-                                        elapsed_s=time.monotonic() - asked)
+                                        elapsed_s=time.monotonic() - asked, fixed_seeds=request.seeds)
             if problems:
                 self.retire(worker)
                 raise StepFailed(Status.REWARD_HACK, "implausible timing reply from the solution's worker: "

@@ -31,6 +31,16 @@ class TimedSamples:
     last_reply: msg.Timed | None = None  # the solution's last block (warm-up count, clocks)
 
 
+# Argument slots per timed block: enough for short calls to see a new address on every call; calls of a
+# millisecond or more rotate fewer (each slot costs a CUDA graph capture and a warm call; inputs are
+# fresh values on every call either way, so no answer can be cached by address).
+SHORT_CALL_SLOTS, LONG_CALL_SLOTS, LONG_CALL_S = 8, 4, 1e-3
+
+
+def slots_for(call_s: float) -> int:
+    return LONG_CALL_SLOTS if call_s >= LONG_CALL_S else SHORT_CALL_SLOTS
+
+
 def with_graph_note(run: WorkloadRun, reply: msg.Timed, prefix: str, limit: int) -> None:
     """Once per workload, why a block asked to replay a CUDA graph was timed as launched."""
     if reply.graph_note:
@@ -51,13 +61,16 @@ def time_rounds(run: WorkloadRun, reference_aliases: set[str], correctness: Corr
     per_round_checks = -(-config.checked_timed_outputs // rounds)
     samples = TimedSamples()
     time_reference = config.time_reference
-    for _ in range(rounds):
+    slots = slots_for(run.call_s)
+    for round_ in range(rounds):
         if time_reference:
-            time_reference = _time_reference_block(run, seeds, timing, set_bytes, samples)
+            time_reference = _time_reference_block(run, seeds, timing, set_bytes, samples, slots)
         session.trim(session.reference, set_bytes)
+        # The escaped-work probe: the last calls of the solution's last block (worker.probe).
         request = msg.Time(workload=run.wdata, seeds=seeds, config=timing, checked_outputs=per_round_checks,
                            required_outputs=required_checks(problem, workload, per_round_checks),
-                           fresh_inputs_budget_s=config.fresh_inputs_budget_s, ipc_min_bytes=session.ipc_min_bytes())
+                           fresh_inputs_budget_s=config.fresh_inputs_budget_s, ipc_min_bytes=session.ipc_min_bytes(),
+                           probe=round_ == rounds - 1, max_slots=slots)
         reply = session.ask_timed(session.candidate, request, config.timeout_s)
         samples.candidate_ms += reply.samples_ms
         with_graph_note(run, reply, "CUDA graph: ", 400)
@@ -75,13 +88,13 @@ def time_rounds(run: WorkloadRun, reference_aliases: set[str], correctness: Corr
 
 
 def _time_reference_block(run: WorkloadRun, seeds: list[int], timing: TimingConfig, set_bytes: int,
-                          samples: TimedSamples) -> bool:
-    """One reference block; False (and a warning) when the reference cannot be timed."""
+                          samples: TimedSamples, slots: int) -> bool:
+    """One reference block (trusted code: no probe); False (and a warning) when the reference cannot be timed."""
     session = run.session
     session.trim(session.candidate, set_bytes)
     try:
         reply = session.ask_timed(session.reference, msg.Time(workload=run.wdata, seeds=seeds, config=timing,
-                                                              checked_outputs=0,
+                                                              checked_outputs=0, probe=False, max_slots=slots,
                                                               fresh_inputs_budget_s=run.config.fresh_inputs_budget_s),
                                   run.config.timeout_s)
     except StepFailed as exc:

@@ -61,6 +61,7 @@ def run_trials(run: WorkloadRun) -> tuple[Correctness, set[str]]:
             if verdict is not None:
                 raise StepFailed(verdict.status, f"{verdict.log}\n--- the solution failed too ---\n{exc.log[-2000:]}") from None
             raise
+        run.call_s = max(run.call_s, reply.call_s if reply.call_s >= 0 else 0.0)
         session.trim(session.candidate, set_bytes)
         status, correctness, verdict = judge(session, run.wdata, seed, reply.outputs, config.timeout_s, expected)
         reference_aliases = set(verdict.aliased_inputs)

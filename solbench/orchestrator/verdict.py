@@ -9,7 +9,7 @@ import time
 from datetime import UTC, datetime
 
 from solbench.orchestrator.config import RunConfig
-from solbench.orchestrator.session import DeviceSession
+from solbench.orchestrator.session import NOT_PARTS, DeviceSession
 from solbench.sol.analyser import analyse, sol_time_ms
 from solbench.sol.hardware import detect_spec, load_spec
 from solbench.sol.record import sol_record
@@ -81,7 +81,7 @@ def make_trace(problem: Problem, solution: Solution, workload: Workload, session
     environment = Environment.from_dict(env_data)
     seconds = time.monotonic() - started
     phases = session.take_phases()
-    phases["other"] = max(0.0, seconds - sum(v for k, v in phases.items() if k != "gpu_timed"))
+    phases["other"] = max(0.0, seconds - sum(v for k, v in phases.items() if k not in NOT_PARTS))
     evaluation = Evaluation(status=status, timestamp=datetime.now(UTC).isoformat(timespec="seconds"),
                             log=log[-16000:], environment=environment,
                             correctness=correctness,
@@ -101,6 +101,7 @@ class WorkloadRun:
         self.config, self.run_seed, self.started = config, run_seed, started
         self.warnings = list(warnings)  # the solution's static-scan notes, then what this workload adds
         self.wdata = workload.to_dict()
+        self.call_s = 0.0  # the slowest correctness trial's call (host seconds, synchronised)
 
     def trace(self, status: Status, log: str, **fields) -> Trace:
         return make_trace(self.problem, self.solution, self.workload, self.session, status, log,

@@ -218,9 +218,10 @@ class Timed(Reply):
     host_ms: list[float] = field(default_factory=list)
     hold_ms: float | None = None
     exposed: int = 0
+    probe_calls: int = 0  # calls made after the timed ones for the escaped-work probe (not samples)
     probe: dict | None = None
     aliased_inputs: list[str] = field(default_factory=list)
-    phases_s: dict = field(default_factory=dict)  # capture, warmup, loop, inputs, probe seconds in the block
+    phases_s: dict = field(default_factory=dict)  # setup, capture, warmup, loop seconds (and inputs_in_loop)
     # Set by the orchestrator, never on the wire: why a block asked to replay a CUDA graph was timed as
     # launched (`orchestrator.session.DeviceSession.ask_timed`).
     graph_note: str | None = field(default=None, init=False, repr=False)

@@ -1,7 +1,10 @@
 """How a timed block is run: warm-up, iteration counts, adaptive stopping, budgets.
 
-Defaults aim at a trustworthy median on a GPU (1% relative CI half-width at 95%) within a few
-seconds per workload; the CPU defaults are smaller so that tests on a 2-core CI machine stay fast.
+Defaults aim at a trustworthy median on a GPU (1% relative CI half-width at 95%) at a cost the timed
+calls themselves dominate: calls of a millisecond or more are timed for at least `min_block_ms` of
+device time per block (more measurement, so the fixed cost of checking a verdict is a small part of it),
+shorter calls at least `short_call_iters` times, and the adaptive stop on the CI decides the rest. The
+CPU defaults are smaller so that tests on a 2-core CI machine stay fast.
 """
 
 from __future__ import annotations
@@ -12,10 +15,18 @@ from typing import Any
 
 @dataclass(frozen=True)
 class TimingConfig:
-    warmup: int = 10
-    """Minimum warm-up calls (compilation, allocator, caches, lazy module loading)."""
-    iters: int = 50
-    """Minimum timed iterations; always run, whatever the time budget."""
+    warmup: int = 3
+    """Minimum warm-up calls (allocator, caches, lazy module loading). Compilation and autotuning happened
+    before, in the correctness trials and the CUDA graph capture's warm call."""
+    iters: int = 10
+    """Minimum timed iterations; always run, whatever the time budget (enough for a distribution-free CI)."""
+    short_call_iters: int = 50
+    """Adaptive: calls shorter than `long_call_ms` are timed at least this many times."""
+    long_call_ms: float = 1.0
+    """Adaptive: calls at least this long are timed for `min_block_ms` of device time instead of a count;
+    CUDA: and without the settle (the idle gap matters to short calls only, docs/timing.md)."""
+    min_block_ms: float = 200.0
+    """Adaptive: device time a block of long calls measures at least (within `max_time_s`)."""
     max_iters: int = 1000
     """Adaptive stopping never goes past this many timed iterations."""
     adaptive: bool = True
@@ -84,6 +95,8 @@ class TimingConfig:
             raise ValueError("settle_ms must be in [0, 100]")
         if self.batch_min < 1:
             raise ValueError("batch_min must be >= 1")
+        if self.short_call_iters < 1 or self.long_call_ms < 0 or self.min_block_ms < 0:
+            raise ValueError("short_call_iters must be >= 1; long_call_ms and min_block_ms >= 0")
 
     @classmethod
     def cuda(cls, **overrides) -> TimingConfig:
@@ -97,8 +110,8 @@ class TimingConfig:
         CPU timings are a smoke test of the pipeline (CI, laptops), not kernel measurements, so the
         budget per block is kept small enough for a whole shipped-problem run to take a minute or two.
         """
-        base = cls(warmup=2, iters=10, max_iters=100, target_rel_ci=0.03, max_time_s=0.5, min_warmup_ms=5.0,
-                   clock_warmup=False, settle_ms=0.0, cuda_graphs=False)
+        base = cls(warmup=2, iters=10, short_call_iters=10, min_block_ms=0.0, max_iters=100, target_rel_ci=0.03,
+                   max_time_s=0.5, min_warmup_ms=5.0, clock_warmup=False, settle_ms=0.0, cuda_graphs=False)
         return replace(base, **overrides)
 
     @classmethod

@@ -124,6 +124,8 @@ class TimingResult:
     host_ms: list[float] | None = None  # CUDA: host time to queue each timed call (start mark to end mark)
     hold_ms: float = 0.0  # CUDA: the launch hold at the end of the block
     exposed: int = 0  # CUDA: timed calls whose launch outlasted the hold in force
+    probe_calls: int = 0  # calls made after the timed ones for the escaped-work probe (not samples)
+    probe_s: float = 0.0
 
     @property
     def flags(self) -> list[str]:
@@ -137,11 +139,13 @@ def events_exceed_wall(events_total_ms: float, wall_s: float, config: TimingConf
 
 
 def next_batch_size(n_done: int, elapsed_s: float, config: TimingConfig, rel_halfwidth: float | None,
-                    ) -> tuple[int, str | None]:
+                    timed_ms: float = math.inf) -> tuple[int, str | None]:
     """How many more timed iterations to run, or (0, stop_reason). Pure, so it is tested directly.
 
-    The first batch is `iters`; then, if adaptive, batches of max(batch_min, n/4) until the CI
-    target, `max_iters`, or the time budget (batch shrunk to what is predicted to fit) ends it.
+    The first batch is `iters`; then, if adaptive, batches of max(batch_min, n/4) until the CI target
+    is met together with the block's floor, or `max_iters`, or the time budget (batch shrunk to what is
+    predicted to fit) ends it. The floor: calls of `long_call_ms` or more (by their mean, `timed_ms / n`)
+    until the samples add up to `min_block_ms`, shorter ones until `short_call_iters` samples.
     """
     if n_done == 0:
         return config.iters, None
@@ -149,13 +153,17 @@ def next_batch_size(n_done: int, elapsed_s: float, config: TimingConfig, rel_hal
         return 0, STOP_MAX_ITERS if config.adaptive else STOP_FIXED
     if not config.adaptive:
         return 0, STOP_FIXED
-    if rel_halfwidth is not None and rel_halfwidth <= config.target_rel_ci:
+    mean_ms = timed_ms / n_done
+    long_calls = mean_ms >= config.long_call_ms
+    floor_left = (max(0.0, config.min_block_ms - timed_ms) / mean_ms if long_calls
+                  else max(0, config.short_call_iters - n_done))
+    if rel_halfwidth is not None and rel_halfwidth <= config.target_rel_ci and floor_left <= 0:
         return 0, STOP_CI
     remaining_s = config.max_time_s - elapsed_s
     per_iter_s = elapsed_s / n_done
     if remaining_s <= per_iter_s or remaining_s <= 0:
         return 0, STOP_MAX_TIME
-    size = max(config.batch_min, n_done // 4)
+    size = max(config.batch_min, n_done // 4, math.ceil(floor_left))
     if per_iter_s > 0:
         size = min(size, int(remaining_s / per_iter_s))
     return max(1, min(size, config.max_iters - n_done)), None
@@ -192,6 +200,7 @@ class _Session:
         self.run = run
         self.prepare = prepare
         self.settle_ns = int(settle_ms * 1e6) if device.type == "cuda" else 0
+        self.call_ms = 0.0  # device time of a warm-up call (CUDA), for the settle rule
         self.flush = flush
         self.hold = hold
         self.device = device
@@ -215,9 +224,12 @@ class _Session:
             pass
 
     def untimed(self, count: int) -> None:
-        """Warm-up calls: the same protocol, no marks (the host time still sizes the hold)."""
+        """Warm-up calls: the same protocol, no timed marks (the host time still sizes the hold). On CUDA
+        the chunk's last call is bracketed by events, read after the caller's sync (`warm_call_ms`)."""
         run, prepare, flush, hold, clock = self.run, self.prepare, self.flush, self.hold, _perf_counter_ns
         host_ns = [0] * count
+        if self.is_cuda:
+            self.ensure_events(1)
         for j in range(count):
             i = self.calls
             self.calls += 1
@@ -229,11 +241,49 @@ class _Session:
                 flush()
             if hold is not None:
                 hold.spin()
+            last = self.is_cuda and j == count - 1
             t0 = clock()
+            if last:
+                _event_record(self.starts[0], self.stream)
             run(i)
+            if last:
+                _event_record(self.ends[0], self.stream)
             host_ns[j] = clock() - t0
         if hold is not None:
             hold.grow([t / 1e6 for t in host_ns[1:] or host_ns])  # the first call may compile
+
+    def warm_call_ms(self) -> float:
+        """Device time of the last warm-up chunk's last call (after a sync); 0.0 on the CPU."""
+        return _event_elapsed_time(self.starts[0], self.ends[0]) if self.is_cuda else 0.0
+
+    def probed(self, probe) -> int:
+        """Probe calls (`worker.probe.EscapedWorkProbe`): made exactly as timed calls are, each followed
+        by the probe's own checks; they are not samples. Returns how many were made."""
+        run, prepare, flush, hold = self.run, self.prepare, self.flush, self.hold
+        self.ensure_events(1)
+        start, end = self.starts[0], self.ends[0]
+        made, t0 = 0, _perf_counter_ns()
+        probe.begin()
+        while probe.wants_more(made, (_perf_counter_ns() - t0) / 1e9):
+            i = self.calls
+            self.calls += 1
+            if self.settle_ns:
+                self.settle()
+            if prepare is not None:
+                prepare(i)
+            if flush is not None:
+                flush()
+            if hold is not None:
+                hold.spin()
+            probe.opening()
+            probe.started()
+            _event_record(start, self.stream)
+            run(i)
+            _event_record(end, self.stream)
+            probe.ended(start, end, self.stream)
+            probe.settled(start, end)
+            made += 1
+        return made
 
     def ensure_events(self, count: int) -> None:
         """Allocate event pairs outside any timed window; reused across batches."""
@@ -327,9 +377,14 @@ def _is_plateau(readings: list[int]) -> bool:
     return max(readings) - min(readings) <= 0.01 * max(readings)
 
 
+WARMUP_CHUNK_MS = 10.0  # after the first `warmup` calls, warm-up goes on in chunks of about this long
+
+
 def _warm_up(session: _Session, config: TimingConfig, telemetry: Telemetry | None) -> tuple[int, str, float]:
     """At least `warmup` calls and `min_warmup_ms`; with clock warm-up, until the SM clock reaches
-    its working level or plateaus (polled while the GPU is busy), bounded by the timeout."""
+    its working level or plateaus (polled while the GPU is busy, about every 10 ms), bounded by the
+    timeout. Chunks after the first last about WARMUP_CHUNK_MS, so a long call is not repeated ten
+    times between two readings of the clock."""
     start_ns = _perf_counter_ns()
     max_mhz = telemetry.max_sm_clock_mhz() if telemetry is not None else None
     clock_state = "off"
@@ -337,11 +392,10 @@ def _warm_up(session: _Session, config: TimingConfig, telemetry: Telemetry | Non
         clock_state = "unavailable" if max_mhz is None else "pending"
     readings: list[int] = []
     last_poll_ns = 0
-    chunk = max(1, config.warmup)
-    first = True
+    count = max(1, config.warmup)
     while True:
-        session.untimed(config.warmup if first else chunk)
-        first = False
+        chunk_start_ns = _perf_counter_ns()
+        session.untimed(count)
         if clock_state == "pending" and _perf_counter_ns() - last_poll_ns >= 10_000_000:
             last_poll_ns = _perf_counter_ns()
             mhz = telemetry.sm_clock_mhz()  # while the queued work runs
@@ -352,6 +406,9 @@ def _warm_up(session: _Session, config: TimingConfig, telemetry: Telemetry | Non
                 elif len(readings) >= PLATEAU_READINGS and _is_plateau(readings[-PLATEAU_READINGS:]):
                     clock_state = "plateau"
         session.sync()
+        session.call_ms = session.warm_call_ms()
+        chunk_ms = (_perf_counter_ns() - chunk_start_ns) / 1e6
+        count = max(1, int(WARMUP_CHUNK_MS / max(chunk_ms / count, 1e-3)))
         elapsed_s = (_perf_counter_ns() - start_ns) / 1e9
         if clock_state == "pending" and elapsed_s >= config.clock_warmup_timeout_s:
             clock_state = "timeout"
@@ -363,11 +420,13 @@ def _warm_up(session: _Session, config: TimingConfig, telemetry: Telemetry | Non
 
 def time_iterations(run: Callable[[int], object], prepare: Callable[[int], None] | None,
                     device: torch.device | str | int | None, config: TimingConfig | None = None, *,
-                    telemetry: Telemetry | None = None, flusher: L2Flusher | None = None) -> TimingResult:
+                    telemetry: Telemetry | None = None, flusher: L2Flusher | None = None,
+                    probe=None) -> TimingResult:
     """Time `run(i)` per call on `device` ("cuda[:n]" uses CUDA events, "cpu" the CPU clock).
 
     `telemetry` defaults to NVML for CUDA devices (None on CPU); `flusher` defaults to a cached
-    per-device `L2Flusher` when `config.l2_flush`.
+    per-device `L2Flusher` when `config.l2_flush`. `probe` (CUDA): after the timed calls, probe calls
+    under the same protocol (`worker.probe.EscapedWorkProbe`); `TimingResult.probe_calls` counts them.
     """
     dev = resolve_device(device)
     config = config if config is not None else TimingConfig.for_device(dev)
@@ -390,6 +449,8 @@ def time_iterations(run: Callable[[int], object], prepare: Callable[[int], None]
             if config.gc_off:
                 _gc_disable()
             warmup_done, clock_state, warmup_s = _warm_up(session, config, telemetry)
+            if session.call_ms >= config.long_call_ms:
+                session.settle_ns = 0  # the idle gap before a call matters to short calls only
             clocks_before = telemetry.read() if telemetry is not None else None
             samples: list[float] = []
             stop_reason = STOP_FIXED
@@ -398,13 +459,16 @@ def time_iterations(run: Callable[[int], object], prepare: Callable[[int], None]
             while True:
                 elapsed_s = (_perf_counter_ns() - t0) / 1e9
                 rel = rel_ci_halfwidth(samples, config.ci_level) if samples else None
-                size, reason = next_batch_size(len(samples), elapsed_s, config, rel)
+                size, reason = next_batch_size(len(samples), elapsed_s, config, rel, math.fsum(samples))
                 if size == 0:
                     stop_reason = reason or STOP_FIXED
                     break
                 samples.extend(session.timed(size))
             session.sync()
             wall_s = (_perf_counter_ns() - t0) / 1e9
+            probe_started_ns = _perf_counter_ns()
+            probe_calls = session.probed(probe) if probe is not None and is_cuda else 0
+            probe_s = (_perf_counter_ns() - probe_started_ns) / 1e9
         finally:
             if config.gc_off and gc_was_enabled:
                 _gc_enable()
@@ -431,4 +495,5 @@ def time_iterations(run: Callable[[int], object], prepare: Callable[[int], None]
         clock_warmup=clock_state, warmup_s=warmup_s,
         energy_mj_per_call=energy_per_call_mj(clocks_before, clocks_after, len(samples)),
         host_ms=host_ms, hold_ms=hold.ms if hold is not None else 0.0, exposed=session.exposed,
+        probe_calls=probe_calls, probe_s=probe_s,
     )

@@ -9,7 +9,6 @@ from __future__ import annotations
 import importlib.util
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path, PurePosixPath
 
@@ -28,9 +27,9 @@ from solbench.worker import transfer
 from solbench.worker.guard import installation_roots
 from solbench.worker.inputs_cache import changed_tensors, make_call_inputs
 from solbench.worker.state import Failure, WorkerState, format_exception, harness_native
+from solbench.worker.threads import baseline_threads
 
 _perf_counter = time.perf_counter
-_thread_enumerate = threading.enumerate
 
 
 STDLIB_AND_HARNESS = frozenset(sys.stdlib_module_names) | {
@@ -40,6 +39,7 @@ STDLIB_AND_HARNESS = frozenset(sys.stdlib_module_names) | {
 
 def handle_load(state: WorkerState, request: msg.Load) -> msg.Loaded:
     state.definition = Definition.from_dict(request.definition)
+    state.timed_block, state.timed_call_ms = None, 0.0  # another solution: nothing timed before carries over
     solution = Solution.from_dict(request.solution)
     state.data_roots = [Path(p) for p in request.data_roots]
     if state.guard is not None:  # the audit hook reports writes below these (and the harness package)
@@ -153,7 +153,7 @@ def handle_call(state: WorkerState, request: msg.Call) -> msg.Called:
     aliases = returned_views(result, state.definition, args)
     mutated = [names[i] for i in changed_tensors(pristine, args)]
     if state.baseline_threads is None:
-        state.baseline_threads = {t.ident for t in _thread_enumerate()}
+        state.baseline_threads = baseline_threads()
     # Whether writing into inputs or returning them is acceptable depends on what the reference
     # does; the orchestrator decides once it knows (see orchestrator.trials.side_effects).
     # Large GPU outputs go to the reference worker as CUDA IPC handles of copies (transfer.py) when asked.

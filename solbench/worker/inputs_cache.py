@@ -94,8 +94,10 @@ def handle_trim(state: WorkerState, request: msg.Trim) -> msg.Trimmed:
 
 
 def drop_input_cache(state: WorkerState) -> None:
-    """Forget the cached input sets and hand their memory back to the device (for the other worker)."""
+    """Forget the cached input sets (and a kept timed block's slots) and hand their memory back to the
+    device (for the other worker)."""
     state.inputs_cache.clear()
+    state.timed_block = None
     if state.is_cuda:
         torch.cuda.empty_cache()
 

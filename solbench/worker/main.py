@@ -24,6 +24,7 @@ from solbench.worker import guard as worker_guard
 from solbench.worker.baselines import handle_time_baseline, handle_time_compiled
 from solbench.worker.calls import handle_call, handle_inputs, handle_judge, handle_load
 from solbench.worker.environment import collect_environment
+from solbench.worker.hooks import make_dispatch_checker
 from solbench.worker.inputs_cache import handle_trim
 from solbench.worker.probe import load_cupti
 from solbench.worker.state import Failure, WorkerState, format_exception
@@ -52,6 +53,10 @@ assert set(HANDLERS) | {"shutdown"} == set(msg.REQUESTS), "every request op has 
 
 # The guard's phase while a request runs: the audit hook is strictest while the solution is timed.
 PHASES = {"load": "load", "call": "call", "time": "timing"}
+# Requests after which the worker hands its cached device memory back (the other worker of the GPU may
+# need it) and collects garbage: the ones that allocate a lot. Both cost tens of milliseconds, which every
+# small request paid before (a third of the harness's time on short workloads, benchmarks/throughput.py).
+RELEASE_AFTER = frozenset({"load", "time", "time_compiled", "time_baseline", "trim"})
 
 
 def start_guard(state: WorkerState, alarm_fd: str | None):
@@ -68,8 +73,13 @@ def start_guard(state: WorkerState, alarm_fd: str | None):
         # pynvml loads libnvidia-ml and looks up each function on first use (ctypes dlopen / dlsym):
         # one full reading now, so the timer's readings later raise no audit events.
         timer.telemetry_for(timer.resolve_device(state.device).index).read()
-    checker = worker_guard.make_checker(worker_guard.take_snapshot(
+    harness = worker_guard.make_checker(worker_guard.take_snapshot(
         {"HANDLERS": HANDLERS, "solbench.timing.timer._CAPTURED": timer._CAPTURED}))
+    dispatcher = make_dispatch_checker()
+
+    def checker(_harness=harness, _dispatcher=dispatcher) -> list[str]:
+        return _harness() + _dispatcher()
+
     guard = worker_guard.GuardState()
     guard.protect(worker_guard.installation_roots())
     worker_guard.install_audit_hook(int(alarm_fd) if alarm_fd else None, guard)
@@ -99,12 +109,19 @@ def serve_one(state: WorkerState, guard, integrity, request: msg.Request) -> msg
     guard.phase = "idle"
     changed = integrity()
     if changed:
-        reply = msg.Failed(status="REWARD_HACK", log=f"harness objects were replaced in the solution's process: {changed}")
+        reply = msg.Failed(status="REWARD_HACK", log=f"harness objects were replaced or hooked in the solution's "
+                                                      f"process: {changed}")
     reply.audit = guard.take_warnings()
+    if state.is_cuda and request.OP in RELEASE_AFTER:
+        torch.cuda.empty_cache()  # before the reply: the other worker may be timed next, beside this one
     reply.handler_s = _perf_counter() - started
-    if state.is_cuda:
-        torch.cuda.empty_cache()
     return reply
+
+
+def release_memory(state: WorkerState, request: msg.Request) -> None:
+    """After the reply went out: collect cyclic garbage when the request allocated a lot (RELEASE_AFTER)."""
+    if request.OP in RELEASE_AFTER:
+        gc.collect()
 
 
 def main() -> None:
@@ -128,5 +145,5 @@ def main() -> None:
         if isinstance(request, msg.Shutdown):
             send_reply(channel, msg.Stopped(), request_id, request.OP)
             return
-        gc.collect()
         send_reply(channel, serve_one(state, guard, integrity, request), request_id, request.OP)
+        release_memory(state, request)

@@ -1,32 +1,38 @@
-"""Work that escapes the timer's CUDA events: a cross-check run after each timed block.
+"""Work that escapes the timer's CUDA events: a cross-check on the last calls of a solution's timed block.
 
 The timer brackets each call with CUDA events on the current stream. Work a solution puts on another
-stream without making the current stream wait for it (or leaves queued for later) is invisible to
-those events. After the timed block the worker makes a few *probe* calls, each isolated by device
-synchronisations, and measures two things:
+stream without making the current stream wait for it (or leaves queued for later) is invisible to those
+events. So the last few calls of the solution's last timed block are *probe calls*: made by the timer
+exactly as its timed calls are (the same settle, input rotation, cache flush and launch hold, the next
+argument slot; a replayed CUDA graph when the block replays graphs), so a call cannot tell a probe call
+from a timed one before it returns. After each, the probe measures:
 
-* the tail: how long a device-wide synchronize still waits once the call's end event has completed.
-  A call that joined all its work leaves nothing behind (the tail is the cost of an empty
-  synchronize, microseconds); one that left work on a side stream makes the synchronize wait for it.
-  This needs nothing but torch.
-* with cupti-python installed: every kernel, memcpy and memset the call launched, on any stream and
-  from any thread (CUPTI activity records, attributed to the call by the correlation ids of the
-  runtime/driver API calls made between its start and end), giving the GPU-busy span of the call
-  across all streams and the sum of its kernel times.
+* the tail: how long a device-wide synchronize still waits once the call's end event has completed. A
+  call that joined all its work leaves nothing behind (the tail is the cost of an empty synchronize,
+  microseconds); one that left work on a side stream makes the synchronize wait for it.
+* with cupti-python installed: every kernel, memcpy and memset the call launched, on any stream and from
+  any thread (CUPTI activity records, attributed to the call by the correlation ids of the runtime/driver
+  API calls made between its start and end marks), and two *marker* kernels the probe queues on the
+  current stream, one right before the start event and one right after the end event. The call's work
+  that ran before the first marker ended (on a stream that never waited for the current one, beside the
+  launch hold) or after the second one started escaped the events, whatever its size: the decision reads
+  the GPU's own timestamps of the work, not a time threshold, so it does not depend on luck (how long the
+  side work is, when the probe happens to look).
 
-Decision (documented in docs/anticheat.md): the reported latency stays the event time of the timed
-block; the probe only decides whether that time can be trusted. A median tail above
-`max(TAIL_FLOOR_MS, TAIL_FRACTION x event time)`, or a CUPTI span above
-`SPAN_FACTOR x event time + SPAN_SLACK_MS`, means work escaped the events: REWARD_HACK.
-
-Everything is optional: without CUDA nothing runs; without cupti-python the result says
-`"cupti": "unavailable"` and the tail check alone decides.
+Decision (docs/anticheat.md): the reported latency stays the event time of the timed block; the probe
+decides whether that time can be trusted. REWARD_HACK when CUPTI shows escaped work (more than
+`ESCAPE_TOLERANCE_MS`, and more than `ESCAPE_FRACTION` of the call's GPU-busy time, so that an honest
+kernel's stray microsecond, e.g. an asynchronous copy of a constant, is not an accusation), or the median
+tail exceeds
+`max(TAIL_FLOOR_MS, TAIL_FRACTION x event time)`, or the CUPTI span exceeds `SPAN_FACTOR x event time +
+SPAN_SLACK_MS`. Without CUPTI only the tail decides (the trace says so); in a CUDA graph replay nothing can
+escape (the graph holds what was captured; work left out of it shows as stale outputs, which the sampled
+checks fail because the harness poisons a graph's outputs before every replay).
 """
 
 from __future__ import annotations
 
 import contextlib
-import random
 import statistics
 import time
 from collections.abc import Callable
@@ -35,22 +41,24 @@ from typing import Any
 
 import torch
 
-from solbench.timing.config import TimingConfig
-from solbench.timing.timer import flusher_for
-from solbench.worker.calls import invoke, refill_outputs
-from solbench.worker.inputs_cache import make_call_inputs
-from solbench.worker.state import Failure, WorkerState, format_exception, harness_native
-
 PROBE_CALLS = 5
 # CUPTI slows launch-heavy calls many times over (a 0.45 s eager loop of small kernels took ~19 s
-# traced on an H100): past this budget the probe stops, after at least one recorded call.
+# traced on an H100): past this budget the probe stops, after at least MIN_PROBE_CALLS recorded calls.
 PROBE_BUDGET_S = 2.0
+MIN_PROBE_CALLS = 2
+WARM_PROBE_BELOW_MS = 10.0  # calls this short get an unrecorded first probe call (CUPTI's start-up)
 TAIL_FLOOR_MS = 0.05
 TAIL_FRACTION = 0.25
 SPAN_FACTOR = 1.5
 SPAN_SLACK_MS = 0.02
+ESCAPE_TOLERANCE_MS = 0.0005
+ESCAPE_FRACTION = 0.05
 
 _perf_counter_ns = time.perf_counter_ns
+_cuda_synchronize = torch.cuda.synchronize
+_cuda_sleep = torch.cuda._sleep
+_event_synchronize = torch.cuda.Event.synchronize
+_event_elapsed_time = torch.cuda.Event.elapsed_time
 
 
 def load_cupti():
@@ -70,6 +78,7 @@ class ProbeResult:
     busy_ms: list[float] = field(default_factory=list)  # CUPTI: time any of the call's work ran (union)
     kernel_ms: list[float] = field(default_factory=list)  # CUPTI: sum of kernel durations
     streams: list[int] = field(default_factory=list)  # CUPTI: distinct streams per call
+    escaped_ms: list[float] = field(default_factory=list)  # CUPTI: the call's work outside its start..end
     cupti: str = "unavailable"  # "used", "unavailable", or "failed: <why>"
 
     def verdict(self) -> str | None:
@@ -77,6 +86,11 @@ class ProbeResult:
         if not self.event_ms:
             return None
         event = statistics.median(self.event_ms)
+        for escaped, busy in zip(self.escaped_ms, self.busy_ms):
+            if escaped > ESCAPE_TOLERANCE_MS and escaped > ESCAPE_FRACTION * busy:
+                return (f"{escaped:.4f} ms of the call's {busy:.4f} ms of GPU work ran outside its start and end "
+                        f"events (CUPTI; event time {event:.4f} ms): work on a stream the current stream never "
+                        f"waited for, or did not wait on")
         if self.tail_ms:
             tail = statistics.median(self.tail_ms)
             if tail > max(TAIL_FLOOR_MS, TAIL_FRACTION * event):
@@ -91,11 +105,12 @@ class ProbeResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {"event_ms": self.event_ms, "tail_ms": self.tail_ms, "span_ms": self.span_ms,
-                "busy_ms": self.busy_ms, "kernel_ms": self.kernel_ms, "streams": self.streams, "cupti": self.cupti}
+                "busy_ms": self.busy_ms, "kernel_ms": self.kernel_ms, "streams": self.streams,
+                "escaped_ms": self.escaped_ms, "cupti": self.cupti}
 
 
 class _Collector:
-    """CUPTI activity collection for the duration of a `with` block (all streams, all threads)."""
+    """CUPTI activity collection between `start` and `stop` (all streams, all threads)."""
 
     KINDS = ("RUNTIME", "DRIVER", "CONCURRENT_KERNEL", "MEMCPY", "MEMSET")
 
@@ -124,16 +139,14 @@ class _Collector:
                 if stream is not None:
                     self.streams[int(a.correlation_id)] = int(stream)
 
-    def __enter__(self):
-        cupti = self.cupti
-        cupti.activity_register_callbacks(self._requested, self._completed)
+    def start(self) -> None:
+        self.cupti.activity_register_callbacks(self._requested, self._completed)
         for name in self.KINDS:
-            kind = getattr(cupti.ActivityKind, name)
-            cupti.activity_enable(kind)
+            kind = getattr(self.cupti.ActivityKind, name)
+            self.cupti.activity_enable(kind)
             self.enabled.append(kind)
-        return self
 
-    def __exit__(self, *exc) -> None:
+    def stop(self) -> None:
         try:
             self.cupti.activity_flush_all(1)
         finally:
@@ -144,27 +157,36 @@ class _Collector:
     def now(self) -> int:
         return int(self.cupti.get_timestamp())
 
-    def per_call(self, windows: list[tuple[int, int]]) -> tuple[list[float], list[float], list[float], list[int]]:
-        """(GPU span ms, GPU busy ms, kernel-time sum ms, distinct streams) of the work launched in
-        each window."""
-        by_corr: dict[int, list] = {}
-        for rec in self.work:
-            by_corr.setdefault(rec[2], []).append(rec)
-        spans, busy, sums, streams = [], [], [], []
-        for t0, t1 in windows:
-            ids = {corr for start, corr in self.launches if t0 <= start <= t1}
-            recs = [r for corr in ids for r in by_corr.get(corr, [])]
+    def records(self, t0: int, t1: int) -> list[tuple[int, int, int, int]]:
+        """The work launched by API calls made in [t0, t1]."""
+        ids = {corr for start, corr in self.launches if t0 <= start <= t1}
+        return [r for r in self.work if r[2] in ids]
+
+    def per_call(self, windows: list[tuple[int, ...]]) -> dict[str, list]:
+        """Per call (the launch windows of the opening marker, of the call, of the closing marker): span,
+        busy and kernel ms, streams, and ms of the call's work outside [opening marker's end, closing
+        marker's start] (0 when a marker was not recorded)."""
+        out: dict[str, list] = {"span_ms": [], "busy_ms": [], "kernel_ms": [], "streams": [], "escaped_ms": []}
+        for p0, p1, t0, t1, m0, m1 in windows:
+            recs = self.records(t0, t1)
+            opening = [r[1] for r in self.records(p0, p1) if r[3]]
+            closing = [r[0] for r in self.records(m0, m1) if r[3]]
             if not recs:
-                spans.append(0.0)
-                busy.append(0.0)
-                sums.append(0.0)
-                streams.append(0)
+                for key in out:
+                    out[key].append(0)
                 continue
-            spans.append((max(r[1] for r in recs) - min(r[0] for r in recs)) / 1e6)
-            busy.append(union_ns([(r[0], r[1]) for r in recs]) / 1e6)
-            sums.append(sum(r[1] - r[0] for r in recs if r[3]) / 1e6)
-            streams.append(len({self.streams.get(corr) for corr in ids if corr in self.streams}))
-        return spans, busy, sums, streams
+            out["span_ms"].append((max(r[1] for r in recs) - min(r[0] for r in recs)) / 1e6)
+            out["busy_ms"].append(union_ns([(r[0], r[1]) for r in recs]) / 1e6)
+            out["kernel_ms"].append(sum(r[1] - r[0] for r in recs if r[3]) / 1e6)
+            out["streams"].append(len({self.streams.get(r[2]) for r in recs if r[2] in self.streams}))
+            out["escaped_ms"].append(outside_ns(recs, max(opening), min(closing)) / 1e6 if opening and closing else 0.0)
+        return out
+
+
+def outside_ns(records: list[tuple[int, int, int, int]], window_start: int, window_end: int) -> int:
+    """How long the records ran outside [window_start, window_end], summed (overlaps are not merged)."""
+    return sum(max(0, min(end, window_start) - start) + max(0, end - max(start, window_end))
+               for start, end, _, _ in records)
 
 
 def union_ns(intervals: list[tuple[int, int]]) -> int:
@@ -180,107 +202,92 @@ def union_ns(intervals: list[tuple[int, int]]) -> int:
     return total
 
 
-def probe(prepare: Callable[[int], None], run: Callable[[int], Any], first_index: int,
-          calls: int = PROBE_CALLS, use_cupti: bool = True, flush: Callable[[], None] | None = None,
-          quiet: Callable[[], Any] = contextlib.nullcontext, budget_s: float | None = None,
-          warm_call: bool = True) -> ProbeResult:
-    """Make `calls` isolated calls (`prepare(i)`, `flush()`, then `run(i)`) and measure what escaped
-    their events. Pass the timer's cache flush so the GPU-busy times are taken under the same
-    conditions as the timed calls (a call on L2-resident inputs can be twice as fast). `quiet()` wraps
-    the harness's own CUPTI calls (the worker's guard: CUPTI loads its library through ctypes).
-    Past `budget_s` no further call starts; `warm_call=False` skips the unrecorded first call (its
-    milliseconds of CUPTI start-up only matter to short calls)."""
-    result = ProbeResult()
-    cupti = load_cupti() if use_cupti else None
-    collector = None
-    if cupti is not None:
+class EscapedWorkProbe:
+    """The hooks the timer calls around each probe call (`timing.timer.time_iterations(probe=...)`).
+
+    `quiet()` wraps the harness's own CUPTI calls (the worker's guard: CUPTI loads its library through
+    ctypes). `warm_call`: the first probe call is made but not recorded (CUPTI's first activity costs
+    milliseconds, which only matters to short calls)."""
+
+    def __init__(self, calls: int = PROBE_CALLS, budget_s: float = PROBE_BUDGET_S,
+                 quiet: Callable[[], Any] = contextlib.nullcontext, use_cupti: bool = True, warm_call: bool = True):
+        self.calls, self.budget_s, self.quiet, self.warm_call = calls, budget_s, quiet, warm_call
+        self.result = ProbeResult()
+        self.collector: _Collector | None = None
+        self.windows: list[tuple[int, ...]] = []
+        self._marks: list[int] = []
+        self._recorded = not warm_call
+        self._cupti = load_cupti() if use_cupti else None
+        self.active = False  # between the first probe call and `finish`: CUPTI collects (its thread works)
+
+    def begin(self) -> None:
+        """Before the first probe call (not before: CUPTI must not slow the timed calls)."""
+        self.active = True
+        if self._cupti is None:
+            return
         try:
-            with quiet():
-                collector = _Collector(cupti).__enter__()
-            result.cupti = "used"
+            with self.quiet():
+                self.collector = _Collector(self._cupti)
+                self.collector.start()
+            self.result.cupti = "used"
         except Exception as exc:  # noqa: BLE001 - e.g. another CUPTI client already holds the device
-            collector = None
-            result.cupti = f"failed: {type(exc).__name__}: {exc}"[:200]
-    windows: list[tuple[int, int]] = []
-    try:
-        stream = torch.cuda.current_stream()
-        if warm_call:
-            prepare(first_index - 1)  # an unrecorded call first: CUPTI's first activity costs milliseconds
-            run(first_index - 1)
-            torch.cuda.synchronize()
-        started = time.monotonic()
-        for k in range(calls):
-            if k and budget_s is not None and time.monotonic() - started > budget_s:
-                break
-            i = first_index + k
-            prepare(i)
-            if flush is not None:
-                flush()
-            torch.cuda.synchronize()
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            with quiet():
-                t0 = collector.now() if collector else 0
-            start.record(stream)
-            run(i)
-            end.record(stream)
-            with quiet():
-                t1 = collector.now() if collector else 0
-            end.synchronize()
-            before = _perf_counter_ns()
-            torch.cuda.synchronize()
-            result.tail_ms.append((_perf_counter_ns() - before) / 1e6)
-            result.event_ms.append(start.elapsed_time(end))
-            windows.append((t0, t1))
-    finally:
-        if collector is not None:
+            self.collector = None
+            self.result.cupti = f"failed: {type(exc).__name__}: {exc}"[:200]
+
+    def wants_more(self, made: int, elapsed_s: float) -> bool:
+        """Whether the timer should make another probe call (`made` so far, `elapsed_s` since the first)."""
+        warm = 1 if self.warm_call else 0
+        if made >= self.calls + warm:
+            return False
+        return made < MIN_PROBE_CALLS + warm or elapsed_s <= self.budget_s
+
+    def _now(self) -> int:
+        if self.collector is None:
+            return 0
+        with self.quiet():
+            return self.collector.now()
+
+    def opening(self) -> None:
+        """After the launch hold, before the start event: the opening marker kernel on the current stream."""
+        self._marks = [self._now()]
+        _cuda_sleep(1)
+        self._marks.append(self._now())
+
+    def started(self) -> None:
+        """Right before the call's start event is recorded."""
+        self._marks.append(self._now())
+
+    def ended(self, start, end, stream) -> None:
+        """Right after the end event is recorded: the closing marker kernel, queued behind it."""
+        self._marks.append(self._now())
+        self._marks.append(self._now())
+        _cuda_sleep(1)
+        self._marks.append(self._now())
+
+    def settled(self, start, end) -> None:
+        """The call's events completed: how long does the device still need?"""
+        _event_synchronize(end)
+        before = _perf_counter_ns()
+        _cuda_synchronize()
+        tail_ms = (_perf_counter_ns() - before) / 1e6
+        if not self._recorded:
+            self._recorded = True  # the unrecorded warm call
+            return
+        self.result.tail_ms.append(tail_ms)
+        self.result.event_ms.append(_event_elapsed_time(start, end))
+        self.windows.append(tuple(self._marks))
+
+    def finish(self) -> ProbeResult:
+        """Stop collecting and compute the per-call CUPTI figures (when CUPTI was used)."""
+        self.active = False
+        if self.collector is not None:
             try:
-                with quiet():
-                    collector.__exit__(None, None, None)
-                result.span_ms, result.busy_ms, result.kernel_ms, result.streams = collector.per_call(windows)
+                with self.quiet():
+                    self.collector.stop()
+                figures = self.collector.per_call(self.windows)
+                for key, values in figures.items():
+                    setattr(self.result, key, values)
             except Exception as exc:  # noqa: BLE001
-                result.cupti = f"failed: {type(exc).__name__}: {exc}"[:200]
-    return result
-
-
-WARM_PROBE_BELOW_MS = 10.0  # calls this short get an unrecorded CUPTI warm-up call before the probe
-
-
-def escaped_work_probe(state: WorkerState, workload: dict, config: TimingConfig, slots: list, sets: list,
-                       fresh: bool, call_ms: float = 0.0, recent: list | None = None) -> ProbeResult:
-    """A few isolated calls after the timed block: did GPU work escape the timer's events?
-
-    A device synchronize that still waits after the call's end event, or CUPTI activity beyond the
-    event time, is work on a stream nobody waited for (see the module docstring).
-    """
-    slot_inputs, slot_outputs = slots[0]
-    flush = flusher_for(torch.device(state.device), config.l2_flush_mode).flush if config.l2_flush else None
-    chooser = random.SystemRandom()
-
-    def prepare(i: int) -> None:
-        if fresh and recent:
-            source = recent[chooser.randrange(len(recent))]
-        elif fresh:
-            seed = chooser.getrandbits(62)
-            source = make_call_inputs(state, workload, seed, fresh_copy=False)[2]
-            state.inputs_cache.pop(seed, None)
-        else:
-            source = sets[i % len(sets)]
-        for dst, src in zip(slot_inputs, source):
-            if isinstance(dst, torch.Tensor):
-                dst.copy_(src)
-        if slot_outputs is not None:
-            refill_outputs(slot_outputs)
-
-    try:
-        result = probe(prepare, lambda i: invoke(state, slot_inputs, slot_outputs), first_index=1 << 30,
-                       flush=flush, quiet=lambda: harness_native(state), budget_s=PROBE_BUDGET_S,
-                       warm_call=call_ms < WARM_PROBE_BELOW_MS)
-    except Exception as exc:  # noqa: BLE001 - the solution failed in a probe call
-        raise Failure("RUNTIME_ERROR", "the solution raised during the escaped-work probe:\n"
-                      + format_exception(exc)) from None
-    if result.cupti != "used" and state.guard is not None:
-        state.guard.note(f"cupti: {result.cupti} (escaped work checked by device synchronisation only)")
-    verdict = result.verdict()
-    if verdict:
-        raise Failure("REWARD_HACK", verdict)
-    return result
+                self.result.cupti = f"failed: {type(exc).__name__}: {exc}"[:200]
+            self.collector = None
+        return self.result

@@ -34,7 +34,7 @@ class WorkerState:
         self.destination_passing = True
         self.definition = None
         self.reference_module = None
-        self.baseline_threads: set[int] | None = None
+        self.baseline_threads: dict | None = None  # id -> the solution's threads alive before its first call
         self.baselines: dict[str, Any] = {}  # shipped baselines loaded in the reference worker, by content hash
         self.compiled: tuple | None = None  # (eager reference, torch.compile of it) in the reference worker
         self.source_dir: Path | None = None
@@ -44,6 +44,10 @@ class WorkerState:
         # them instead of regenerating (custom entrypoints can take seconds).
         self.inputs_cache: dict[int, tuple] = {}
         self.inputs_cache_key: str | None = None
+        # The last timed block's slots and CUDA graphs, kept for the next block of the same workload
+        # (`timed_block.handle_time`), and the shortest call it timed (ms).
+        self.timed_block = None
+        self.timed_call_ms = 0.0
         # CUDA IPC (solbench.worker.transfer): the bound driver, why IPC is unavailable, what is exported
         # by this worker and what it received from the other one.
         self.cuda_driver = None

@@ -9,25 +9,41 @@ the seed (all from files) rotate the requested sets instead.
 
 from __future__ import annotations
 
-import random
-import statistics
+import json
+import os
 import time
 from typing import Any
 
 import torch
 
-from solbench.check.outputs import normalize_outputs, returned_views, structural_check
+from solbench.check.outputs import byte_span, normalize_outputs, returned_views, structural_check
 from solbench.inputs.generate import allocate_outputs
 from solbench.protocol import messages as msg
 from solbench.timing.timer import TimingResult, integrity_violations, time_iterations
 from solbench.worker import transfer
 from solbench.worker.calls import as_list, invoke, refill_outputs
 from solbench.worker.inputs_cache import changed_tensors, make_call_inputs, tensor_bytes, trim_threshold_bytes
-from solbench.worker.probe import escaped_work_probe
+from solbench.worker.probe import PROBE_CALLS, WARM_PROBE_BELOW_MS, EscapedWorkProbe
 from solbench.worker.state import Failure, WorkerState, format_exception, harness_native
 from solbench.worker.threads import ThreadWatch, background_activity
 
 _perf_counter = time.perf_counter
+_urandom = os.urandom
+
+
+def entropy_bits(bits: int) -> int:
+    """A number from the OS's entropy. Bound at import: no object a solution could find (by `gc` or by
+    walking frames) and rebind decides which input a timed call gets or which output is kept."""
+    return int.from_bytes(_urandom(8), "little") >> (64 - bits)
+
+
+def entropy_below(n: int) -> int:
+    """Uniform in [0, n) from the OS's entropy (rejection sampling, no modulo bias)."""
+    bits = max(1, (n - 1).bit_length())
+    while True:
+        value = entropy_bits(bits)
+        if value < n:
+            return value
 
 FRESH_INPUTS_BUDGET_S = 3.0  # per timed block: time spent drawing fresh inputs before sets are reused
 RECENT_SETS = 4
@@ -73,15 +89,25 @@ class TimedBlock:
         # Kept outputs are device copies: with multi-GB outputs, as many as a quarter of the free memory
         # allows (at least the last call's), so the harness's own copies never push a call out of memory.
         self.stash_budget_bytes = torch.cuda.mem_get_info()[0] // 4 if state.is_cuda else 1 << 40
-        self.chooser = random.SystemRandom()
+        self.graphs: list | None = None
+        self.poisoned: list[list] = []  # per graph: its outputs that are not views of its slot's inputs
+        self.key = block_key(state, request)
+        self.begin(request)
+        self.phases_s["setup"] = _perf_counter() - started
+
+    def begin(self, request: msg.Time) -> None:
+        """Fresh per-block state; the slots (and their graphs) may be kept from an earlier block of the same
+        workload in this process (`handle_time`): they hold no result of the solution's."""
+        self.request = request
+        self.keep = request.checked_outputs
+        self.required = min(self.keep, request.required_outputs if request.required_outputs is not None else self.keep)
         self.stashed: dict[int, Any] = {}
         self.last: list = [None, None, None]  # call index, its result, its input seed
         self.seen = 0
-        self.threads = ThreadWatch(state)
+        self.threads = ThreadWatch(self.state)
         self.aliased: set[str] = set()
         self.generation_s, self.reused, self.recent = 0.0, False, []
-        self.graphs: list | None = None
-        self.phases_s = {"setup": _perf_counter() - started}
+        self.phases_s: dict[str, float] = {}
 
     def checked(self, result, slot_inputs) -> list:
         """The call's outputs in definition order, refused if lazy or mis-shaped; inputs it returned
@@ -114,7 +140,7 @@ class TimedBlock:
         elif len(stashed) < room:
             victim = None
         else:
-            slot = self.chooser.randrange(self.seen)
+            slot = entropy_below(self.seen)
             if slot >= room:
                 return
             victim = sorted(stashed)[slot]
@@ -128,7 +154,7 @@ class TimedBlock:
         slot_inputs, slot_outputs = self.slots[i % len(self.slots)]
         if self.fresh and self.generation_s < self.budget_s:
             started = _perf_counter()
-            seed = self.chooser.getrandbits(62)
+            seed = entropy_bits(62)
             while len(self.recent) >= self.recent_limit:  # room first: the new set counts against the budget too
                 self.recent.pop(0)
             source = make_call_inputs(self.state, self.request.workload, seed, fresh_copy=False)[2]
@@ -139,7 +165,7 @@ class TimedBlock:
             # Input generation is slow (custom entrypoints): past the budget, calls draw at random
             # from the last few fresh sets; the trace says so ("timed_inputs_reused").
             self.reused = True
-            seed, source = self.recent[self.chooser.randrange(len(self.recent))]
+            seed, source = self.recent[entropy_below(len(self.recent))]
         else:
             seed, source = self.seeds[i % len(self.sets)], self.sets[i % len(self.sets)]
         for dst, src in zip(slot_inputs, source):
@@ -147,6 +173,10 @@ class TimedBlock:
                 dst.copy_(src)
         if slot_outputs is not None:
             refill_outputs(slot_outputs)
+        if self.graphs is not None:
+            # A replay must write its outputs: poisoned first, a graph that holds none of the work (it ran
+            # on an unjoined stream while being captured) returns NaN instead of a stale answer.
+            refill_outputs(self.poisoned[i % len(self.graphs)])
         self.last[2] = seed
         self.threads.check_idle()
 
@@ -160,17 +190,21 @@ class TimedBlock:
         self.last[0], self.last[1] = i, result
         return result
 
-    def measure(self) -> TimingResult:
-        """The timed loop itself, then the end-of-block checks on threads and outputs."""
+    def measure(self, probe: EscapedWorkProbe | None) -> TimingResult:
+        """The timed loop (then the probe calls, when asked), and the end-of-block checks."""
         config = self.request.config
-        if self.state.is_cuda and config.cuda_graphs:
+        if self.state.is_cuda and config.cuda_graphs and self.graphs is None:
             started = _perf_counter()
             self.graphs, note = capture_graphs(self.state, self.slots)
             self.phases_s["capture"] = _perf_counter() - started
             if self.graphs is None:  # nothing more in this process: a failed capture can leave it broken
                 raise Failure("RUNTIME_ERROR", f"CUDA graph capture failed: {note}", capture_failed=note)
+            self.poisoned = [unaliased_outputs(result, inputs) for (_, result), (inputs, _) in zip(self.graphs, self.slots)]
+        elif not (self.state.is_cuda and config.cuda_graphs):
+            self.graphs = None
+        self.threads.probe = probe  # its CUPTI thread works during the probe calls: not the solution's
         try:
-            timing = time_iterations(self.run, self.prepare, self.state.device, config)
+            timing = time_iterations(self.run, self.prepare, self.state.device, config, probe=probe)
             self.threads.call_returned()
             self.state.synchronize()
             self.stash_last(final=True)
@@ -182,13 +216,15 @@ class TimedBlock:
             raise Failure("RUNTIME_ERROR", f"out of memory while timing: {exc}") from None
         except Exception as exc:  # noqa: BLE001
             raise Failure("RUNTIME_ERROR", "the solution raised while being timed:\n" + format_exception(exc)) from None
-        self.phases_s.update(warmup=timing.warmup_s, loop=timing.wall_s, inputs=self.generation_s)
-        if self.graphs:
-            # Their private pool holds every slot's intermediates (29 GiB for a SAM-HQ window attention on
-            # an H100): freed before the probe runs the call as launched, or the probe runs out of memory.
-            self.graphs = None
-            torch.cuda.empty_cache()
+        self.phases_s.update(warmup=timing.warmup_s, loop=timing.wall_s, probe=timing.probe_s)
+        self.phases_s["inputs_in_loop"] = self.generation_s
         return timing
+
+    def keepable(self) -> bool:
+        """Whether the slots (and graphs) may stay for the next block of this workload: only when small
+        beside the device (their memory would otherwise crowd the other worker's block)."""
+        held = tensor_bytes([t for inputs, outputs in self.slots for t in [*inputs, *(outputs or [])]])
+        return held * 2 <= trim_threshold_bytes(self.state)
 
     def flags(self, timing: TimingResult) -> list[str]:
         flags = list(timing.stats.flags) + ([] if self.fresh else ["timed_inputs_fixed"])
@@ -198,31 +234,67 @@ class TimedBlock:
         return flags
 
 
+def block_key(state: WorkerState, request: msg.Time) -> str:
+    """What a block's slots and graphs depend on: the code, the workload, its input sets, the settings."""
+    return json.dumps([id(state.function), state.destination_passing, request.workload, request.seeds,
+                       request.config.to_dict(), request.max_slots, request.fresh_inputs_budget_s], sort_keys=True)
+
+
+def unaliased_outputs(result, inputs: list) -> list:
+    """A graph's output tensors that share no memory with its slot's inputs (those may be poisoned)."""
+    spans = [byte_span(t) for t in inputs if isinstance(t, torch.Tensor)]
+    out = []
+    for t in as_list(result):
+        span = byte_span(t) if isinstance(t, torch.Tensor) else None
+        if span is not None and not any(s is not None and s[0] < span[1] and span[0] < s[1] for s in spans):
+            out.append(t)
+    return out
+
+
 def handle_time(state: WorkerState, request: msg.Time) -> msg.Timed:
-    """Time the call on inputs it has never seen, at fresh addresses; keep sampled outputs."""
-    block = TimedBlock(state, request)
-    timing = block.measure()
-    call_ms = max(statistics.median(timing.samples_ms), statistics.median(timing.host_ms or [0.0]))
+    """Time the call on inputs it has never seen, at fresh addresses; keep sampled outputs. With `probe`,
+    the block's last calls are probe calls (`worker.probe`)."""
     started = _perf_counter()
-    # Past its generation budget the block drew from recent sets; so does the probe (a slow custom
-    # generator would otherwise cost a fresh set per probe call, outside any budget).
-    probe = (escaped_work_probe(state, request.workload, request.config, block.slots, block.sets, block.fresh,
-                                call_ms, recent=[source for _, source in block.recent] if block.reused else None)
-             if state.is_cuda and request.probe else None)
-    block.phases_s["probe"] = _perf_counter() - started
+    kept, state.timed_block = state.timed_block, None
+    if kept is not None and kept.key == block_key(state, request):
+        block = kept
+        block.begin(request)
+        block.phases_s["setup"] = _perf_counter() - started
+    else:
+        del kept
+        block = TimedBlock(state, request)
+    probe = None
+    if state.is_cuda and request.probe:
+        probe = EscapedWorkProbe(PROBE_CALLS, quiet=lambda: harness_native(state),
+                                 warm_call=state.timed_call_ms < WARM_PROBE_BELOW_MS)
+    try:
+        timing = block.measure(probe)
+    finally:
+        result = probe.finish() if probe is not None else None
+    if result is not None:
+        if result.cupti != "used" and state.guard is not None:
+            state.guard.note(f"cupti: {result.cupti} (escaped work checked by device synchronisation only)")
+        verdict = result.verdict()
+        if verdict:
+            raise Failure("REWARD_HACK", verdict)
     violations = integrity_violations()
     if violations:
         raise Failure("REWARD_HACK", f"timing functions were replaced: {violations}")
     hidden = background_activity(state)
     if hidden:
         raise Failure("REWARD_HACK", hidden)
+    state.timed_call_ms = min(timing.samples_ms) if timing.samples_ms else 0.0
+    if not request.probe and block.keepable():
+        state.timed_block = block  # the next block of this workload (the next round) starts warm
+    else:
+        block.graphs = None
     sampled = [[i, seed, outs] for i, (outs, seed) in sorted(block.stashed.items())]
     return msg.Timed(samples_ms=list(timing.samples_ms), warmup=timing.warmup_done, stop_reason=timing.stop_reason,
                      wall_s=timing.wall_s, clocks_before=timing.clocks_before, clocks_after=timing.clocks_after,
                      flags=block.flags(timing), sampled=sampled, slots=len(block.slots),
                      energy_mj_per_call=timing.energy_mj_per_call, host_ms=list(timing.host_ms or []),
-                     hold_ms=timing.hold_ms, exposed=timing.exposed,
-                     probe=probe.to_dict() if probe is not None else None, aliased_inputs=sorted(block.aliased),
+                     hold_ms=timing.hold_ms, exposed=timing.exposed, probe_calls=timing.probe_calls,
+                     probe=result.to_dict() if result is not None else None, aliased_inputs=sorted(block.aliased),
                      phases_s={k: round(v, 4) for k, v in block.phases_s.items()})
 
 

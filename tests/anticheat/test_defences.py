@@ -43,7 +43,7 @@ CONFIG = TimingConfig(warmup=2, iters=5, max_iters=5, adaptive=False)
 
 def _reply(**overrides) -> msg.Timed:
     fields = {"samples_ms": [1.0] * 5, "warmup": 3, "wall_s": 0.01, "flags": [],
-              "sampled": [[i, 123, []] for i in (1, 4, 7)]}
+              "sampled": [[i, 123 + i, []] for i in (1, 4, 7)]}
     fields.update(overrides)
     return msg.Timed(**fields)
 
@@ -67,6 +67,23 @@ def test_plausible_time_reply_passes():
 def test_implausible_time_reply_is_refused(overrides, fragment):
     problems = check_time_reply(_reply(**overrides), CONFIG, checked_outputs=3, elapsed_s=0.5)
     assert any(fragment in p for p in problems), problems
+
+
+def test_sampled_calls_never_share_a_fresh_seed():
+    """Calls draw their inputs from the OS's entropy: a repeated seed means the choice was tampered with
+    (every call fed the same input, whose answer is cached), unless the seeds were the requested fixed sets."""
+    repeated = _reply(sampled=[[1, 55, []], [4, 55, []], [6, 56, []]])
+    assert any("same fresh input seed" in p for p in check_time_reply(repeated, CONFIG, checked_outputs=3, elapsed_s=0.5))
+    assert check_time_reply(repeated, CONFIG, checked_outputs=3, elapsed_s=0.5, fixed_seeds=[55, 56]) == []
+
+
+def test_probe_calls_extend_the_calls_sampled_outputs_may_come_from():
+    last = _reply(sampled=[[1, 1, []], [4, 2, []], [9, 3, []]], probe_calls=2)  # 3 warm-up + 5 timed + 2 probe calls
+    assert check_time_reply(last, CONFIG, checked_outputs=3, elapsed_s=0.5) == []
+    assert any("never made" in p for p in check_time_reply(_reply(sampled=last.sampled), CONFIG, checked_outputs=3,
+                                                            elapsed_s=0.5))
+    assert any("probe calls" in p for p in check_time_reply(_reply(probe_calls=99), CONFIG, checked_outputs=3,
+                                                             elapsed_s=0.5))
 
 
 def test_fewer_sampled_outputs_only_when_the_orchestrator_allows_it():

@@ -10,7 +10,8 @@ from solbench.timing.config import TimingConfig
 
 def test_gpu_defaults():
     c = TimingConfig()
-    assert (c.warmup, c.iters, c.adaptive, c.target_rel_ci) == (10, 50, True, 0.01)
+    assert (c.warmup, c.iters, c.short_call_iters, c.min_block_ms, c.adaptive, c.target_rel_ci) == (3, 10, 50, 200.0,
+                                                                                                    True, 0.01)
     assert c.max_iters >= c.iters and c.max_time_s > 0 and c.min_warmup_ms > 0
     assert c.clock_warmup and c.l2_flush and c.gc_off and c.settle_ms == 1.0
     assert TimingConfig.cuda() == c
@@ -18,14 +19,15 @@ def test_gpu_defaults():
 
 def test_cpu_defaults_are_cheaper():
     cpu, gpu = TimingConfig.cpu(), TimingConfig.cuda()
-    assert cpu.iters < gpu.iters and cpu.max_iters < gpu.max_iters and cpu.max_time_s < gpu.max_time_s
+    assert cpu.short_call_iters < gpu.short_call_iters and cpu.min_block_ms < gpu.min_block_ms
+    assert cpu.max_iters < gpu.max_iters and cpu.max_time_s < gpu.max_time_s
     assert not cpu.clock_warmup and cpu.settle_ms == 0
 
 
 @pytest.mark.parametrize(("device", "iters"), [("cuda", 50), ("cuda:1", 50), (0, 50), (torch.device("cuda", 0), 50),
                                                ("cpu", 10), (torch.device("cpu"), 10)])
 def test_for_device(device, iters):
-    assert TimingConfig.for_device(device).iters == iters
+    assert TimingConfig.for_device(device).short_call_iters == iters
 
 
 def test_overrides_apply():

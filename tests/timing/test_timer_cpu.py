@@ -123,6 +123,20 @@ def test_next_batch_size_policy():
     assert next_batch_size(50, 1.0, fixed, 0.5) == (0, STOP_FIXED)
 
 
+def test_the_block_floor_depends_on_the_call_length():
+    c = TimingConfig(iters=10, short_call_iters=50, long_call_ms=1.0, min_block_ms=200.0, batch_min=10, max_time_s=10.0)
+    # short calls (10 x 0.02 ms): a tight CI is not enough before 50 samples
+    assert next_batch_size(10, 0.1, c, 0.001, timed_ms=0.2) == (40, None)
+    assert next_batch_size(50, 0.5, c, 0.001, timed_ms=1.0) == (0, STOP_CI)
+    # long calls (10 x 5 ms = 50 ms): go on until 200 ms of device time, then the CI decides
+    assert next_batch_size(10, 0.06, c, 0.001, timed_ms=50.0) == (30, None)
+    assert next_batch_size(40, 0.24, c, 0.001, timed_ms=200.0) == (0, STOP_CI)
+    assert next_batch_size(40, 0.24, c, 0.05, timed_ms=200.0) == (10, None)  # CI still wide: keep going
+    # the time budget still ends a block of very long calls early
+    assert next_batch_size(10, 9.99, c, 0.001, timed_ms=10_000.0 / 10 * 10) == (0, STOP_CI)
+    assert next_batch_size(2, 9.99, TimingConfig(iters=2, max_time_s=10.0), 0.5, timed_ms=9000.0) == (0, STOP_MAX_TIME)
+
+
 def test_gc_is_off_inside_and_restored_after():
     seen = []
     config = TimingConfig.cpu(iters=3, adaptive=False, **FAST)
