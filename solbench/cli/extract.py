@@ -106,8 +106,9 @@ def _run(args: argparse.Namespace, console) -> int:
             console.print(f"   [red]mismatch[/red] {v.problem}: {v.message}")
     problems = pipeline.collect(results)
     shared = {name: sorted(p.models) for name, p in problems.items() if len(p.models) > 1}
-    for name, owners in shared.items():
-        console.print(f"   [dim]shared[/dim] {name} [dim]({', '.join(owners)})[/dim]")
+    if not (args.all or args.check):  # named models: say which problems they share
+        for name, owners in shared.items():
+            console.print(f"   [dim]shared[/dim] {name} [dim]({', '.join(owners)})[/dim]")
     summary = f"{len(problems)} problems" + (f", {len(shared)} shared by several models (each written once)"
                                              if shared else "")
     if args.check:
