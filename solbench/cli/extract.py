@@ -59,8 +59,8 @@ def _run(args: argparse.Namespace, console) -> int:
     if args.list:
         for model_id, entry in configs.shipped_models().items():
             console.print(f"{model_id:45s} {entry['family']}")
-        console.print("[dim]a name that begins several ids at a word boundary (e.g. Qwen/Qwen3) extracts that "
-                      "family[/dim]")
+        console.print("[dim]--model with the start of known ids up to a word boundary (e.g. Qwen/Qwen3) "
+                      "extracts that family[/dim]")
         return 0
     started = time.perf_counter()
     models = _selected_models(args.model, console) if args.model else []
@@ -117,7 +117,7 @@ def _run(args: argparse.Namespace, console) -> int:
             for path in paths:
                 console.print(f"[red]{label}[/red] {path}")
         if drift.clean:
-            console.print(f"[green]ok[/green] {summary}: on disk as this code extracts them")
+            console.print(f"[green]ok[/green] {len(problems)} problems on disk match the extractor")
             return 0
         console.print("problems on disk differ from what this code extracts; run `solbench extract --all`")
         return 1
