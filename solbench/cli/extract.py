@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import time
 from pathlib import Path
 
 DTYPES = {"bf16": "bfloat16", "bfloat16": "bfloat16", "fp16": "float16", "float16": "float16",
@@ -23,7 +24,8 @@ def register(subparsers) -> argparse.ArgumentParser:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--model", "-m", action="append", default=[], metavar="ID",
-                       help="HuggingFace model id (repeatable), e.g. Qwen/Qwen3-8B")
+                       help="HuggingFace model id (repeatable), e.g. Qwen/Qwen3-8B, or a family: the start of known "
+                            "ids up to a word boundary, e.g. Qwen/Qwen3 (every known Qwen3 size, dense and MoE)")
     which.add_argument("--all", action="store_true", help="every model solbench ships config facts for")
     which.add_argument("--list", action="store_true", help="list the models solbench knows offline and exit")
     parser.add_argument("--config", type=Path, help="a config.json to use instead of the cache/hub/shipped facts")
@@ -52,45 +54,63 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, console) -> int:
-    from solbench.extract import configs, emit, pipeline
+    from solbench.extract import configs, emit, hub, pipeline
 
     if args.list:
         for model_id, entry in configs.shipped_models().items():
             console.print(f"{model_id:45s} {entry['family']}")
+        console.print("[dim]--model with the start of known ids up to a word boundary (e.g. Qwen/Qwen3) "
+                      "extracts that family[/dim]")
         return 0
-    if args.config is not None and len(args.model) != 1:
+    started = time.perf_counter()
+    models = _selected_models(args.model, console) if args.model else []
+    if args.config is not None and len(models) != 1:
         console.print("[red]error:[/red] --config needs exactly one --model (the id it belongs to)")
         return 2
     if args.check:
-        models = args.model or configs.known_model_ids()
+        models = models or configs.known_model_ids()
         validate, use_hub = False, False
     elif args.all:
         models, validate, use_hub = configs.known_model_ids(), not args.no_validate, False
-    elif args.model:
-        models, validate, use_hub = args.model, not args.no_validate, True
+    elif models:
+        validate, use_hub = not args.no_validate, True
     else:
         console.print("[red]error:[/red] name a model with --model ID, or use --all, --list or --check")
         return 2
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    if use_hub and args.config is None:
+        reach = hub.reach()
+        if not reach.online:
+            console.print(f"offline: using shipped configs where the local HuggingFace cache has none "
+                          f"[dim]({reach.reason})[/dim]")
     dtype = DTYPES[args.dtype]
     results = []
     failed = False
-    for model_id in models:
-        with console.status(f"extracting {model_id} ..."):
-            result = pipeline.extract_model(model_id, args.config, validate=validate, use_hub=use_hub, dtype=dtype)
+    for number, model_id in enumerate(models, 1):
+        label = f"[{number}/{len(models)}] {model_id}" if len(models) > 1 else model_id
+        with console.status(f"{label}: starting") as status:
+            result = pipeline.extract_model(model_id, args.config, validate=validate, use_hub=use_hub, dtype=dtype,
+                                            progress=lambda step, label=label: status.update(f"{label}: {step}"))
         results.append(result)
         bad = result.failed
         failed = failed or bool(bad)
         mark = "[red]x[/red]" if bad else "[green]ok[/green]"
         checked = f", validated {len(result.validations) - len(bad)}/{len(result.validations)}" if validate else ""
-        console.print(f"{mark} {model_id}: {len(result.drafts)} problems from {result.layers} layers "
-                      f"({result.layer_kinds} kinds){checked} in {result.seconds:.1f} s "
+        narrowed = " with narrowed MLP/expert widths" if any(v.reduced for v in result.validations) else ""
+        console.print(f"{mark} {label}: {len(result.drafts)} problems from {result.layers} layers "
+                      f"({result.layer_kinds} kinds){checked}{narrowed} in {result.seconds:.1f} s "
                       f"[dim](config: {result.config.source})[/dim]")
         for note in result.skipped:
             console.print(f"   [yellow]skipped[/yellow] {note}")
         for v in bad:
             console.print(f"   [red]mismatch[/red] {v.problem}: {v.message}")
     problems = pipeline.collect(results)
+    shared = {name: sorted(p.models) for name, p in problems.items() if len(p.models) > 1}
+    if not (args.all or args.check):  # named models: say which problems they share
+        for name, owners in shared.items():
+            console.print(f"   [dim]shared[/dim] {name} [dim]({', '.join(owners)})[/dim]")
+    summary = f"{len(problems)} problems" + (f", {len(shared)} shared by several models (each written once)"
+                                             if shared else "")
     if args.check:
         drift = emit.check(problems, args.output, args.references, complete=not args.model)
         for label, paths in (("missing", drift.missing), ("changed", drift.changed), ("not extracted", drift.extra)):
@@ -102,6 +122,20 @@ def _run(args: argparse.Namespace, console) -> int:
         console.print("problems on disk differ from what this code extracts; run `solbench extract --all`")
         return 1
     written = emit.write(problems, args.output, args.references)
-    console.print(f"wrote {len(problems)} problems ({len(written)} files) under {args.output}/{emit.SUBDIR} and "
-                  f"{args.references}/{emit.SUBDIR}")
+    console.print(f"wrote {summary} ({len(written)} files) under {args.output}/{emit.SUBDIR} and "
+                  f"{args.references}/{emit.SUBDIR} in {time.perf_counter() - started:.1f} s")
     return 1 if failed else 0
+
+
+def _selected_models(names: list[str], console) -> list[str]:
+    """The model ids behind the --model names, families expanded, each id once."""
+    from solbench.extract import configs  # off the start-up path of every other subcommand, as in _run
+
+    models: list[str] = []
+    for name in names:
+        selection = configs.select(name)
+        if selection.family:
+            console.print(f"{name}: a family of {len(selection.model_ids)} known models "
+                          f"[dim]({', '.join(selection.model_ids)})[/dim]")
+        models += [m for m in selection.model_ids if m not in models]
+    return models

@@ -25,7 +25,7 @@ def register(subparsers) -> argparse.ArgumentParser:
 def handle(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from solbench.extract import pull
+    from solbench.extract import hub, pull
     from solbench.spec.errors import SpecError
 
     console = Console(stderr=True)
@@ -40,8 +40,12 @@ def handle(args: argparse.Namespace) -> int:
             if args.subset:
                 files = {s: p for s, p in files.items() if s in args.subset}
         else:
+            reach = hub.reach()
+            if not reach.online:
+                console.print(f"offline: looking for {args.dataset} in the local HuggingFace cache only "
+                              f"[dim]({reach.reason})[/dim]")
             with console.status(f"downloading {args.dataset} ..."):
-                files = pull.download(args.dataset, args.subset or None)
+                files = pull.download(args.dataset, args.subset or None, local_only=not reach.online)
         result = pull.convert(files, args.output)
     except SpecError as exc:
         console.print(f"[red]error:[/red] {exc}")

@@ -1,17 +1,18 @@
 """Where a model's architecture comes from: --config, the HuggingFace cache/hub, or shipped facts.
 
 Only `config.json` is ever read; weights are never needed because problems are traced on meta tensors.
+A name that begins known model ids at a word boundary (`Qwen/Qwen3`) stands for that family of models.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from solbench.extract import hub
 from solbench.spec.errors import SpecError
 
 DATA_FILE = Path(__file__).with_name("data") / "models.json"
@@ -21,6 +22,8 @@ _IGNORED_KEYS = frozenset({
     "eos_token_id", "pad_token_id", "auto_map", "quantization_config", "use_cache", "initializer_range",
     "output_attentions", "output_hidden_states", "id2label", "label2id", "task_specific_params",
 })
+# Where a family name may end inside a model id: "Qwen/Qwen3" + "-8B", "meta-llama/Llama-3" + ".1-8B".
+_BOUNDARIES = "-_./"
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,54 @@ def shipped_models() -> dict[str, dict[str, Any]]:
 
 def known_model_ids() -> list[str]:
     return list(shipped_models())
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What a `--model` name stands for: one model id, or the known models of a family."""
+
+    name: str
+    model_ids: tuple[str, ...]
+    family: bool = False
+
+
+def select(name: str) -> Selection:
+    """A known id (any letter case) is that model; a name that begins known ids at a word boundary, below
+    the organisation (`Qwen/Qwen3`, `meta-llama/Llama-3`), is their family; anything else is one model id
+    for the cache or the hub."""
+    known = known_model_ids()
+    exact = [m for m in known if m.lower() == name.lower()]
+    if exact:
+        return Selection(name, (exact[0],))
+    members = tuple(m for m in known if _begins_family(name, m))
+    if members:
+        return Selection(name, members, family=True)
+    return Selection(name, (name,))
+
+
+def _begins_family(prefix: str, model_id: str) -> bool:
+    org, _, model = prefix.partition("/")
+    if not org or not model or not model_id.lower().startswith(prefix.lower()) or len(model_id) == len(prefix):
+        return False
+    return prefix[-1] in _BOUNDARIES or model_id[len(prefix)] in _BOUNDARIES
+
+
+def family_suggestions(name: str) -> list[str]:
+    """Family names the user may have meant: `Qwen/Qwen` -> Qwen/Qwen2.5, Qwen/Qwen3; `Qwen3` -> Qwen/Qwen3."""
+    lowered = name.lower()
+    found = set()
+    for model_id in known_model_ids():
+        org, _, model = model_id.partition("/")
+        if model_id.lower().startswith(lowered):
+            start = len(name)
+        elif "/" not in name and model.lower().startswith(lowered):
+            start = len(org) + 1 + len(name)
+        else:
+            continue
+        cut = min((i for i in range(max(start, len(org) + 2), len(model_id)) if model_id[i] in "-_"),
+                  default=len(model_id))
+        found.add(model_id[:cut])
+    return sorted(found)
 
 
 def clean_facts(raw: dict[str, Any]) -> dict[str, Any]:
@@ -83,7 +134,7 @@ def from_huggingface(model_id: str) -> ModelConfig | None:
     except ImportError:
         return None
     try:
-        path = hf_hub_download(model_id, "config.json", local_files_only=_offline())
+        path = hf_hub_download(model_id, "config.json", local_files_only=not hub.reach().online)
     except Exception:  # noqa: BLE001 - not cached, offline, gated, or no such repo: all mean "not here"
         return None
     cfg = from_file(model_id, path)
@@ -112,15 +163,26 @@ def resolve(model_id: str, config_path: str | Path | None = None, *, use_hub: bo
     found = from_shipped(model_id)
     if found is not None:
         return found
-    known = "\n  ".join(known_model_ids())
-    raise SpecError(
-        f"no config for {model_id!r}: it is not in the HuggingFace cache, the hub is not reachable "
-        f"(HF_HUB_OFFLINE={os.environ.get('HF_HUB_OFFLINE', '')!r}), and solbench ships no facts for it.\n"
-        f"Pass one with --config path/to/config.json, or pick a known model:\n  {known}")
+    raise SpecError(unknown_model_message(model_id, use_hub))
 
 
-def _offline() -> bool:
-    return os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
+def unknown_model_message(name: str, hub_consulted: bool = True) -> str:
+    """Why `name` has no config, what it may have meant, and every model known offline."""
+    reach = hub.reach() if hub_consulted else None
+    if reach is None:
+        where = "solbench ships no facts for it"
+    elif reach.online:
+        where = "the HuggingFace cache and hub have no config.json for it, and solbench ships no facts for it"
+    else:
+        where = (f"it is not in the HuggingFace cache, the hub cannot be asked ({reach.reason}), and solbench "
+                 f"ships no facts for it")
+    suggestions = family_suggestions(name)
+    hint = f"\n{name!r} is neither a known model nor a family name; did you mean {', '.join(suggestions)}?" \
+        if suggestions else ""
+    known = "\n  ".join(f"{m:45s} {e['family']}" for m, e in shipped_models().items())
+    return (f"no config for {name!r}: {where}.{hint}\n"
+            f"Pass one with --config path/to/config.json, name a family (e.g. Qwen/Qwen3: every known model whose "
+            f"id begins so), or pick a known model:\n  {known}")
 
 
 def _family(model_id: str) -> str | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,10 +32,16 @@ class ModelResult:
 
 
 def extract_model(model_id: str, config_path: str | Path | None = None, *, validate: bool = True,
-                  use_hub: bool = True, dtype: str = "bfloat16") -> ModelResult:
-    """Trace one model and draft its problems; with `validate`, compare each with its module on CPU."""
+                  use_hub: bool = True, dtype: str = "bfloat16",
+                  progress: Callable[[str], None] | None = None) -> ModelResult:
+    """Trace one model and draft its problems; with `validate`, compare each with its module on CPU.
+
+    `progress` hears each step (config, trace, every problem compared) as it starts."""
     start = time.perf_counter()
+    tell = progress or (lambda step: None)
+    tell("reading its config")
     config = configs.resolve(model_id, config_path, use_hub=use_hub)
+    tell(f"tracing {config.model_type} on meta tensors")
     traced = trace(config)
     found = drafts_for(traced, dtype)
     result = ModelResult(config, found.drafts, found.skipped, layer_kinds=len(traced.kinds),
@@ -45,7 +52,8 @@ def extract_model(model_id: str, config_path: str | Path | None = None, *, valid
 
         t0 = time.perf_counter()
         validator = Validator(traced)
-        result.validations = validator.validate_all(found.drafts, low_precision=getattr(torch, dtype))
+        result.validations = validator.validate_all(found.drafts, low_precision=getattr(torch, dtype),
+                                                    progress=progress)
         failed = {v.problem for v in result.validations if not v.passed}
         result.drafts = [d for d in found.drafts if d.name not in failed]  # never emit a mismatch
         result.validate_seconds = time.perf_counter() - t0

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from solbench.extract import hub
 from solbench.spec.definition import Definition
 from solbench.spec.errors import SpecError
 from solbench.spec.workload import Workload
@@ -37,17 +38,27 @@ def subset_of(path: str) -> str:
     return Path(path).parent.name or Path(path).stem
 
 
-def download(repo_id: str, subsets: list[str] | None = None) -> dict[str, list[Path]]:
-    """Parquet files of the dataset by subset (huggingface-hub, split `train`)."""
+def download(repo_id: str, subsets: list[str] | None = None, *, local_only: bool | None = None
+             ) -> dict[str, list[Path]]:
+    """Parquet files of the dataset by subset (huggingface-hub, split `train`).
+
+    `local_only` reads the local HuggingFace cache without asking the hub; by default it is set when the
+    hub is not reachable (probed once per process), so that an offline machine does not wait on retries."""
     try:
         from huggingface_hub import snapshot_download
     except ImportError:
         raise SpecError("`solbench pull` needs huggingface-hub: pip install huggingface-hub pyarrow") from None
+    reach = hub.reach()
+    if local_only is None:
+        local_only = not reach.online
     try:
-        root = Path(snapshot_download(repo_id, repo_type="dataset", allow_patterns=["*.parquet", "**/*.parquet"]))
+        root = Path(snapshot_download(repo_id, repo_type="dataset", allow_patterns=["*.parquet", "**/*.parquet"],
+                                      local_files_only=local_only))
     except Exception as exc:  # noqa: BLE001 - offline, unknown repo, gated: one clear message
-        raise SpecError(f"cannot download {repo_id} from the HuggingFace hub ({type(exc).__name__}); are you "
-                        f"offline? Convert a local copy with --from-parquet FILE [FILE ...]") from None
+        why = f"it is not in the local HuggingFace cache and the hub cannot be asked ({reach.reason})" \
+            if local_only and not reach.online else f"the HuggingFace hub refused it ({type(exc).__name__})"
+        raise SpecError(f"cannot download {repo_id}: {why}. Convert a local copy with --from-parquet FILE "
+                        f"[FILE ...]") from None
     found: dict[str, list[Path]] = {}
     for path in sorted(root.rglob("*.parquet")):
         rel = str(path.relative_to(root))

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import os
+import pty
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 from solbench.cli import extract as extract_cli
@@ -52,3 +57,28 @@ def test_shipped_problems_match_the_extractor_for_a_sample():
     args = _args(["--check", "--model", "Qwen/Qwen3-0.6B", "--model", "openai/gpt-oss-20b",
                   "-o", str(ROOT / "problem_defs"), "--references", str(ROOT / "reference_impls")])
     assert extract_cli.handle(args) == 0
+
+
+def test_progress_names_the_model_and_problem_on_a_terminal(tmp_path):
+    """On a terminal the status line says which problem is being validated (a model takes seconds)."""
+    env = dict(os.environ, HF_HUB_OFFLINE="1", COLUMNS="200", PYTHONPATH=str(ROOT), TERM="xterm")
+    command = [sys.executable, "-m", "solbench", "extract", "--model", "Qwen/Qwen3-0.6B",
+               "-o", str(tmp_path / "defs"), "--references", str(tmp_path / "refs")]
+    leader, follower = pty.openpty()
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stdin=follower, stdout=follower, stderr=follower)
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the terminal closed: the process has exited
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(leader)
+    assert process.wait(timeout=600) == 0
+    screen = b"".join(chunks).decode(errors="replace")
+    shown = set(re.findall(r"Qwen/Qwen3-0\.6B: validating (\w+) \((?:float32|bfloat16), \d+/23\)", screen))
+    assert len(shown) >= 2, screen[-2000:]
+    assert shown <= {p.name for p in (tmp_path / "defs" / "hf").iterdir()}

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 
 import pytest
 import torch
@@ -62,6 +64,43 @@ def test_validation_catches_a_wrong_reference(qwen_small):
     validator = Validator(trace(qwen_small.config))
     assert not validator.validate(broken).passed
     assert validator.validate(draft).passed
+
+
+def test_validation_fails_a_reference_that_returns_nan(qwen_small):
+    """NaN compares false with everything: it once counted as within tolerance, and even as bit-exact."""
+    from solbench.extract.trace import trace
+    from solbench.extract.validate import Validator
+
+    draft = _by_name(qwen_small)["rmsnorm_h1024_eps1e-06"]
+    nan = dataclasses.replace(draft, code=draft.code.replace("return weight * h.to(x.dtype)",
+                                                             "return weight * h.to(x.dtype) * float('nan')"))
+    assert nan.code != draft.code
+    result = Validator(trace(qwen_small.config)).validate(nan)
+    assert not result.passed and result.exact == {"float32": False, "bfloat16": False}
+    assert all(math.isnan(e) for e in result.max_abs_error.values())
+
+
+def test_validation_runs_on_one_thread_and_restores_the_setting(qwen_small):
+    """At a handful of tokens a second OpenMP thread costs more than it gives on shared cores (see validate.py)."""
+    from solbench.extract.trace import trace
+    from solbench.extract.validate import Validator
+
+    draft = _by_name(qwen_small)["swiglu_mlp_h1024_i3072"]
+    seen: list[int] = []
+
+    def call(module, inputs):
+        seen.append(torch.get_num_threads())
+        return draft.check.call(module, inputs)
+
+    watched = dataclasses.replace(draft, check=dataclasses.replace(draft.check, call=call))
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        results = Validator(trace(qwen_small.config)).validate_all([watched])
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+    assert results[0].passed and seen == [1, 1]  # float32, then bfloat16
 
 
 def test_definitions_load_and_workloads_fit(qwen_small):
