@@ -4,7 +4,8 @@ timed in the reference worker."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, replace
 
 from solbench.inputs.seeds import derive_seed
 from solbench.orchestrator.session import StepFailed
@@ -37,6 +38,12 @@ class TimedSamples:
 SHORT_CALL_SLOTS, LONG_CALL_SLOTS, LONG_CALL_S = 8, 4, 1e-3
 
 
+def block_timing(timing: TimingConfig, rounds: int) -> TimingConfig:
+    """One block's settings: the latency is the median of every round's samples together, whose CI is
+    about 1/sqrt(rounds) of one block's, so each block stops at sqrt(rounds) x the target."""
+    return replace(timing, target_rel_ci=timing.target_rel_ci * math.sqrt(rounds)) if rounds > 1 else timing
+
+
 def slots_for(call_s: float) -> int:
     return LONG_CALL_SLOTS if call_s >= LONG_CALL_S else SHORT_CALL_SLOTS
 
@@ -55,9 +62,9 @@ def time_rounds(run: WorkloadRun, reference_aliases: set[str], correctness: Corr
     """
     session, config, problem, workload = run.session, run.config, run.problem, run.workload
     seeds = [derive_seed(run.run_seed, workload.uuid, "timed", s) for s in range(config.timed_input_sets)]
-    timing = config.timing_config(session.device)
-    set_bytes = declared_set_bytes(problem, workload)
     rounds = max(1, config.timing_rounds if session.device.startswith("cuda") else 1)  # CPU timings: a smoke test
+    timing = block_timing(config.timing_config(session.device), rounds)
+    set_bytes = declared_set_bytes(problem, workload)
     per_round_checks = -(-config.checked_timed_outputs // rounds)
     samples = TimedSamples()
     time_reference = config.time_reference

@@ -40,7 +40,7 @@ class TimingConfig:
     """Warm up for at least this long as well as `warmup` calls (GPU boost, CPU frequency ramp)."""
     clock_warmup: bool = True
     """Also warm up until the SM clock (read through NVML) reaches its working level."""
-    clock_warmup_timeout_s: float = 2.0
+    clock_warmup_timeout_s: float = 1.0
     clock_working_fraction: float = 0.9
     """SM clock at or above this fraction of its maximum counts as working level; a stable plateau
     below it (locked or power-limited clocks) counts too."""

@@ -32,11 +32,13 @@ from __future__ import annotations
 import builtins
 import contextlib
 import gc
+import importlib.util
 import io
 import math
 import os
 import pickle
 import random
+import site
 import sys
 import sysconfig
 import threading
@@ -86,10 +88,10 @@ def installation_roots() -> list[str]:
     roots = [os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]
     paths = sysconfig.get_paths()
     roots += [paths.get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib") if paths.get(k)]
-    for name in ("torch", "triton"):
-        module = sys.modules.get(name)
-        if module is not None and getattr(module, "__file__", None):
-            roots.append(os.path.dirname(module.__file__))
+    roots += site.getsitepackages() + [site.getusersitepackages()]  # a venv over system packages: both
+    for name in ("torch", "triton"):  # found without importing them (the worker imports triton lazily)
+        spec = importlib.util.find_spec(name)
+        roots += list(spec.submodule_search_locations or []) if spec is not None else []
     cuda_home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
     roots += [d for d in (*TOOL_DIRS, cuda_home) if d and os.path.isdir(d)]
     return roots
@@ -240,7 +242,10 @@ def _make_hook(alarm_fd, cell):  # noqa: C901 - one closed function on purpose (
                 _cell[5] += 1
                 level, detail = 1, f"{event}: started the toolchain program {tool} while being timed (its time counts)"
             elif phase == "timing":
-                level, detail = 2, f"{event}: started child processes while being timed"
+                what = args[0] if _len(args) and args[0] is not None else (args[1] if _len(args) > 1 else "")
+                if _isinstance(what, (list, tuple)) and what:
+                    what = what[0]
+                level, detail = 2, f"{event}: started child processes while being timed ({_str(what)[:120]})"
             else:
                 level, detail = 1, f"{event}: started child processes"
         elif event in ("os.putenv", "os.unsetenv"):

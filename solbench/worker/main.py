@@ -54,8 +54,8 @@ assert set(HANDLERS) | {"shutdown"} == set(msg.REQUESTS), "every request op has 
 # The guard's phase while a request runs: the audit hook is strictest while the solution is timed.
 PHASES = {"load": "load", "call": "call", "time": "timing"}
 # Requests after which the worker hands its cached device memory back (the other worker of the GPU may
-# need it) and collects garbage: the ones that allocate a lot. Both cost tens of milliseconds, which every
-# small request paid before (a third of the harness's time on short workloads, benchmarks/throughput.py).
+# need it): the ones that allocate a lot. Every small request paid for this and a garbage collection
+# before (a third of the harness's time on short workloads, benchmarks/throughput.py).
 RELEASE_AFTER = frozenset({"load", "time", "time_compiled", "time_baseline", "trim"})
 
 
@@ -119,8 +119,10 @@ def serve_one(state: WorkerState, guard, integrity, request: msg.Request) -> msg
 
 
 def release_memory(state: WorkerState, request: msg.Request) -> None:
-    """After the reply went out: collect cyclic garbage when the request allocated a lot (RELEASE_AFTER)."""
-    if request.OP in RELEASE_AFTER:
+    """After the reply to a `load` went out: collect the cyclic garbage of the code it replaced. Nowhere
+    else: a collection costs tens of milliseconds that the next request would wait for (the timer turns
+    the collector off inside timed loops; Python collects on its own between them)."""
+    if request.OP == "load":
         gc.collect()
 
 

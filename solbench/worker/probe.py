@@ -20,14 +20,15 @@ from a timed one before it returns. After each, the probe measures:
   side work is, when the probe happens to look).
 
 Decision (docs/anticheat.md): the reported latency stays the event time of the timed block; the probe
-decides whether that time can be trusted. REWARD_HACK when CUPTI shows escaped work (more than
-`ESCAPE_TOLERANCE_MS`, and more than `ESCAPE_FRACTION` of the call's GPU-busy time, so that an honest
-kernel's stray microsecond, e.g. an asynchronous copy of a constant, is not an accusation), or the median
-tail exceeds
-`max(TAIL_FLOOR_MS, TAIL_FRACTION x event time)`, or the CUPTI span exceeds `SPAN_FACTOR x event time +
-SPAN_SLACK_MS`. Without CUPTI only the tail decides (the trace says so); in a CUDA graph replay nothing can
-escape (the graph holds what was captured; work left out of it shows as stale outputs, which the sampled
-checks fail because the harness poisons a graph's outputs before every replay).
+decides whether that time can be trusted. With CUPTI: REWARD_HACK when it shows escaped work (more
+than `ESCAPE_TOLERANCE_MS`, and more than `ESCAPE_FRACTION` of the call's GPU-busy time, so that an
+honest kernel's stray microsecond, e.g. an asynchronous copy of a constant, is not an accusation) or a
+span over `SPAN_FACTOR x event time + SPAN_SLACK_MS`. Without CUPTI the median tail decides, over
+`max(TAIL_FLOOR_MS, TAIL_FRACTION x event time)` (the trace says so: below that floor short side work
+goes unseen, which is why cupti-python belongs on every GPU machine: `pip install solbench[cuda]`). In a
+CUDA graph replay nothing can escape (the graph holds what was captured; work left out of it shows as
+stale outputs, which the sampled checks fail because the harness poisons a graph's outputs before every
+replay).
 """
 
 from __future__ import annotations
@@ -82,25 +83,28 @@ class ProbeResult:
     cupti: str = "unavailable"  # "used", "unavailable", or "failed: <why>"
 
     def verdict(self) -> str | None:
-        """Why the timed events cannot be trusted, or None."""
+        """Why the timed events cannot be trusted, or None. With CUPTI the GPU's own timestamps decide;
+        without it, the synchronize tail (its host time also holds driver work such as a freed graph's
+        clean-up, which CUPTI tells apart, hence its floor)."""
         if not self.event_ms:
             return None
         event = statistics.median(self.event_ms)
-        for escaped, busy in zip(self.escaped_ms, self.busy_ms):
-            if escaped > ESCAPE_TOLERANCE_MS and escaped > ESCAPE_FRACTION * busy:
-                return (f"{escaped:.4f} ms of the call's {busy:.4f} ms of GPU work ran outside its start and end "
-                        f"events (CUPTI; event time {event:.4f} ms): work on a stream the current stream never "
-                        f"waited for, or did not wait on")
+        if self.cupti == "used":
+            for escaped, busy in zip(self.escaped_ms, self.busy_ms):
+                if escaped > ESCAPE_TOLERANCE_MS and escaped > ESCAPE_FRACTION * busy:
+                    return (f"{escaped:.4f} ms of the call's {busy:.4f} ms of GPU work ran outside its start and "
+                            f"end events (CUPTI; event time {event:.4f} ms): work on a stream the current stream "
+                            f"never waited for, or did not wait on")
+            if self.span_ms and statistics.median(self.span_ms) > SPAN_FACTOR * event + SPAN_SLACK_MS:
+                return (f"CUPTI saw {statistics.median(self.span_ms):.3f} ms of GPU activity per call across "
+                        f"{max(self.streams or [1])} stream(s), the events only {event:.3f} ms: work escaped the "
+                        f"timed stream")
+            return None
         if self.tail_ms:
             tail = statistics.median(self.tail_ms)
             if tail > max(TAIL_FLOOR_MS, TAIL_FRACTION * event):
                 return (f"GPU work kept running {tail:.3f} ms after the call's end event (event time {event:.3f} ms): "
                         f"work on a stream the current stream never waited for")
-        if self.span_ms:
-            span = statistics.median(self.span_ms)
-            if span > SPAN_FACTOR * event + SPAN_SLACK_MS:
-                return (f"CUPTI saw {span:.3f} ms of GPU activity per call across {max(self.streams or [1])} "
-                        f"stream(s), the events only {event:.3f} ms: work escaped the timed stream")
         return None
 
     def to_dict(self) -> dict[str, Any]:
@@ -250,7 +254,8 @@ class EscapedWorkProbe:
     def opening(self) -> None:
         """After the launch hold, before the start event: the opening marker kernel on the current stream."""
         self._marks = [self._now()]
-        _cuda_sleep(1)
+        if self.collector is not None:
+            _cuda_sleep(1)
         self._marks.append(self._now())
 
     def started(self) -> None:
@@ -261,7 +266,8 @@ class EscapedWorkProbe:
         """Right after the end event is recorded: the closing marker kernel, queued behind it."""
         self._marks.append(self._now())
         self._marks.append(self._now())
-        _cuda_sleep(1)
+        if self.collector is not None:
+            _cuda_sleep(1)
         self._marks.append(self._now())
 
     def settled(self, start, end) -> None:
