@@ -38,10 +38,14 @@ class TimedSamples:
 SHORT_CALL_SLOTS, LONG_CALL_SLOTS, LONG_CALL_S = 8, 4, 1e-3
 
 
-def block_timing(timing: TimingConfig, rounds: int) -> TimingConfig:
-    """One block's settings: the latency is the median of every round's samples together, whose CI is
-    about 1/sqrt(rounds) of one block's, so each block stops at sqrt(rounds) x the target."""
-    return replace(timing, target_rel_ci=timing.target_rel_ci * math.sqrt(rounds)) if rounds > 1 else timing
+def block_timing(timing: TimingConfig, rounds: int, call_s: float) -> TimingConfig:
+    """One block's settings. For calls of `long_call_ms` or more the latency is the median of every
+    round's samples together, whose CI is about 1/sqrt(rounds) of one block's, so each block stops at
+    sqrt(rounds) x the target. Short calls keep the whole target per block: their samples are cheap, and
+    a block's level can differ from the next one's by a few percent (docs/timing.md)."""
+    if rounds > 1 and call_s * 1e3 >= timing.long_call_ms:
+        return replace(timing, target_rel_ci=timing.target_rel_ci * math.sqrt(rounds))
+    return timing
 
 
 def slots_for(call_s: float) -> int:
@@ -63,7 +67,7 @@ def time_rounds(run: WorkloadRun, reference_aliases: set[str], correctness: Corr
     session, config, problem, workload = run.session, run.config, run.problem, run.workload
     seeds = [derive_seed(run.run_seed, workload.uuid, "timed", s) for s in range(config.timed_input_sets)]
     rounds = max(1, config.timing_rounds if session.device.startswith("cuda") else 1)  # CPU timings: a smoke test
-    timing = block_timing(config.timing_config(session.device), rounds)
+    timing = block_timing(config.timing_config(session.device), rounds, run.call_s)
     set_bytes = declared_set_bytes(problem, workload)
     per_round_checks = -(-config.checked_timed_outputs // rounds)
     samples = TimedSamples()

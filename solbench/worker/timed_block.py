@@ -284,7 +284,8 @@ def handle_time(state: WorkerState, request: msg.Time) -> msg.Timed:
     if hidden:
         raise Failure("REWARD_HACK", hidden)
     state.timed_call_ms = min(timing.samples_ms) if timing.samples_ms else 0.0
-    if not request.probe and block.keepable():
+    long_calls = state.timed_call_ms >= request.config.long_call_ms  # short ones: capture again, it costs little
+    if not request.probe and long_calls and block.keepable():
         state.timed_block = block  # the next block of this workload (the next round) starts warm
     else:
         block.graphs = None
