@@ -106,13 +106,16 @@ def check_time_reply(reply: Timed, config: TimingConfig, *, checked_outputs: int
     if type(probe_calls) is not int or not 0 <= probe_calls <= MAX_PROBE_CALLS:
         problems.append(f"{probe_calls!r} probe calls claimed (at most {MAX_PROBE_CALLS})")
         probe_calls = 0
+    # Past its input-generation budget a block draws from its last few fresh sets (flagged in the trace):
+    # then seeds repeat by design.
+    reused = isinstance(flags, list) and "timed_inputs_reused" in flags
     problems += _sampled_problems(reply.sampled, checked_outputs, required_outputs, warmup + n + probe_calls,
-                                  fixed_seeds)
+                                  None if reused else fixed_seeds, seeds_may_repeat=reused)
     return problems
 
 
 def _sampled_problems(sampled: Any, checked_outputs: int, required_outputs: int | None, calls: int,
-                      fixed_seeds: list[int] | None) -> list[str]:
+                      fixed_seeds: list[int] | None, seeds_may_repeat: bool = False) -> list[str]:
     """What is wrong with the sampled outputs of a block of `calls` calls."""
     if type(sampled) is not list:
         return ["sampled outputs missing"]
@@ -135,7 +138,7 @@ def _sampled_problems(sampled: Any, checked_outputs: int, required_outputs: int 
             problems.append(f"sampled output for call {index!r} names no valid input seed")
         indices.add(index)
     seeds = [e[1] for e in sampled if type(e) is list and len(e) == 3 and e[1] not in (fixed_seeds or [])]
-    if len(set(seeds)) < len(seeds):
+    if len(set(seeds)) < len(seeds) and not seeds_may_repeat:
         problems.append("two sampled calls name the same fresh input seed (the seed choice was tampered with)")
     return problems
 

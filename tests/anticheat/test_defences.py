@@ -75,6 +75,8 @@ def test_sampled_calls_never_share_a_fresh_seed():
     repeated = _reply(sampled=[[1, 55, []], [4, 55, []], [6, 56, []]])
     assert any("same fresh input seed" in p for p in check_time_reply(repeated, CONFIG, checked_outputs=3, elapsed_s=0.5))
     assert check_time_reply(repeated, CONFIG, checked_outputs=3, elapsed_s=0.5, fixed_seeds=[55, 56]) == []
+    reused = _reply(sampled=repeated.sampled, flags=["timed_inputs_reused"])  # past the generation budget: by design
+    assert check_time_reply(reused, CONFIG, checked_outputs=3, elapsed_s=0.5) == []
 
 
 def test_probe_calls_extend_the_calls_sampled_outputs_may_come_from():
