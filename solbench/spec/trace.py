@@ -223,6 +223,12 @@ class Trace:
     def status(self) -> Status:
         return self.evaluation.status
 
+    @property
+    def numerics_flags(self) -> list[str]:
+        """The numerics flags of the workload (none in traces written before they existed)."""
+        correctness = self.evaluation.correctness
+        return list(correctness.flags) if correctness and correctness.flags else []
+
     def key(self) -> tuple[str, str, str]:
         """What a resumed run uses to know this evaluation is done."""
         return (self.definition, self.solution_hash, self.workload_uuid)
