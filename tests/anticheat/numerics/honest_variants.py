@@ -105,9 +105,11 @@ def in_float32(problem: Problem) -> Problem:
 
 def judge_variants(problem: Problem, device: str = "cpu", seed: int = 1234,
                    profiles: tuple[str, ...] = ("standard", "structured"),
-                   baseline: Callable | None = None) -> ProblemVerdicts:
+                   baseline: Callable | None = None, round_reference: bool = False) -> ProblemVerdicts:
     """Every honest variant of the problem's smallest workload, judged in default and strict mode;
-    `baseline` (value-returning, the reference's signature) is judged beside them."""
+    `baseline` (value-returning, the reference's signature) is judged beside them. `round_reference`
+    rounds the reference's float outputs to the declared dtypes (for `in_float32` problems, whose
+    references may still round to bfloat16 on purpose)."""
     definition = problem.definition
     workload = smallest_workload(problem)
     if workload is None:
@@ -126,6 +128,8 @@ def judge_variants(problem: Problem, device: str = "cpu", seed: int = 1234,
                 continue
             try:
                 reference = normalize_outputs(module.run(*copies(inputs)), definition, axes)
+                if round_reference:
+                    reference = rounded_back(reference, problem)
             except Exception as exc:  # noqa: BLE001 - a reference that cannot run here is reported, not judged
                 verdicts.skipped.append(f"{profile}: reference: {type(exc).__name__}: {exc}"[:300])
                 continue
