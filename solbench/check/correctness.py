@@ -404,7 +404,7 @@ def _finite(x: float | None) -> float:
 def merge_trials(trials: Sequence[Correctness]) -> Correctness:
     """The worst case over trials: largest errors, smallest matched ratio, any NaN/Inf, every numerics
     flag (and per output the worst numbers behind them); the first failing trial's output name and
-    message; trial and checked-iteration counts summed."""
+    message (or, when none failed, every distinct message); trial and checked-iteration counts summed."""
     if not trials:
         return Correctness(trials=0)
     merged = Correctness(trials=0, checked_timed_iterations=0)
@@ -422,6 +422,6 @@ def merge_trials(trials: Sequence[Correctness]) -> Correctness:
         merged.checked_timed_iterations += c.checked_timed_iterations
         if merged.output is None and c.output is not None:
             merged.output, merged.message = c.output, c.message
-    if merged.message is None:
-        merged.message = next((c.message for c in trials if c.message), None)
+    if merged.message is None:  # no trial failed: every distinct note (warnings, numerics flags), once
+        merged.message = "; ".join(dict.fromkeys(c.message for c in trials if c.message)) or None
     return merged

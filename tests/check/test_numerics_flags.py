@@ -281,8 +281,10 @@ def test_merge_trials_unites_flags_and_keeps_the_worst_numbers():
                     numerics={"y": {"flags": ["systematic_bias"], "bias": -0.6, "outliers": 0}})
     b = Correctness(trials=1, flags=["outliers"], numerics={"y": {"flags": ["outliers"], "bias": 0.1, "outliers": 3},
                                                             "z": {"flags": [], "bias": 0.0}})
+    a.message, b.message = "numerics flagged: y: bias", "numerics flagged: y: outliers"
     merged = merge_trials([a, b, Correctness(trials=1)])
     assert merged.flags == ["outliers", "systematic_bias"] and merged.trials == 3
+    assert merged.message == "numerics flagged: y: bias; numerics flagged: y: outliers"
     assert merged.numerics["y"]["flags"] == ["outliers", "systematic_bias"]
     assert merged.numerics["y"]["bias"] == -0.6 and merged.numerics["y"]["outliers"] == 3
     assert merged.numerics["z"]["flags"] == []
@@ -297,3 +299,19 @@ def test_flags_survive_the_trace_round_trip_and_old_traces_load():
            "has_inf": False, "trials": 3}
     loaded = Correctness.from_dict(old)
     assert loaded.flags == [] and loaded.numerics is None
+
+
+@pytest.mark.gpu
+def test_flags_on_the_gpu_match_the_cpu():
+    """The judge compares large outputs on the reference worker's GPU: same flags, same numbers."""
+    h, r, w = rms_inputs(rows=2048)
+    reference = rms_reference(h, r, w)
+    garbage = reference.clone()
+    garbage[-10:] = 1000.0
+    for out in (rms_fp32_once(h, r, w), (reference.float() * 1.034).to(torch.bfloat16), garbage):
+        on_cpu = compare(out, reference, RMS_TOL, "bfloat16")
+        on_gpu = compare(out.cuda(), reference.cuda(), RMS_TOL, "bfloat16")
+        assert on_gpu.passed == on_cpu.passed and on_gpu.numerics.flags == on_cpu.numerics.flags
+        for key in ("outliers", "mismatched_rows", "longest_mismatched_run", "mismatched_columns", "biased_row_share"):
+            assert getattr(on_gpu.numerics, key) == getattr(on_cpu.numerics, key), key
+        assert on_gpu.numerics.bias == pytest.approx(on_cpu.numerics.bias, abs=1e-9)
