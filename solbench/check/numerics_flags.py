@@ -16,18 +16,23 @@ Rows are the last dimension (the outputs' innermost vectors); columns are positi
   column mismatched in at least half of the rows. Honest mismatches are scattered (rounding near the
   tolerance's edge; an occasional whole row from a near-tie, independent of its neighbours); a kernel
   that skips the last tiles, rows or columns makes them contiguous.
-* `systematic_bias`: the errors of the *matched* elements lean one way. Each error is measured in
-  units of the allowed error, with a precision floor: `z = err / (atol + max(rtol, PRECISION_UNITS*u)*|ref|)`
-  where `u` is the output dtype's unit roundoff (eps/2), so rounding to bf16/fp8/fp4 can never look
-  like much. Two orientations: `offset` (the sign of the error) and `scale` (the sign of
-  `err * sign(ref)`, i.e. |out| too large or too small). Flagged when the mean over all matched
-  elements exceeds `BIAS_LIMIT` (and `BIAS_SIGMAS` standard errors), or when at least
-  `ROW_BIAS_SHARE` of the rows (each at least half matched, `MIN_LINE` elements) have a row mean
-  beyond `ROW_BIAS_LIMIT`. Honest rounding has mean 0 (round-to-nearest is unbiased); a different
-  reduction order or a more precise accumulation moves each row's statistic by a few ulps, a small
-  fraction of a unit here, with signs that differ between rows; a one-sided rounding mode (truncation)
-  moves the mean by at most half a unit roundoff, an eighth of the floor. A 3% approximation on a
-  5% tolerance sits at 0.6 on every element.
+* `systematic_bias`: the errors of the *matched* elements lean one way, by a real share of the
+  tolerance *and* by more than rounding choices explain. The lean is measured twice: as the mean of
+  `err / (atol + rtol*|ref|)` (in allowed errors), and as `sum(err) / (u * sum(|ref|))` (the mean
+  error next to the mean magnitude, in unit roundoffs), where `u` is the unit roundoff (eps/2) of
+  the precision the output may honestly be computed in: the output dtype's, or TF32's for float32
+  outputs (Triton's `tl.dot` and cuBLAS use TF32 tensor cores for float32, and the hardware may
+  truncate the operands). Two orientations: `offset` (the sign of the error) and `scale` (the sign of
+  `err * sign(ref)`: |out| too large or too small). Flagged when, in one orientation, the mean over
+  all matched elements exceeds `BIAS_LIMIT` allowed errors (and `BIAS_SIGMAS` standard errors) and
+  `BIAS_UNITS` unit roundoffs; or when at least
+  `ROW_BIAS_SHARE` of the rows (each at least half matched, `MIN_LINE` elements) have row means
+  beyond `ROW_BIAS_LIMIT` allowed errors and `BIAS_UNITS` unit roundoffs. Honest rounding has mean
+  0 (round-to-nearest is unbiased); another reduction order or a more precise accumulation moves
+  each row's statistic by a few ulps with signs that differ between rows; a one-sided rounding mode
+  leans by less than one unit roundoff (truncating the output: about 0.7; truncating both operands
+  of a TF32 product: about 1.4). A 3% approximation on a bf16 output with a 5% tolerance leans by
+  0.68 allowed errors and 8.7 unit roundoffs.
 
 Rows shorter than `MIN_LINE`, and columns of outputs with fewer than `MIN_LINE` rows, get no row or
 column statistics. Rows longer than the comparison chunk are taken in pieces of at most one chunk.
@@ -46,8 +51,8 @@ OUTLIER_FACTOR = 10.0
 MIN_LINE = 16
 CONCENTRATED_SHARE = 0.5
 RUN_ROWS = 4
-PRECISION_UNITS = 4.0
 BIAS_LIMIT = 0.2
+BIAS_UNITS = 3.0
 BIAS_SIGMAS = 4.0
 ROW_BIAS_LIMIT = 0.5
 ROW_BIAS_SHARE = 0.02
@@ -56,11 +61,17 @@ _TINY = 1e-300
 _UNIT_ROUNDOFF = {torch.float64: 2.0 ** -53, torch.float32: 2.0 ** -24, torch.float16: 2.0 ** -11,
                   torch.bfloat16: 2.0 ** -8, torch.float8_e4m3fn: 2.0 ** -4, torch.float8_e5m2: 2.0 ** -3}
 FP4_UNIT_ROUNDOFF = 2.0 ** -2  # e2m1: one mantissa bit
+TF32_UNIT_ROUNDOFF = 2.0 ** -11  # ten mantissa bits
 
 
 def unit_roundoff(dtype: torch.dtype, packed_fp4: bool = False) -> float:
-    """Half the gap between 1 and the next value of the output dtype."""
-    return FP4_UNIT_ROUNDOFF if packed_fp4 else _UNIT_ROUNDOFF.get(dtype, 2.0 ** -24)
+    """The unit roundoff of the precision an output of `dtype` may honestly be computed in: half the
+    gap between 1 and the next value of the dtype, or of TF32 for float32 outputs."""
+    if packed_fp4:
+        return FP4_UNIT_ROUNDOFF
+    if dtype == torch.float32:
+        return TF32_UNIT_ROUNDOFF
+    return _UNIT_ROUNDOFF.get(dtype, TF32_UNIT_ROUNDOFF)
 
 
 def line_length(shape: Sequence[int], packed_fp4: bool = False) -> int:
@@ -98,9 +109,10 @@ class NumericsFindings:
     longest_mismatched_run: int = 0  # most consecutive such rows
     zero_rows: int = 0  # such rows that are exactly zero (never written, or a do-nothing kernel)
     mismatched_columns: int = 0  # columns mismatched in at least half of the rows
-    bias: float = 0.0  # mean signed error of matched elements, in allowed-error units (the larger orientation)
+    bias: float = 0.0  # mean signed error of matched elements, in allowed errors (the orientation leaning most)
+    bias_units: float = 0.0  # the same mean in unit roundoffs of the output's compute precision
     bias_kind: str = "offset"  # "offset" (sign of err) or "scale" (sign of err * sign(ref))
-    biased_row_share: float = 0.0  # share of eligible rows whose own mean exceeds ROW_BIAS_LIMIT
+    biased_row_share: float = 0.0  # share of eligible rows whose own means exceed both row limits
 
     def to_dict(self) -> dict:
         return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in asdict(self).items()}
@@ -125,8 +137,8 @@ class NumericsFindings:
             parts.append("mismatches concentrated: " + "; ".join(where))
         if "systematic_bias" in self.flags:
             parts.append(f"errors inside the tolerance lean one way ({self.bias_kind}): mean {self.bias:+.3f} of the "
-                         f"allowed error over matched elements, {100 * self.biased_row_share:.1f}% of rows beyond "
-                         f"{ROW_BIAS_LIMIT:g}")
+                         f"allowed error ({self.bias_units:+.1f} unit roundoffs) over matched elements, "
+                         f"{100 * self.biased_row_share:.1f}% of rows leaning on their own")
         return "; ".join(parts)
 
 
@@ -134,12 +146,12 @@ class ErrorProfile:
     """Accumulates the flags' statistics over the ranges of one output, in order (`chunk_ranges`)."""
 
     def __init__(self, line: int, atol: float, rtol: float, unit: float):
-        self.line, self.atol, self.rtol = line, atol, rtol
-        self.bias_rtol = max(rtol, PRECISION_UNITS * unit)
+        self.line, self.atol, self.rtol, self.unit = line, atol, rtol, unit
         self.outliers, self.worst = 0, 0.0
         self.matched = 0
-        self.sums = [0.0, 0.0]  # offset, scale
-        self.squares = 0.0
+        self.sums = [0.0, 0.0, 0.0, 0.0]  # allowed errors (offset, scale); errors (offset, scale)
+        self.magnitude = 0.0  # sum of |ref| over matched elements
+        self.squares = 0.0  # of the allowed-error values
         self.rows_eligible, self.rows_biased = 0, 0
         self.rows_mismatched, self.run, self.longest_run, self.zero_rows = 0, 0, 0, 0
         self.column_rows = 0
@@ -165,9 +177,11 @@ class ErrorProfile:
         return held[:n]
 
     def add_finite(self, o: torch.Tensor, r: torch.Tensor, r_abs: torch.Tensor, fails: torch.Tensor,
-                   fail_count: int, invalid: torch.Tensor | None = None) -> None:
+                   fail_count: int, invalid: torch.Tensor | None = None,
+                   spare: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
         """One range of finite float64 values with `|ref|` and the official mismatch mask already
-        computed (the comparison's short path has both); `invalid` marks positions to ignore."""
+        computed (the comparison's short path has both); `invalid` marks positions to ignore;
+        `spare`: two float64 buffers of the range's length the caller no longer needs."""
         n = o.numel()
         if n == 0:
             return
@@ -175,35 +189,44 @@ class ErrorProfile:
         rows = n // width
         if width == self.line:
             self.column_rows += rows
-        z, scaled = self._buffer("z", o), self._buffer("scaled", o)
-        torch.sub(o, r, out=z)
-        torch.mul(r_abs, self.bias_rtol, out=scaled).add_(self.atol)
-        if self.atol <= 0:
-            scaled.clamp_(min=_TINY)
-        z.div_(scaled)  # the error in allowed-error units (with the precision floor)
+        z = self._buffer("z", o)
+        sign, work = spare if spare is not None else (self._buffer("sign", o), self._buffer("work", o))
         excluded = fails if invalid is None else fails | invalid
-        if fail_count or invalid is not None:
-            z.masked_fill_(excluded, 0.0)
-        torch.sign(r, out=scaled).mul_(z)  # oriented by the reference's sign
-        offset_row, scale_row = z.view(rows, width).sum(1), scaled.view(rows, width).sum(1)
-        if fail_count or invalid is not None:
-            count_row = width - excluded.view(rows, width).sum(1)
-        else:
-            count_row = torch.full((rows,), width, device=o.device)
-        stats = [count_row.sum(), offset_row.sum(), scale_row.sum(), torch.dot(z, z)]
+        masked = bool(fail_count) or invalid is not None
+        torch.sub(o, r, out=z)
+        if masked:
+            z.masked_fill_(excluded, 0.0)  # matched elements only, from here on
+        torch.sign(r, out=sign)
+        error_offset = z.view(rows, width).sum(1)
+        error_scale = torch.mul(z, sign, out=work).view(rows, width).sum(1)
+        magnitude = torch.where(excluded, 0.0, r_abs) if masked else r_abs
+        magnitude_row = magnitude.view(rows, width).sum(1)
+        torch.mul(r_abs, self.rtol, out=work).add_(self.atol)
+        if self.atol <= 0:
+            work.clamp_(min=_TINY)
+        z.div_(work)  # in allowed errors
+        allowed_offset = z.view(rows, width).sum(1)
+        squares = torch.dot(z, z)
+        allowed_scale = z.mul_(sign).view(rows, width).sum(1)
+        row_sums = [allowed_offset, allowed_scale, error_offset, error_scale]
+        count_row = width - excluded.view(rows, width).sum(1) if masked else torch.full((rows,), width, device=o.device)
+        stats = [count_row.sum(), *(row.sum() for row in row_sums), squares, magnitude_row.sum()]
         row_stats = width >= MIN_LINE
         if row_stats:
             eligible = (count_row >= MIN_LINE) & (count_row * 2 >= width)
-            mean_row = torch.maximum(offset_row.abs(), scale_row.abs()) / count_row.clamp(min=1)
-            stats += [eligible.sum(), (eligible & (mean_row > ROW_BIAS_LIMIT)).sum()]
+            per, scale = count_row.clamp(min=1), (magnitude_row * self.unit).clamp(min=_TINY)
+            leaning = [(row_sums[k].abs() / per > ROW_BIAS_LIMIT) & (row_sums[k + 2].abs() / scale > BIAS_UNITS)
+                       for k in (0, 1)]
+            stats += [eligible.sum(), (eligible & (leaning[0] | leaning[1])).sum()]
         if fail_count:
             stats += self._misses(o, r, r_abs, fails, invalid, rows, width, row_stats)
         values = torch.stack([v.to(torch.float64) for v in stats]).tolist()
         self.matched += int(values[0])
-        self.sums[0] += values[1]
-        self.sums[1] += values[2]
-        self.squares += values[3]
-        rest = values[4:]
+        for k in range(4):
+            self.sums[k] += values[1 + k]
+        self.squares += values[5]
+        self.magnitude += values[6]
+        rest = values[7:]
         if row_stats:
             self.rows_eligible += int(rest[0])
             self.rows_biased += int(rest[1])
@@ -257,14 +280,19 @@ class ErrorProfile:
                                  zero_rows=self.zero_rows)
         if self.column_misses is not None and self.column_rows >= MIN_LINE:
             found.mismatched_columns = int((self.column_misses * 2 >= self.column_rows).sum())
+        leaning = False
         if self.matched:
-            means = [s / self.matched for s in self.sums]
-            kind = 0 if abs(means[0]) >= abs(means[1]) else 1
-            found.bias, found.bias_kind = means[kind], ("offset", "scale")[kind]
-            spread = math.sqrt(max(self.squares / self.matched - means[kind] ** 2, 0.0) / self.matched)
-            leaning = abs(found.bias) > BIAS_LIMIT and abs(found.bias) > BIAS_SIGMAS * spread
-        else:
-            leaning = False
+            means = [total / self.matched for total in self.sums[:2]]
+            means += [total / max(self.unit * self.magnitude, _TINY) for total in self.sums[2:]]
+            kinds = []
+            for kind in (0, 1):
+                spread = math.sqrt(max(self.squares / self.matched - means[kind] ** 2, 0.0) / self.matched)
+                if (abs(means[kind]) > BIAS_LIMIT and abs(means[kind]) > BIAS_SIGMAS * spread
+                        and abs(means[kind + 2]) > BIAS_UNITS):
+                    kinds.append(kind)
+            leaning = bool(kinds)
+            kind = kinds[0] if kinds else (0 if abs(means[0]) >= abs(means[1]) else 1)
+            found.bias, found.bias_units, found.bias_kind = means[kind], means[kind + 2], ("offset", "scale")[kind]
         if self.rows_eligible:
             found.biased_row_share = self.rows_biased / self.rows_eligible
         if self.outliers:
@@ -289,5 +317,5 @@ def merge_findings(items: Sequence[dict | None]) -> dict | None:
                     "mismatched_columns", "biased_row_share"):
             setattr(merged, key, max(getattr(merged, key), getattr(f, key)))
         if abs(f.bias) > abs(merged.bias):
-            merged.bias, merged.bias_kind = f.bias, f.bias_kind
+            merged.bias, merged.bias_units, merged.bias_kind = f.bias, f.bias_units, f.bias_kind
     return merged.to_dict()

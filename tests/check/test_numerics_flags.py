@@ -86,6 +86,32 @@ def test_honest_matmul_accumulation_orders_raise_no_flag():
         assert result.passed and result.numerics.flags == [], result.numerics
 
 
+def truncated(x: torch.Tensor, bits: int) -> torch.Tensor:
+    """float32 with its lowest `bits` mantissa bits cleared (round toward zero)."""
+    return (x.view(torch.int32) & ~((1 << bits) - 1)).view(torch.float32)
+
+
+@pytest.mark.parametrize("tolerance", [Tolerance(0.002, 1e-5), DEFAULT_TOL, Tolerance(0.005, 0.02)],
+                         ids=["atol-calibrated", "default", "loose"])
+def test_honest_tf32_products_that_truncate_their_operands_raise_no_flag(tolerance):
+    """TF32 tensor cores read ten mantissa bits of each float32 operand: every product is biased
+    toward zero by about 1.4 unit roundoffs of TF32, a fixed share of each output (a scale bias)."""
+    g = gen(12)
+    a, b = torch.randn(256, 1024, generator=g), torch.randn(1024, 256, generator=g) / 32
+    reference = a @ b
+    tf32 = (truncated(a, 13).double() @ truncated(b, 13).double()).float()
+    result = compare(tf32, reference, tolerance, "float32")
+    assert result.passed and result.numerics.flags == [], result.numerics
+    assert result.numerics.bias_kind == "scale" and -2 < result.numerics.bias_units < -1
+
+
+def test_honest_output_truncated_to_bf16_raises_no_flag():
+    g = gen(13)
+    values = torch.randn(512, 512, generator=g) * 4
+    result = compare(truncated(values, 16).to(torch.bfloat16), values.to(torch.bfloat16), DEFAULT_TOL, "bfloat16")
+    assert result.passed and result.numerics.flags == [] and -1 < result.numerics.bias_units < -0.5
+
+
 def test_honest_softmax_and_layernorm_variants_raise_no_flag():
     g = gen(2)
     logits = torch.randn(384, 1000, generator=g) * 3
@@ -130,11 +156,12 @@ def test_scattered_whole_rows_from_near_ties_raise_no_flag():
 def test_small_systematic_error_on_every_element_is_flagged_as_bias():
     h, r, w = rms_inputs()
     reference = rms_reference(h, r, w)
-    for factor in (1.034, 0.97):
+    for factor in (1.034, 0.97, 1.015):
         result = compare((reference.float() * factor).to(torch.bfloat16), reference, RMS_TOL, "bfloat16")
         assert result.passed, "inside the official tolerance"
         assert result.numerics.flags == ["systematic_bias"] and result.numerics.bias_kind == "scale"
-        assert (result.numerics.bias > 0.5) == (factor > 1) and abs(result.numerics.bias) > 0.5
+        assert (result.numerics.bias > 0) == (factor > 1) and abs(result.numerics.bias) > 0.25
+        assert abs(result.numerics.bias_units) > numerics_flags.BIAS_UNITS
 
 
 def test_offset_bias_and_per_row_bias_of_alternating_sign_are_flagged():
