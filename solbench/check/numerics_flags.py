@@ -12,10 +12,11 @@ Rows are the last dimension (the outputs' innermost vectors); columns are positi
   are rounding errors, small next to the data; even a discrete decision taken differently (a
   routing near-tie) gives values of the data's magnitude. An error ten times the data is garbage.
 * `concentrated_mismatches`: mismatched elements (outside the official tolerance) gathered in whole
-  rows or columns: a run of `RUN_ROWS` or more consecutive rows each at least half mismatched, or a
-  column mismatched in at least half of the rows. Honest mismatches are scattered (rounding near the
-  tolerance's edge; an occasional whole row from a near-tie, independent of its neighbours); a kernel
-  that skips the last tiles, rows or columns makes them contiguous.
+  rows or columns: a run of `RUN_ROWS` or more consecutive rows each at least `CONCENTRATED_SHARE`
+  mismatched, such a row that is exactly zero (never written), or a column mismatched in at least
+  `CONCENTRATED_SHARE` of the rows. Honest mismatches are scattered (rounding near the tolerance's
+  edge; an occasional whole row of plausible values from a near-tie, independent of its
+  neighbours); a kernel that skips the last tiles, rows or columns makes them contiguous.
 * `systematic_bias`: the errors of the *matched* elements lean one way, by a real share of the
   tolerance *and* by more than rounding choices explain. The lean is measured twice: as the mean of
   `err / (atol + rtol*|ref|)` (in allowed errors), and as `sum(err) / (u * sum(|ref|))` (the mean
@@ -25,14 +26,13 @@ Rows are the last dimension (the outputs' innermost vectors); columns are positi
   truncate the operands). Two orientations: `offset` (the sign of the error) and `scale` (the sign of
   `err * sign(ref)`: |out| too large or too small). Flagged when, in one orientation, the mean over
   all matched elements exceeds `BIAS_LIMIT` allowed errors (and `BIAS_SIGMAS` standard errors) and
-  `BIAS_UNITS` unit roundoffs; or when at least
-  `ROW_BIAS_SHARE` of the rows (each at least half matched, `MIN_LINE` elements) have row means
-  beyond `ROW_BIAS_LIMIT` allowed errors and `BIAS_UNITS` unit roundoffs. Honest rounding has mean
-  0 (round-to-nearest is unbiased); another reduction order or a more precise accumulation moves
-  each row's statistic by a few ulps with signs that differ between rows; a one-sided rounding mode
-  leans by less than one unit roundoff (truncating the output: about 0.7; truncating both operands
-  of a TF32 product: about 1.4). A 3% approximation on a bf16 output with a 5% tolerance leans by
-  0.68 allowed errors and 8.7 unit roundoffs.
+  `BIAS_UNITS` unit roundoffs; or when at least `ROW_BIAS_SHARE` of the rows (each at least half
+  matched, `MIN_LINE` elements) have row means beyond `ROW_BIAS_LIMIT` allowed errors and
+  `BIAS_UNITS` unit roundoffs. Honest rounding has mean 0 (round-to-nearest is unbiased); another
+  reduction order or a more precise accumulation moves each row's statistic by a few ulps with signs
+  that differ between rows; a one-sided rounding mode leans by well under `BIAS_UNITS` (truncating
+  the output: about 0.7 unit roundoffs; truncating both operands of a TF32 product: about 1.4). A 3%
+  approximation on a bf16 output with a 5% tolerance leans by 0.68 allowed errors and 8.7 units.
 
 Rows shorter than `MIN_LINE`, and columns of outputs with fewer than `MIN_LINE` rows, get no row or
 column statistics. Rows longer than the comparison chunk are taken in pieces of at most one chunk.
@@ -213,7 +213,7 @@ class ErrorProfile:
         stats = [count_row.sum(), *(row.sum() for row in row_sums), squares, magnitude_row.sum()]
         row_stats = width >= MIN_LINE
         if row_stats:
-            eligible = (count_row >= MIN_LINE) & (count_row * 2 >= width)
+            eligible = (count_row >= MIN_LINE) & (count_row * 2 >= width)  # at least half matched
             per, scale = count_row.clamp(min=1), (magnitude_row * self.unit).clamp(min=_TINY)
             leaning = [(row_sums[k].abs() / per > ROW_BIAS_LIMIT) & (row_sums[k + 2].abs() / scale > BIAS_UNITS)
                        for k in (0, 1)]
@@ -255,7 +255,7 @@ class ErrorProfile:
         stats = [(ratio > OUTLIER_FACTOR).sum(), ratio.max()]
         if row_stats:
             miss_row = fails.view(rows, width).sum(1)
-            bad = miss_row * 2 >= width
+            bad = miss_row >= CONCENTRATED_SHARE * width
             zero = ~(o.view(rows, width) != 0).any(1)
             stats += [*self._runs(bad), bad.sum(), (bad & zero).sum()]
         if width == self.line:
@@ -279,7 +279,7 @@ class ErrorProfile:
                                  mismatched_rows=self.rows_mismatched, longest_mismatched_run=self.longest_run,
                                  zero_rows=self.zero_rows)
         if self.column_misses is not None and self.column_rows >= MIN_LINE:
-            found.mismatched_columns = int((self.column_misses * 2 >= self.column_rows).sum())
+            found.mismatched_columns = int((self.column_misses >= CONCENTRATED_SHARE * self.column_rows).sum())
         leaning = False
         if self.matched:
             means = [total / self.matched for total in self.sums[:2]]
