@@ -122,6 +122,7 @@ def references(problem):
     return workload, axes, cache
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("profile", ["standard", "structured"])
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
 def test_verdicts_in_process_every_seed(case, profile, problem, references):
@@ -182,6 +183,7 @@ def describe(traces) -> str:
                      f"{t.evaluation.log[-600:]}" for t in traces)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", end_to_end_params("expect"), ids=lambda c: c.id)
 def test_end_to_end_default_mode(case, default_results):
     traces = default_results[case.id]
@@ -195,6 +197,7 @@ def test_end_to_end_default_mode(case, default_results):
                 assert "numerics flagged" in (t.evaluation.correctness.message or ""), describe(traces)
 
 
+@pytest.mark.slow
 @PLUMBING
 def test_end_to_end_strict_mode():
     hostile = [c for c in CASES if c.kind == "hostile" and c.strict != c.expect]
@@ -205,6 +208,7 @@ def test_end_to_end_strict_mode():
         assert traces and all(t.status.value == case.strict for t in traces), f"{case.id}\n{describe(traces)}"
 
 
+@pytest.mark.slow
 def test_cli_does_not_skip_a_file_that_only_mentions_triton(tmp_path):
     """The issue's case: `import triton` in a docstring made a wrong PyTorch file SKIPPED on a CPU,
     exit 0. It is judged, and the run exits 1."""
