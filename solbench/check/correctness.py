@@ -34,6 +34,12 @@ Rules, per output (each one has a test in tests/check/test_correctness.py):
    decided by one float64 sum per side) takes a short path with the same results; any NaN or inf
    sends the chunk through the full bookkeeping of rules 4-8.
 
+10. Beyond the official rule, every float output gets the numerics flags of `numerics_flags.py`
+   (outliers far beyond the data's magnitude, mismatches concentrated in rows or columns, a systematic
+   bias inside the tolerance), computed in the same pass over the chunks (which then never cut a
+   row). They are recorded (`Correctness.flags`, `.numerics`) and change no verdict, except under
+   `check_outputs(..., strict=True)`, where a flagged output is INCORRECT_NUMERICAL.
+
 `check_outputs` applies this to every output in order; the first failing output decides the
 status and is named in `Correctness.output`. `merge_trials` folds several trials into the worst case.
 """
@@ -46,6 +52,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from solbench.check import numerics_flags
+from solbench.check.numerics_flags import NumericsFindings
 from solbench.inputs.fp4 import FP4_DTYPE, unpack_fp4
 from solbench.spec import dtypes
 from solbench.spec.definition import Definition
@@ -68,6 +76,7 @@ class OutputComparison:
     message: str = ""
     status: Status = Status.PASSED
     warnings: list[str] = field(default_factory=list)
+    numerics: NumericsFindings | None = None  # float outputs: the flags beyond the official rule
 
 
 def _as_tensor(value, dtype_name: str) -> torch.Tensor:
@@ -180,19 +189,27 @@ def _compare_float(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance, packed_
     if not packed_fp4 and o_all.dtype != torch.float64 and o_all.numel() > 0:
         o_buf = torch.empty(min(step, o_all.numel()), dtype=torch.float64, device=o_all.device)
         r_buf = torch.empty_like(o_buf)
-    for start in range(0, o_all.numel(), step):
-        o = _values(o_all[start:start + step], packed_fp4, o_buf)
-        r = _values(r_all[start:start + step], packed_fp4, r_buf)
+    line = numerics_flags.line_length(tuple(out.shape), packed_fp4)
+    profile = numerics_flags.ErrorProfile(line, atol, rtol, numerics_flags.unit_roundoff(out.dtype, packed_fp4))
+    for start, end in numerics_flags.chunk_ranges(o_all.numel(), step, line // 2 if packed_fp4 else line):
+        o = _values(o_all[start:end], packed_fp4, o_buf)
+        r = _values(r_all[start:end], packed_fp4, r_buf)
         base = start * 2 if packed_fp4 else start
-        if not _accumulate_finite(s, o, r, base, atol, rtol, scratch):
+        fails_before = s.fails
+        if _accumulate_finite(s, o, r, base, atol, rtol, scratch):  # its |ref| and mismatch mask are reused
+            n = o.numel()
+            profile.add_finite(o, r, scratch["r_abs"][:n], scratch["mask"][:n], s.fails - fails_before,
+                               spare=(scratch["diff"][:n], scratch["work"][:n]))
+        else:
             _accumulate(s, o, r, base, atol, rtol, tol.allow_negative_inf)
+            profile.add(o, r)
     if s.n == 0:
         return OutputComparison(True)
 
     ratio = max(0.0, min(1.0, 1.0 - s.fails / s.n))
     result = OutputComparison(False, max_absolute_error=s.max_abs, max_relative_error=s.max_rel,
                               matched_ratio=ratio, has_nan=s.out_nan > 0, has_inf=s.out_bad_inf > 0,
-                              status=Status.INCORRECT_NUMERICAL)
+                              status=Status.INCORRECT_NUMERICAL, numerics=profile.finish())
     if s.ref_nan or s.ref_pos_inf or (s.ref_neg_inf and not tol.allow_negative_inf):
         parts = [f"{c} {w}" for c, w in ((s.ref_nan, "NaN"), (s.ref_pos_inf, "+inf"),
                                          (s.ref_neg_inf if not tol.allow_negative_inf else 0, "-inf")) if c]
@@ -306,9 +323,12 @@ def _accumulate(s: _Stats, o: torch.Tensor, r: torch.Tensor, base: int, atol: fl
 
 
 def check_outputs(outputs: Sequence, references: Sequence, definition: Definition, tolerance: Tolerance,
-                  axis_values: dict[str, int] | None = None) -> tuple[Status, Correctness]:
+                  axis_values: dict[str, int] | None = None, *, strict: bool = False) -> tuple[Status, Correctness]:
     """Compare every output in definition order; the first failing one decides. With `axis_values`,
-    reference outputs are first checked against the declared shapes (INVALID_REFERENCE if off)."""
+    reference outputs are first checked against the declared shapes (INVALID_REFERENCE if off).
+
+    Numerics flags (`numerics_flags.py`) are recorded in `Correctness.flags` / `numerics`; they change
+    nothing unless `strict`, where a flagged output is INCORRECT_NUMERICAL like one beyond tolerance."""
     names = list(definition.outputs)
     if len(references) != len(names):
         return Status.INVALID_REFERENCE, Correctness(matched_ratio=0.0, trials=1,
@@ -320,6 +340,8 @@ def check_outputs(outputs: Sequence, references: Sequence, definition: Definitio
     shapes = definition.output_shapes(axis_values) if axis_values is not None else {}
     worst = Correctness(trials=1)
     warnings: list[str] = []
+    numerics: dict[str, dict] = {}
+    flagged: list[str] = []
     for name, out, ref in zip(names, outputs, references):
         spec = definition.outputs[name]
         problem = _reference_problem(name, ref, spec.dtype, None if spec.shape is None else shapes.get(name, "unknown"))
@@ -327,18 +349,40 @@ def check_outputs(outputs: Sequence, references: Sequence, definition: Definitio
             return Status.INVALID_REFERENCE, Correctness(matched_ratio=0.0, trials=1, output=name, message=problem)
         result = compare(out, ref, tolerance, spec.dtype, name=name)
         warnings.extend(result.warnings)
+        found = result.numerics
+        if found is not None:
+            numerics[name] = found.to_dict()
         worst.max_absolute_error = max(worst.max_absolute_error or 0.0, _finite(result.max_absolute_error))
         worst.max_relative_error = max(worst.max_relative_error or 0.0, _finite(result.max_relative_error))
         worst.matched_ratio = min(worst.matched_ratio, result.matched_ratio)
         worst.has_nan = worst.has_nan or result.has_nan
         worst.has_inf = worst.has_inf or result.has_inf
+        if result.passed:  # a failing output's patterns add nothing to its verdict
+            worst.flags = _union(worst.flags, found.flags if found else [])
+        worst.numerics = numerics or None
         if not result.passed:
             return result.status, Correctness(_finite(result.max_absolute_error), _finite(result.max_relative_error),
                                               result.matched_ratio, result.has_nan, result.has_inf, trials=1,
-                                              output=name, message=result.message)
+                                              output=name, message=result.message, flags=list(worst.flags),
+                                              numerics=worst.numerics)
+        if found is not None and found.flags:
+            if strict:
+                return Status.INCORRECT_NUMERICAL, Correctness(
+                    _finite(result.max_absolute_error), _finite(result.max_relative_error), result.matched_ratio,
+                    trials=1, output=name, flags=list(worst.flags), numerics=worst.numerics,
+                    message=f"{name}: strict mode fails flagged numerics: {found.describe()}")
+            flagged.append(f"{name}: {found.describe()}")
+    if flagged:
+        warnings.append("numerics flagged (passes the official rules, fails in strict mode): " + "; ".join(flagged))
     if warnings:
         worst.message = "; ".join(warnings)
     return Status.PASSED, worst
+
+
+def _union(flags: Sequence[str], more: Sequence[str]) -> list[str]:
+    """Flag names in the fixed order of `numerics_flags.FLAGS` (unknown names, from newer traces, last)."""
+    order = {f: i for i, f in enumerate(numerics_flags.FLAGS)}
+    return sorted(set(flags) | set(more), key=lambda f: (order.get(f, len(order)), f))
 
 
 def _reference_problem(name: str, ref, dtype_name: str, shape) -> str | None:
@@ -360,12 +404,17 @@ def _finite(x: float | None) -> float:
 
 
 def merge_trials(trials: Sequence[Correctness]) -> Correctness:
-    """The worst case over trials: largest errors, smallest matched ratio, any NaN/Inf; the first
-    failing trial's output name and message; trial and checked-iteration counts summed."""
+    """The worst case over trials: largest errors, smallest matched ratio, any NaN/Inf, every numerics
+    flag (and per output the worst numbers behind them); the first failing trial's output name and
+    message (or, when none failed, every distinct message); trial and checked-iteration counts summed."""
     if not trials:
         return Correctness(trials=0)
     merged = Correctness(trials=0, checked_timed_iterations=0)
     for c in trials:
+        merged.flags = _union(merged.flags, c.flags or [])
+        for name, found in (c.numerics or {}).items():
+            merged.numerics = merged.numerics or {}
+            merged.numerics[name] = numerics_flags.merge_findings([merged.numerics.get(name), found])
         merged.max_absolute_error = max(merged.max_absolute_error or 0.0, _finite(c.max_absolute_error))
         merged.max_relative_error = max(merged.max_relative_error or 0.0, _finite(c.max_relative_error))
         merged.matched_ratio = min(merged.matched_ratio, c.matched_ratio)
@@ -375,6 +424,6 @@ def merge_trials(trials: Sequence[Correctness]) -> Correctness:
         merged.checked_timed_iterations += c.checked_timed_iterations
         if merged.output is None and c.output is not None:
             merged.output, merged.message = c.output, c.message
-    if merged.message is None:
-        merged.message = next((c.message for c in trials if c.message), None)
+    if merged.message is None:  # no trial failed: every distinct note (warnings, numerics flags), once
+        merged.message = "; ".join(dict.fromkeys(c.message for c in trials if c.message)) or None
     return merged

@@ -4,6 +4,9 @@
 for `shape: null` inputs. Every input gets its own private generator seeded from
 `derive_seed(seed, "input", name)`; the runner passes `seed = derive_seed(run_seed, uuid, purpose,
 trial)`, so both workers regenerate identical inputs and nothing depends on the global RNG.
+`profile` (`profiles.py`) is part of what determines the inputs: a non-standard profile replaces
+`seed` by `derive_seed(seed, "profile", profile)` before anything is drawn, and gives plain random
+floating inputs row and column scales and outliers.
 
 Sources:
 * `random` (and any input the workload does not mention): a name/description heuristic
@@ -41,7 +44,7 @@ from typing import Any
 
 import torch
 
-from solbench.inputs import heuristics
+from solbench.inputs import heuristics, profiles
 from solbench.inputs.custom import call_entrypoint
 from solbench.inputs.errors import InputError
 from solbench.inputs.random_tensors import random_scalar, random_tensor
@@ -56,9 +59,12 @@ FILLS = ("nan", "alt", "zeros", "empty")
 
 def make_inputs(definition: Definition, workload: Workload, axis_values: dict[str, int], *, seed: int,
                 device: torch.device | str, data_roots: Sequence[Path] = (),
-                custom_entrypoint: Callable | None = None, notes: list[str] | None = None) -> list:
+                custom_entrypoint: Callable | None = None, notes: list[str] | None = None,
+                profile: str = profiles.STANDARD) -> list:
     """The arguments for `definition.reference`'s `run`, in input order, for one trial."""
     device = torch.device(device)
+    if profiles.check_profile(profile) != profiles.STANDARD:
+        seed = derive_seed(seed, "profile", profile)
     notes = notes if notes is not None else []
     try:
         shapes = definition.input_shapes(axis_values)
@@ -90,14 +96,14 @@ def make_inputs(definition: Definition, workload: Workload, axis_values: dict[st
                 raise InputError(f"input {name!r} is a Python scalar (shape null) but comes from safetensors")
             value = load_blob(src.path, src.tensor_key, data_roots, shape, spec.dtype, device, name)
         else:
-            value = _random(name, spec, shape, device, definition.op_type, seed)
+            value = _random(name, spec, shape, device, definition.op_type, seed, profile)
         _validate(name, value, spec, shape)
         values.append(value)
     return values
 
 
 def _random(name: str, spec: TensorSpec, shape: tuple[int, ...] | None, device: torch.device,
-            op_type: str | None, seed: int):
+            op_type: str | None, seed: int, profile: str = profiles.STANDARD):
     generator = make_generator(derive_seed(seed, "input", name), device)
     if shape is None:
         return random_scalar(spec.dtype, generator)
@@ -109,7 +115,11 @@ def _random(name: str, spec: TensorSpec, shape: tuple[int, ...] | None, device: 
                                   generator=generator, shared_generator=shared,
                                   description=spec.description or "", op_type=op_type)
     value = heuristics.generate(ctx)
-    return value if value is not None else random_tensor(shape, spec.dtype, generator, device)
+    if value is not None:
+        return value
+    if profile == profiles.STRUCTURED and device.type != "meta" and profiles.applies(spec.dtype, shape):
+        return profiles.structured_tensor(shape, spec.dtype, generator, device)
+    return random_tensor(shape, spec.dtype, generator, device)
 
 
 def python_number(name: str, value: Any, dtype_name: str) -> int | float | bool:

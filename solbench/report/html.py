@@ -22,7 +22,8 @@ from solbench.report.leaderboard import COLUMNS, LEVEL_PROBLEM, latency_ms, lead
 from solbench.report.merge import MergeResult, hardware_of
 from solbench.spec.trace import Status, Trace
 
-TABLE_COLUMNS = ("solution", "problem", "workloads", "passed", "failed", "skipped", "conflicts", "pass_rate",
+TABLE_COLUMNS = ("solution", "problem", "workloads", "passed", "failed", "numerics_flagged", "skipped", "conflicts",
+                 "pass_rate",
                  "geomean_latency_ms", "geomean_t_sol_ms", "geomean_speedup_vs_reference",
                  "geomean_speedup_vs_baseline", "mean_sol_score", "fast_1", "fast_2")
 PERCENT_COLUMNS = {"pass_rate", "fast_1", "fast_2"}
@@ -39,7 +40,7 @@ table { border-collapse: collapse; font-size: 12px; margin: 8px 0; }
 th, td { border-bottom: 1px solid #eee; padding: 3px 8px; text-align: right; white-space: nowrap; }
 th { background: #f6f6f6; cursor: help; } td.text, th.text { text-align: left; }
 tr.summary td { font-weight: 600; background: #fafafa; }
-td.na { color: #aaa; } td.bad { color: #c00; } td.good { color: #080; }
+td.na { color: #aaa; } td.bad { color: #c00; } td.good { color: #080; } td.flagged { color: #b36b00; }
 .scroll { overflow-x: auto; }
 .charts { display: flex; flex-wrap: wrap; gap: 14px; align-items: flex-start; }
 .chart { border: 1px solid #eee; border-radius: 4px; }
@@ -62,6 +63,8 @@ def _cell(column: str, value) -> str:
         return f"<td>{value:.4g}</td>"
     if column == "failed" and value:
         return f'<td class="bad">{value}</td>'
+    if column == "numerics_flagged" and value:
+        return f'<td class="flagged">{value}</td>'
     css = ' class="text"' if column in ("solution", "problem") else ""
     return f"<td{css}>{escape(str(value))}</td>"
 
@@ -127,6 +130,21 @@ def failures_list(traces: list[Trace], limit: int = 50) -> str:
     return f"<ul class=\"failures\">{''.join(items)}</ul>{more}"
 
 
+def flagged_list(traces: list[Trace], limit: int = 50) -> str:
+    """Passed workloads whose numerics were flagged: the official verdict, and why strict mode differs."""
+    flagged = [t for t in traces if t.status == Status.PASSED and t.numerics_flags]
+    if not flagged:
+        return "<p>No flagged numerics.</p>"
+    items = []
+    for t in flagged[:limit]:
+        axes = ", ".join(f"{k}={v}" for k, v in t.workload.get("axes", {}).items())
+        detail = t.evaluation.correctness.message or ""
+        items.append(f"<li><b>{escape(', '.join(t.numerics_flags))}</b> {escape(t.definition)} / "
+                     f"{escape(t.solution)} ({escape(axes)})<pre>{escape(detail[-600:])}</pre></li>")
+    more = f"<p>... and {len(flagged) - limit} more.</p>" if len(flagged) > limit else ""
+    return f"<ul class=\"flagged\">{''.join(items)}</ul>{more}"
+
+
 def hardware_section(hardware: str, traces: list[Trace], frame: pd.DataFrame) -> str:
     solutions = sorted({t.solution for t in traces})
     evaluated = [t for t in traces if t.status != Status.SKIPPED]
@@ -149,7 +167,9 @@ def hardware_section(hardware: str, traces: list[Trace], frame: pd.DataFrame) ->
             f"reference on the same workload. The dashed diagonal is T_SOL (the roofline bound of the workload): "
             f"the higher above it, the further from the speed of light.</p>"
             f'<div class="charts">{"".join(roofline_charts(traces, solutions))}</div>'
-            f"<h3>Failures</h3>{failures_list(traces)}</section>")
+            f"<h3>Failures</h3>{failures_list(traces)}"
+            f'<h3>Flagged numerics</h3><p class="meta">Passed under the official rules; strict mode '
+            f"(<code>--strict</code>, the pytest gate's default) fails them.</p>{flagged_list(traces)}</section>")
 
 
 def render_report(merged: MergeResult, title: str = "solbench report", sources: list[str] | None = None,

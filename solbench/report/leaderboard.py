@@ -7,6 +7,8 @@ Aggregation rules, in one place:
 - only PASSED workloads have latencies; geometric means are over them;
 - SKIPPED workloads (cannot run on this machine) count in `workloads`/`skipped` and nowhere else;
 - failures count in `pass_rate`, score 0 in `mean_sol_score` and are never fast in `fast_1`/`fast_2`;
+- passed workloads with numerics flags (docs/anticheat.md, "Numerics") pass, and are counted in
+  `numerics_flagged`;
 - summary rows weigh every problem equally (the mean of the problem rows), so a problem with fifty
   workloads does not drown one with three; latencies are not summarised across problems.
 """
@@ -56,6 +58,9 @@ COLUMNS: tuple[Column, ...] = (
                      "REWARD_HACK, INVALID_REFERENCE, MISSING_DATA)"),
     Column("skipped", "workloads SKIPPED (could not run on this machine; not failures)"),
     Column("conflicts", "workloads set aside because merged trace files disagree on their status"),
+    Column("numerics_flagged", "passed workloads whose numerics were flagged (outliers, mismatches concentrated in "
+                               "rows or columns, or a systematic bias inside the tolerance): they pass the official "
+                               "rules and would fail in strict mode"),
     Column("pass_rate", "passed / (passed + failed); empty when every workload was skipped"),
     Column("geomean_latency_ms", "geometric mean of the median latency over passed workloads (problem rows only)"),
     Column("latency_ci_low_ms", "geometric mean of the lower bounds of each workload's confidence interval of the "
@@ -139,6 +144,7 @@ def problem_row(traces: list[Trace], conflicts: int = 0) -> dict:
         "problem": first.definition, "hardware": hardware_of(first), "device": env.device if env else "",
         "problems": 1, "workloads": len(traces), "passed": len(passed), "failed": len(failed),
         "skipped": len(traces) - evaluated, "conflicts": conflicts,
+        "numerics_flagged": sum(1 for t in passed if t.numerics_flags),
         "pass_rate": len(passed) / evaluated if evaluated else math.nan,
         "geomean_latency_ms": _geomean(latency_ms(t) for t in passed),
         "latency_ci_low_ms": _geomean(lo for lo, _ in cis) if has_ci else math.nan,
@@ -168,7 +174,8 @@ def solution_row(rows: list[dict]) -> dict:
         "level": LEVEL_SOLUTION, "solution": rows[0]["solution"], "solution_hash": hashes.pop() if len(hashes) == 1 else "",
         "problem": ALL_PROBLEMS, "hardware": rows[0]["hardware"], "device": rows[0]["device"],
         "problems": len(rows),
-        **{k: sum(r[k] for r in rows) for k in ("workloads", "passed", "failed", "skipped", "conflicts")},
+        **{k: sum(r[k] for r in rows)
+           for k in ("workloads", "passed", "failed", "skipped", "conflicts", "numerics_flagged")},
         "pass_rate": passed / (passed + failed) if passed + failed else math.nan,
         "geomean_latency_ms": math.nan, "latency_ci_low_ms": math.nan, "latency_ci_high_ms": math.nan,
         "geomean_reference_latency_ms": math.nan, "geomean_t_sol_ms": math.nan,
@@ -197,7 +204,8 @@ def leaderboard(merged: MergeResult | list[Trace]) -> pd.DataFrame:
         by_solution[(row["hardware"], row["solution"])].append(row)
     summary_rows = [solution_row(rows) for _, rows in sorted(by_solution.items())]
     frame = pd.DataFrame(problem_rows + summary_rows, columns=list(COLUMN_NAMES))
-    return frame.astype({k: "int64" for k in ("problems", "workloads", "passed", "failed", "skipped", "conflicts")})
+    return frame.astype({k: "int64" for k in ("problems", "workloads", "passed", "failed", "skipped", "conflicts",
+                                              "numerics_flagged")})
 
 
 # -- formats ----------------------------------------------------------------------------------

@@ -15,8 +15,12 @@ from solbench.spec.errors import SpecError
 
 PYTHON_SUFFIXES = (".py",)
 COMPILED_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx", ".c", ".h", ".hpp", ".cuh")
-# A header line in a bare source file that names its problem, e.g. `# solbench: problem=rmsnorm_h4096`.
+# A header line in a bare source file that names its problem, e.g. `# solbench: problem=rmsnorm_h4096`,
+# and may declare its language: `# solbench: problem=rmsnorm_h4096 language=triton`.
 _HEADER = re.compile(r"solbench:\s*problem\s*=\s*([A-Za-z0-9_.\-]+)")
+_HEADER_LANGUAGE = re.compile(r"solbench:.*?\blanguage\s*=\s*([A-Za-z0-9_]+)")
+HEADER_LINES = 30
+COMPILED_LANGUAGES = ("cuda_cpp",)
 
 
 def check_source_path(path: str) -> str:
@@ -210,11 +214,48 @@ def load_solution(path: str | Path, definition: Definition | None = None) -> Sol
 
 def problem_named_in(content: str) -> str | None:
     """The problem a bare source file names in a `solbench: problem=NAME` header comment."""
-    for line in content.splitlines()[:30]:
+    for line in content.splitlines()[:HEADER_LINES]:
         match = _HEADER.search(line)
         if match:
             return match.group(1)
     return None
+
+
+def language_declared_in(content: str) -> str | None:
+    """The language a bare source file declares in its header (`solbench: ... language=NAME`), lower-cased."""
+    for line in content.splitlines()[:HEADER_LINES]:
+        match = _HEADER_LANGUAGE.search(line)
+        if match:
+            return match.group(1).lower()
+    return None
+
+
+def imported_modules(tree: ast.AST) -> set[str]:
+    """Top-level names of the modules a parsed file imports anywhere (in functions and `try` blocks
+    too); text in strings and comments is not code and does not count, relative imports name none."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def python_language(declared: str | None, tree: ast.AST | None, filename: str) -> str:
+    """A bare `.py` file's language: what its header declares, else `triton` when it imports triton,
+    else `pytorch`. A declared `triton` must import triton: the label decides how (and on a CPU,
+    whether) the file runs, so it has to describe the code. A file that does not parse (`tree` None)
+    keeps its declaration or `pytorch`; the loader reports it as a COMPILE_ERROR."""
+    imports = imported_modules(tree) if tree is not None else set()
+    if declared in COMPILED_LANGUAGES:
+        raise SpecError(f"{filename}: declares language={declared}, a compiled language; a .py file is "
+                        f"Python (pytorch or triton)")
+    if declared == "triton" and tree is not None and "triton" not in imports:
+        raise SpecError(f"{filename}: declares language=triton but never imports triton")
+    if declared:
+        return declared
+    return "triton" if "triton" in imports else "pytorch"
 
 
 def solution_from_source(filename: str, content: str, definition: Definition | None,
@@ -225,10 +266,18 @@ def solution_from_source(filename: str, content: str, definition: Definition | N
     problem = problem_named_in(content) or (definition.name if definition else None)
     if problem is None:
         raise SpecError(f"{filename}: name the problem with a '# solbench: problem=NAME' header or pass one")
+    declared = language_declared_in(content)
     if suffix in PYTHON_SUFFIXES:
-        params = _python_params(content, function, filename)
-        language = "triton" if re.search(r"^\s*(import|from)\s+triton\b", content, re.M) else "pytorch"
+        try:
+            tree = ast.parse(content)
+        except SyntaxError:
+            tree = None  # the loader reports it as a COMPILE_ERROR for every workload
+        params = _python_params(tree, function, filename)
+        language = python_language(declared, tree, filename)
     else:
+        if declared not in (None, *COMPILED_LANGUAGES):
+            raise SpecError(f"{filename}: declares language={declared}; a {suffix} file is "
+                            f"{' or '.join(COMPILED_LANGUAGES)}")
         params = _cpp_params(content, function)
         language = "cuda_cpp"
     dps = infer_destination_passing(params, definition) if definition else True
@@ -238,11 +287,9 @@ def solution_from_source(filename: str, content: str, definition: Definition | N
                     sources=(SourceFile(filename, content),))
 
 
-def _python_params(content: str, function: str, filename: str) -> list[str] | None:
-    try:
-        tree = ast.parse(content)
-    except SyntaxError:
-        return None  # the loader reports it as a COMPILE_ERROR for every workload
+def _python_params(tree: ast.Module | None, function: str, filename: str) -> list[str] | None:
+    if tree is None:
+        return None
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name == function:
             if node.args.vararg is not None:

@@ -96,6 +96,8 @@ class Correctness:
     checked_timed_iterations: int = 0
     output: str | None = None  # the output that decided the verdict
     message: str | None = None
+    flags: list[str] = field(default_factory=list)  # numerics flags (check/numerics_flags.py); strict mode fails them
+    numerics: dict[str, dict] | None = None  # per float output: the numbers behind the flags
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -105,7 +107,12 @@ class Correctness:
 
     @classmethod
     def from_dict(cls, data: dict | None) -> Correctness | None:
-        return _from_fields(cls, data)
+        correctness = _from_fields(cls, data)  # traces written before the flags existed have neither key
+        if correctness is not None:
+            correctness.flags = list(correctness.flags or [])
+            if not isinstance(correctness.numerics, dict):
+                correctness.numerics = None
+        return correctness
 
 
 @dataclass
@@ -226,6 +233,12 @@ class Trace:
     @property
     def status(self) -> Status:
         return self.evaluation.status
+
+    @property
+    def numerics_flags(self) -> list[str]:
+        """The numerics flags of the workload (none in traces written before they existed)."""
+        correctness = self.evaluation.correctness
+        return list(correctness.flags) if correctness and correctness.flags else []
 
     def key(self) -> tuple[str, str, str]:
         """What a resumed run uses to know this evaluation is done."""

@@ -12,7 +12,7 @@ def make_trace(problem: str = "rmsnorm", solution: str = "fast", uuid: str = "w0
                status: Status | str = Status.PASSED, latency_ms: float | None = 1.0, rel_ci: float | None = 0.02,
                reference_ms: float | None = 2.0, sol: dict | None = None, hardware: str = "NVIDIA H100 80GB HBM3",
                timestamp: str = "2026-01-01T00:00:00+00:00", solution_hash: str | None = None,
-               axes: dict | None = None, log: str = "") -> Trace:
+               axes: dict | None = None, log: str = "", flags: list[str] | None = None) -> Trace:
     status = Status(status)
     performance = None
     if status == Status.PASSED and latency_ms is not None:
@@ -27,7 +27,9 @@ def make_trace(problem: str = "rmsnorm", solution: str = "fast", uuid: str = "w0
     evaluation = Evaluation(status=status, timestamp=timestamp, log=log or ("" if status == Status.PASSED else
                                                                                f"{status.value}: details"),
                             environment=Environment(device="cuda", hardware=hardware),
-                            correctness=Correctness(max_absolute_error=1e-3), performance=performance, sol=sol)
+                            correctness=Correctness(max_absolute_error=1e-3, flags=list(flags or []),
+                                                    message="numerics flagged: y: details" if flags else None),
+                            performance=performance, sol=sol)
     return Trace(definition=problem, workload={"uuid": uuid, "axes": axes or {"n": 1024}, "inputs": {}},
                  solution=solution, solution_hash=solution_hash or f"h-{solution}", evaluation=evaluation)
 

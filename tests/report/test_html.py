@@ -42,6 +42,14 @@ def test_missing_sol_analysis_reads_n_a():
     assert page.count('data-chart="speedup"') == 1 and 'class="point"' not in page
 
 
+def test_flagged_numerics_are_listed_and_counted():
+    traces = [make_trace(uuid="w0", flags=["systematic_bias"]), make_trace(uuid="w1")]
+    page = render_report(merge(traces))
+    assert "Flagged numerics" in page and '<td class="flagged">1</td>' in page
+    assert "<b>systematic_bias</b> rmsnorm / fast" in page and "numerics flagged: y: details" in page
+    assert "No flagged numerics." in render_report(merge([make_trace()]))
+
+
 def test_conflicts_are_shown():
     traces = [make_trace(), make_trace(status="TIMEOUT", timestamp="2026-09-09")]
     page = render_report(merge(traces))

@@ -15,7 +15,7 @@ from tests.report.conftest import make_trace, sample_traces, sol
 REPO = Path(__file__).resolve().parents[2]
 EXPECTED_COLUMNS = (
     "level", "solution", "solution_hash", "problem", "hardware", "device", "problems", "workloads", "passed",
-    "failed", "skipped", "conflicts", "pass_rate", "geomean_latency_ms", "latency_ci_low_ms", "latency_ci_high_ms",
+    "failed", "skipped", "conflicts", "numerics_flagged", "pass_rate", "geomean_latency_ms", "latency_ci_low_ms", "latency_ci_high_ms",
     "geomean_reference_latency_ms", "geomean_t_sol_ms", "geomean_speedup_vs_reference",
     "geomean_speedup_vs_baseline", "mean_sol_score", "fast_1", "fast_2", "workloads_digest", "last_timestamp")
 
@@ -51,6 +51,19 @@ def test_problem_row_aggregates():
     assert r["mean_sol_score"] == pytest.approx(sum(scores) / 3)
     assert r["fast_1"] == pytest.approx(1 / 3)  # speedup exactly 1 is not faster
     assert r["fast_2"] == pytest.approx(0.0)  # speedup exactly 2 is not > 2
+
+
+def test_numerics_flagged_counts_passed_workloads_with_flags():
+    traces = [make_trace(uuid="w0", flags=["systematic_bias"]), make_trace(uuid="w1"),
+              make_trace(uuid="w2", flags=["outliers", "concentrated_mismatches"]),
+              make_trace(uuid="w3", status="INCORRECT_NUMERICAL", flags=["outliers"]),  # failed: counted as failed
+              make_trace("gemm", uuid="g0", flags=["outliers"])]
+    frame = leaderboard(traces)
+    assert row(frame, "rmsnorm")["numerics_flagged"] == 2 and row(frame, "rmsnorm")["passed"] == 3
+    summary = frame[frame["level"] == "solution"].iloc[0]
+    assert summary["numerics_flagged"] == 3
+    back = leaderboard([make_trace(uuid="old")])  # traces from before the flags read as unflagged
+    assert row(back, "rmsnorm")["numerics_flagged"] == 0
 
 
 def test_missing_figures_are_nan_not_zero():

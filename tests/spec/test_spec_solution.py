@@ -231,6 +231,53 @@ def test_bare_py_triton_detected(definition):
     assert solution_from_source("k.py", src, definition).spec.languages == ("pytorch",)
 
 
+LANGUAGE_CASES = [
+    ("import triton\n", "triton"),
+    ("import torch, triton.language as tl\n", "triton"),
+    ("from triton.language import extra\n", "triton"),
+    ("def helper():\n    import triton\n    return triton\n", "triton"),  # anywhere in the module
+    ("try:\n    import triton\nexcept ImportError:\n    triton = None\n", "triton"),
+    ('"""Example:\n\nimport triton\n"""\nimport torch\n', "pytorch"),  # a docstring is not an import
+    ("import torch\nDOC = '''\nfrom triton import jit\n'''\n", "pytorch"),
+    ("# import triton\nimport torch\n", "pytorch"),
+    ("from .triton import kernels\n", "pytorch"),  # a relative import names a local module
+    ("import tritonclient\n", "pytorch"),
+]
+
+
+@pytest.mark.parametrize("prefix,language", LANGUAGE_CASES)
+def test_bare_py_language_is_what_the_code_imports(definition, prefix, language):
+    src = prefix + "\ndef run(x, weight):\n    return x\n"
+    assert solution_from_source("k.py", src, definition).spec.languages == (language,)
+
+
+def test_bare_py_language_declared_in_the_header(definition):
+    body = "\ndef run(x, weight):\n    return x\n"
+    declared = "# solbench: problem=scale_rows language=Triton\nimport triton\n" + body
+    assert solution_from_source("k.py", declared, definition).spec.languages == ("triton",)
+    # a declaration wins over detection where it is plausible: a PyTorch file may import triton for a helper
+    as_torch = "# solbench: problem=scale_rows language=pytorch\nimport triton\n" + body
+    assert solution_from_source("k.py", as_torch, definition).spec.languages == ("pytorch",)
+    with pytest.raises(SpecError, match="declares language=triton but never imports triton"):
+        solution_from_source("k.py", '# solbench: problem=scale_rows language=triton\n"""import triton"""' + body,
+                             definition)
+    with pytest.raises(SpecError, match="compiled language"):
+        solution_from_source("k.py", "# solbench: problem=scale_rows language=cuda_cpp\n" + body, definition)
+    with pytest.raises(SpecError, match="declares language=triton; a .cu file is cuda_cpp"):
+        solution_from_source("k.cu", "// solbench: problem=scale_rows language=triton\n" + CU_VALUE, definition)
+    cu = solution_from_source("k.cu", "// solbench: problem=scale_rows language=cuda_cpp\n" + CU_VALUE, definition)
+    assert cu.spec.languages == ("cuda_cpp",)
+
+
+def test_bare_py_syntax_error_is_not_labelled_by_its_text(definition):
+    """A file that does not parse cannot be read for imports: it is `pytorch` (or what it declares)
+    and fails to load as a COMPILE_ERROR, instead of being labelled from text that mentions triton."""
+    broken = "import triton\ndef run(x, weight:\n"
+    assert solution_from_source("k.py", broken, definition).spec.languages == ("pytorch",)
+    declared = "# solbench: language=triton\nimport triton\ndef run(x, weight:\n"
+    assert solution_from_source("k.py", declared, definition).spec.languages == ("triton",)
+
+
 def test_bare_py_signature_matches_neither(definition):
     with pytest.raises(SpecError, match="should take 2 \\(returning outputs\\) or 3 \\(writing into outputs\\)"):
         solution_from_source("k.py", "def run(x):\n    return x\n", definition)
