@@ -45,6 +45,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--solbench-max-workloads", type=int, metavar="N", help="only the first N workloads per problem")
     group.addoption("--solbench-no-cuda-graphs", action="store_true",
                     help="CUDA: time every call as launched, not replays of its CUDA graph (docs/timing.md)")
+    group.addoption("--solbench-no-strict", action="store_true",
+                    help="judge with the official tolerance rules only; by default a CI gate also fails what the "
+                         "numerics flags catch (far outliers, mismatches in whole rows/columns, systematic bias)")
     group.addoption("--solbench-quick", action="store_true",
                     help="smoke-test timing (1 trial, 3 iterations); timings are not meaningful")
 
@@ -89,7 +92,8 @@ class SolbenchState:
         from solbench.orchestrator.config import configure
 
         return configure(device=self.option("solbench_device"), max_workloads=self.option("solbench_max_workloads"),
-                         cuda_graphs=not self.option("solbench_no_cuda_graphs"), quick=self.option("solbench_quick"))
+                         cuda_graphs=not self.option("solbench_no_cuda_graphs"), quick=self.option("solbench_quick"),
+                         strict=not self.option("solbench_no_strict"))
 
     def evaluate_all(self, session: pytest.Session) -> None:
         """Evaluate every selected item's (solution, workloads) once, in one scheduler call."""

@@ -54,6 +54,9 @@ def register(subparsers) -> None:
     p.add_argument("--timing-rounds", type=int, default=2,
                    help="interleaved reference/solution timed blocks per workload (default 2)")
     p.add_argument("--no-reference-timing", action="store_true", help="do not time the reference")
+    p.add_argument("--strict", action="store_true",
+                   help="fail outputs the official tolerance accepts but the numerics flags catch (far outliers, "
+                        "mismatches concentrated in whole rows or columns, a systematic bias); see docs/anticheat.md")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per worker request (default 300)")
     p.add_argument("--compile-timeout", type=float, default=600.0, help="seconds to build a CUDA solution")
     p.add_argument("--data-root", type=Path, action="append", default=[],
@@ -80,7 +83,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
                      adaptive=not args.no_adaptive, target_rel_ci=args.target_ci, max_time_s=args.max_time,
                      fresh_inputs_budget_s=args.fresh_inputs_budget, launch_hold=not args.no_launch_hold,
                      cuda_graphs=args.cuda_graphs, timing_rounds=args.timing_rounds,
-                     time_reference=not args.no_reference_timing, timeout_s=args.timeout,
+                     time_reference=not args.no_reference_timing, strict=args.strict, timeout_s=args.timeout,
                      compile_timeout_s=args.compile_timeout, max_workloads=args.max_workloads,
                      data_roots=list(args.data_root), seed=args.seed, hw=args.hw, lock_clocks=args.lock_clocks,
                      baseline_shipped=not args.no_shipped_baseline, baseline_compile=args.baseline == "compile",

@@ -33,6 +33,7 @@ class Language:
     name: str
     load: Callable[[Solution, Path, str, float], Callable]  # (solution, source_dir, device, timeout_s)
     needs_cuda: bool = False
+    compiled: bool = False  # sources are compiled (C++/CUDA), not imported as Python
     suffixes: tuple[str, ...] = ()  # a bare source file with one of these suffixes is in this language
     marker_imports: tuple[str, ...] = ()  # a bare .py file that imports one of these is in this language
     cpu_wrong_dtypes: tuple[str, ...] = ()  # dtypes the CPU fallback of this language computes wrongly
@@ -100,6 +101,12 @@ def refusal(language_names: Iterable[str], dtype_names: Iterable[str], is_cuda: 
     return None
 
 
+def is_marked_by(language: Language, imported: Iterable[str]) -> bool:
+    """Whether a file importing `imported` imports one of the language's marker modules."""
+    return any(module == marker or module.startswith(marker + ".") for marker in language.marker_imports
+               for module in imported)
+
+
 def for_bare_file(suffix: str, imported: Iterable[str], default: str) -> str:
     """The language of a bare source file: by its suffix, else by a marker import, else `default`."""
     imported = set(imported)
@@ -107,7 +114,6 @@ def for_bare_file(suffix: str, imported: Iterable[str], default: str) -> str:
         if suffix in language.suffixes:
             return language.name
     for language in known():
-        if any(module == marker or module.startswith(marker + ".") for marker in language.marker_imports
-               for module in imported):
+        if is_marked_by(language, imported):
             return language.name
     return default

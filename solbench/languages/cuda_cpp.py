@@ -99,9 +99,9 @@ def _build(request: dict) -> None:
          verbose=False, is_python_module=True)
 
 
-register(Language("cuda_cpp", load_extension_entry, needs_cuda=True, suffixes=(".cu",)))
+register(Language("cuda_cpp", load_extension_entry, needs_cuda=True, compiled=True, suffixes=(".cu",)))
 for _name in ("cuda", "cutlass", "cudnn", "cublas"):
-    register(Language(_name, load_extension_entry, needs_cuda=True))
+    register(Language(_name, load_extension_entry, needs_cuda=True, compiled=True))
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ class RunConfig:
     timed_input_sets: int = 2  # distinct input sets rotated through the timed iterations
     checked_timed_outputs: int = 3  # timed iterations whose outputs are verified too
     time_reference: bool = True
+    strict: bool = False  # numerics flags (outliers, concentrated mismatches, bias) fail a workload (docs/anticheat.md)
     timeout_s: float = 300.0  # per request to a worker (one trial, one timed block)
     compile_timeout_s: float = 600.0
     max_workloads: int | None = None  # only the first N workloads of each problem (applied to the jobs)

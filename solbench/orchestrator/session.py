@@ -163,7 +163,8 @@ class DeviceSession:
             seed = getattr(request, "seed", None)
             seeds = [seed] if seed is not None else list(getattr(request, "seeds", []))[:1]
             workload = getattr(request, "workload", None)
-            verdict = (self.reference_fails_too(workload, seeds[0], timeout_s, run=False)
+            verdict = (self.reference_fails_too(workload, seeds[0], timeout_s, run=False,
+                                                profile=getattr(request, "profile", "standard"))
                        if workload is not None and seeds else None)
             if verdict is not None:
                 raise StepFailed(verdict.status, verdict.log)
@@ -231,12 +232,13 @@ class DeviceSession:
             raise StepFailed(Status.REWARD_HACK, "the solution's process did something no kernel needs: "
                              + "; ".join(alarms[:10]))
 
-    def reference_fails_too(self, workload: dict, seed: int, timeout_s: float, *, run: bool) -> StepFailed | None:
+    def reference_fails_too(self, workload: dict, seed: int, timeout_s: float, *, run: bool,
+                            profile: str = "standard") -> StepFailed | None:
         """The solution's worker failed: does the reference worker fail on the same inputs (building
         them, or with `run` also running the reference)? Its failure, if any, is the verdict, and
         no solution is blamed for a missing blob or a GPU that cannot run the problem at all."""
         try:
-            self.ask(self.reference, msg.Inputs(workload=workload, seed=seed, run=run), timeout_s)
+            self.ask(self.reference, msg.Inputs(workload=workload, seed=seed, run=run, profile=profile), timeout_s)
         except StepFailed as exc:
             if exc.status in (Status.MISSING_DATA, Status.INVALID_REFERENCE):
                 return exc

@@ -124,7 +124,8 @@ def _judge_sampled(run: WorkloadRun, reply: msg.Timed, correctness: Correctness)
     for index, input_seed, outputs in reply.sampled:
         if type(input_seed) is not int or not 0 <= input_seed < 2**63:
             raise run.end(Status.REWARD_HACK, f"sampled timed call {index} names no valid input seed")
-        status, result, _ = judge(run.session, run.wdata, input_seed, outputs, run.config.timeout_s, expected)
+        status, result, _ = judge(run.session, run.wdata, input_seed, outputs, run.config.timeout_s, expected,
+                                  strict=run.config.strict)
         correctness.checked_timed_iterations += 1
         if status != Status.PASSED:
             raise run.end(status, f"the output of timed iteration {index} is wrong although the correctness trials "

@@ -9,6 +9,7 @@ first copied into the reference worker (`delivery.deliver`).
 from __future__ import annotations
 
 from solbench.check.correctness import merge_trials
+from solbench.inputs.profiles import STANDARD, trial_profile
 from solbench.inputs.seeds import derive_seed
 from solbench.orchestrator.delivery import deliver
 from solbench.orchestrator.session import DeviceSession, StepFailed
@@ -19,11 +20,14 @@ from solbench.spec.trace import Correctness, Status
 
 
 def judge(session: DeviceSession, workload: dict, seed: int, outputs: list, timeout_s: float,
-          expected: list | None = None) -> tuple[Status, Correctness, msg.Judged]:
-    """Compare a solution's outputs with the reference's for the same seed, in the reference worker."""
+          expected: list | None = None, *, profile: str = STANDARD,
+          strict: bool = False) -> tuple[Status, Correctness, msg.Judged]:
+    """Compare a solution's outputs with the reference's for the same seed and input profile, in the
+    reference worker; `strict`: numerics flags fail them."""
     outputs = deliver(session, outputs, expected, timeout_s)
     try:
-        reply = session.ask(session.reference, msg.Judge(workload=workload, seed=seed, outputs=outputs), timeout_s)
+        reply = session.ask(session.reference, msg.Judge(workload=workload, seed=seed, outputs=outputs,
+                                                         profile=profile, strict=strict), timeout_s)
     except StepFailed as exc:
         status = exc.status if exc.status == Status.MISSING_DATA else Status.INVALID_REFERENCE
         raise StepFailed(status, f"the reference failed ({exc.status.value}): {exc.log}") from None
@@ -51,19 +55,21 @@ def run_trials(run: WorkloadRun) -> tuple[Correctness, set[str]]:
     reference_aliases: set[str] = set()
     for trial in range(config.trials):
         seed = derive_seed(run.run_seed, run.workload.uuid, "trial", trial)
+        profile = trial_profile(trial, config.trials)  # rows and columns of different scales after the first
         session.trim(session.reference, set_bytes)  # multi-GB sets: one worker's copies on the device at a time
         try:
-            reply = session.ask(session.candidate, msg.Call(workload=run.wdata, seed=seed,
+            reply = session.ask(session.candidate, msg.Call(workload=run.wdata, seed=seed, profile=profile,
                                                             ipc_min_bytes=session.ipc_min_bytes()), config.timeout_s)
         except StepFailed as exc:
-            verdict = (session.reference_fails_too(run.wdata, seed, config.timeout_s, run=True)
+            verdict = (session.reference_fails_too(run.wdata, seed, config.timeout_s, run=True, profile=profile)
                        if exc.status == Status.RUNTIME_ERROR and trial == 0 else None)
             if verdict is not None:
                 raise StepFailed(verdict.status, f"{verdict.log}\n--- the solution failed too ---\n{exc.log[-2000:]}") from None
             raise
         run.call_s = max(run.call_s, reply.call_s if reply.call_s >= 0 else 0.0)
         session.trim(session.candidate, set_bytes)
-        status, correctness, verdict = judge(session, run.wdata, seed, reply.outputs, config.timeout_s, expected)
+        status, correctness, verdict = judge(session, run.wdata, seed, reply.outputs, config.timeout_s, expected,
+                                             profile=profile, strict=config.strict)
         reference_aliases = set(verdict.aliased_inputs)
         problem = side_effects(reply, verdict)
         if problem:

@@ -50,6 +50,7 @@ class Call(Request):
     workload: dict
     seed: int
     ipc_min_bytes: int | None = None  # outputs this large go back as CUDA IPC descriptors
+    profile: str = "standard"  # the inputs' profile (solbench.inputs.profiles): part of what the seed means
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,8 @@ class Judge(Request):
     workload: dict
     seed: int
     outputs: list
+    profile: str = "standard"
+    strict: bool = False  # numerics flags fail the outputs (check.correctness)
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,7 @@ class Inputs(Request):
     workload: dict
     seed: int
     run: bool = False
+    profile: str = "standard"
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from solbench import languages
 from solbench.spec.definition import Definition, check_keys
 from solbench.spec.errors import SpecError
 
@@ -20,7 +21,6 @@ COMPILED_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx", ".c", ".h", ".hpp", ".cuh")
 _HEADER = re.compile(r"solbench:\s*problem\s*=\s*([A-Za-z0-9_.\-]+)")
 _HEADER_LANGUAGE = re.compile(r"solbench:.*?\blanguage\s*=\s*([A-Za-z0-9_]+)")
 HEADER_LINES = 30
-COMPILED_LANGUAGES = ("cuda_cpp",)
 
 
 def check_source_path(path: str) -> str:
@@ -243,19 +243,37 @@ def imported_modules(tree: ast.AST) -> set[str]:
 
 
 def python_language(declared: str | None, tree: ast.AST | None, filename: str) -> str:
-    """A bare `.py` file's language: what its header declares, else `triton` when it imports triton,
-    else `pytorch`. A declared `triton` must import triton: the label decides how (and on a CPU,
-    whether) the file runs, so it has to describe the code. A file that does not parse (`tree` None)
-    keeps its declaration or `pytorch`; the loader reports it as a COMPILE_ERROR."""
+    """A bare `.py` file's language: what its header declares, else the language whose marker module it
+    imports (`solbench.languages`: triton for `import triton`), else `pytorch`. A declared language that
+    has a marker module must import it: the label decides how (and on a CPU, whether) the file runs, so it
+    has to describe the code. A file that does not parse (`tree` None) keeps its declaration or `pytorch`;
+    the loader reports it as a COMPILE_ERROR."""
     imports = imported_modules(tree) if tree is not None else set()
-    if declared in COMPILED_LANGUAGES:
-        raise SpecError(f"{filename}: declares language={declared}, a compiled language; a .py file is "
-                        f"Python (pytorch or triton)")
-    if declared == "triton" and tree is not None and "triton" not in imports:
-        raise SpecError(f"{filename}: declares language=triton but never imports triton")
     if declared:
+        language = _known_language(declared, filename)
+        if language.compiled:
+            raise SpecError(f"{filename}: declares language={declared}, a compiled language; a .py file is "
+                            f"Python ({', '.join(sorted(python_languages()))})")
+        if language.marker_imports and tree is not None and not languages.is_marked_by(language, imports):
+            raise SpecError(f"{filename}: declares language={declared} but never imports "
+                            f"{' or '.join(language.marker_imports)}")
         return declared
-    return "triton" if "triton" in imports else "pytorch"
+    return languages.for_bare_file(".py", imports, default="pytorch")
+
+
+def _known_language(name: str, filename: str) -> languages.Language:
+    try:
+        return languages.get(name)
+    except languages.LoadError as exc:
+        raise SpecError(f"{filename}: {exc}") from None
+
+
+def python_languages() -> list[str]:
+    return [lang.name for lang in languages.known() if not lang.compiled]
+
+
+def compiled_languages() -> list[str]:
+    return [lang.name for lang in languages.known() if lang.compiled]
 
 
 def solution_from_source(filename: str, content: str, definition: Definition | None,
@@ -275,11 +293,11 @@ def solution_from_source(filename: str, content: str, definition: Definition | N
         params = _python_params(tree, function, filename)
         language = python_language(declared, tree, filename)
     else:
-        if declared not in (None, *COMPILED_LANGUAGES):
+        if declared is not None and (declared not in compiled_languages()):
             raise SpecError(f"{filename}: declares language={declared}; a {suffix} file is "
-                            f"{' or '.join(COMPILED_LANGUAGES)}")
+                            f"{' or '.join(compiled_languages())}")
         params = _cpp_params(content, function)
-        language = "cuda_cpp"
+        language = declared or languages.for_bare_file(suffix, (), default="cuda_cpp")
     dps = infer_destination_passing(params, definition) if definition else True
     stem = PurePosixPath(filename).stem
     return Solution(name=stem, definition=problem, author="unknown",

@@ -108,7 +108,8 @@ def load_reference_module(source: str):
 def handle_inputs(state: WorkerState, request: msg.Inputs) -> msg.InputsBuilt:
     """In the reference worker: build a workload's inputs for a seed (a failure is the reference's);
     with `run`, also run the reference on them (can this GPU run the problem at all?)."""
-    _, _, args = make_call_inputs(state, request.workload, request.seed, fresh_copy=request.run)
+    _, _, args = make_call_inputs(state, request.workload, request.seed, fresh_copy=request.run,
+                                  profile=request.profile)
     if request.run:
         try:
             invoke(state, args, None)
@@ -129,7 +130,7 @@ def handle_call(state: WorkerState, request: msg.Call) -> msg.Called:
     """One correctness trial: fresh inputs from the seed, one call, outputs back to the judge."""
     with harness_native(state):
         transfer.release_all(state)
-    workload, axes, args = make_call_inputs(state, request.workload, request.seed)
+    workload, axes, args = make_call_inputs(state, request.workload, request.seed, profile=request.profile)
     pristine = state.inputs_cache[request.seed][2]  # the cached originals: args are copies of them
     outputs = allocate_outputs(state.definition, axes, state.device) if state.destination_passing else None
     started = _perf_counter()
@@ -171,7 +172,7 @@ def handle_judge(state: WorkerState, request: msg.Judge) -> msg.Judged:
 
 
 def judge_outputs(state: WorkerState, request: msg.Judge) -> msg.Judged:
-    workload, axes, args = make_call_inputs(state, request.workload, request.seed)
+    workload, axes, args = make_call_inputs(state, request.workload, request.seed, profile=request.profile)
     pristine = state.inputs_cache[request.seed][2]  # the cached originals: args are copies of them
     try:
         reference = normalize_outputs(invoke(state, args, None), state.definition, axes)
@@ -184,7 +185,8 @@ def judge_outputs(state: WorkerState, request: msg.Judge) -> msg.Judged:
     del args
     candidate = [transfer.take_received(state, o) if is_received(o)
                  else o.to(state.device) if isinstance(o, torch.Tensor) else o for o in request.outputs]
-    status, correctness = check_outputs(candidate, reference, state.definition, workload.tolerance, axes)
+    status, correctness = check_outputs(candidate, reference, state.definition, workload.tolerance, axes,
+                                        strict=request.strict)
     return msg.Judged(status=status.value, correctness=correctness.to_dict(), aliased_inputs=aliases,
                       mutated_inputs=mutated)
 

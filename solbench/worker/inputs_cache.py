@@ -13,6 +13,7 @@ import torch
 
 from solbench.inputs.errors import InputError, MissingDataError
 from solbench.inputs.generate import make_inputs
+from solbench.inputs.profiles import STANDARD
 from solbench.protocol import messages as msg
 from solbench.spec.workload import Workload
 from solbench.worker.state import Failure, WorkerState
@@ -20,21 +21,24 @@ from solbench.worker.state import Failure, WorkerState
 COMPARE_CHUNK_BYTES = 1 << 26
 
 
-def make_call_inputs(state: WorkerState, workload_data: dict, seed: int, *, fresh_copy: bool = True):
-    """(workload, axes, args) for (workload, seed); cached per workload, handed out as copies unless asked
-    not to (a call may write into its inputs, which must not change what the next request sees)."""
+def make_call_inputs(state: WorkerState, workload_data: dict, seed: int, *, fresh_copy: bool = True,
+                     profile: str = STANDARD):
+    """(workload, axes, args) for (workload, seed, profile); cached per workload, handed out as copies
+    unless asked not to (a call may write into its inputs, which must not change what the next request
+    sees). The cache is keyed by seed; a set of another profile under the same seed is rebuilt."""
     key = json.dumps(workload_data, sort_keys=True)
     if key != state.inputs_cache_key:
         state.inputs_cache, state.inputs_cache_key = {}, key
-    if seed not in state.inputs_cache:
-        state.inputs_cache[seed] = _build_inputs(state, workload_data, seed)
-    workload, axes, args = state.inputs_cache[seed]
+    if seed not in state.inputs_cache or state.inputs_cache[seed][3] != profile:
+        state.inputs_cache.pop(seed, None)
+        state.inputs_cache[seed] = (*_build_inputs(state, workload_data, seed, profile), profile)
+    workload, axes, args, _ = state.inputs_cache[seed]
     if fresh_copy:
         args = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
     return workload, axes, args
 
 
-def _build_inputs(state: WorkerState, workload_data: dict, seed: int) -> tuple:
+def _build_inputs(state: WorkerState, workload_data: dict, seed: int, profile: str) -> tuple:
     workload = Workload.from_dict(workload_data)
     axes = state.definition.resolve_axes(workload.axes)
     entry = state.definition.custom_inputs_entrypoint
@@ -48,7 +52,7 @@ def _build_inputs(state: WorkerState, workload_data: dict, seed: int) -> tuple:
     for attempt in (0, 1):
         try:
             args = make_inputs(state.definition, workload, axes, seed=seed, device=state.device,
-                               data_roots=state.data_roots, custom_entrypoint=custom)
+                               data_roots=state.data_roots, custom_entrypoint=custom, profile=profile)
             return workload, axes, args
         except MissingDataError as exc:
             raise Failure("MISSING_DATA", str(exc)) from None

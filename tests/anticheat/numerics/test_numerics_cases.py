@@ -18,9 +18,8 @@ Each solution file says what it does in its docstring and what must happen in he
 The verdicts are checked three ways: in process (`check_outputs` on inputs from `make_inputs`, both
 profiles, several seeds: caught every time), end to end in default mode through the real runner
 (worker processes, `run_jobs`), and through the `solbench run` CLI for the language case.
-End-to-end strict mode and structured trials need the runner to carry `strict` and the trial
-profile; those tests are marked `xfail(strict=True)` until it does (an XPASS then fails them: remove
-the `PLUMBING` marks).
+End to end, the orchestrator carries `strict` (RunConfig.strict) and each trial's input profile into
+the worker requests.
 """
 
 from __future__ import annotations
@@ -49,8 +48,6 @@ PROBLEM_DIR = HERE / "nm_rms_norm"
 REPO = HERE.parents[2]
 SEEDS = (11, 12, 13)
 TRIALS = 3
-PLUMBING = pytest.mark.xfail(strict=True, reason="needs the runner to carry `strict` and the trial profile into "
-                                                 "the worker requests (RunConfig.strict, request field `profile`)")
 
 
 @dataclass
@@ -146,7 +143,7 @@ def test_verdicts_in_process_every_seed(case, profile, problem, references):
 # -- end to end, default mode ----------------------------------------------------------------------
 
 def fast_config(**overrides):
-    from solbench.runner.config import RunConfig
+    from solbench.orchestrator.config import RunConfig
 
     config = RunConfig(device="cpu", trials=TRIALS, warmup=1, iters=3, adaptive=False, timing_rounds=1,
                        timed_input_sets=1, checked_timed_outputs=1, timeout_s=300, compile_timeout_s=300)
@@ -154,13 +151,14 @@ def fast_config(**overrides):
 
 
 def run_cases(cases: list[NumericsCase], config) -> dict[str, list]:
-    from solbench.runner.scheduler import Job, run_jobs
+    from solbench.orchestrator.jobs import make_job
+    from solbench.orchestrator.scheduler import run_jobs
 
     problem = load_problem(PROBLEM_DIR)
     jobs, ids = [], {}
     for case in cases:
         solution = load_solution(case.path, problem.definition)
-        jobs.append(Job(problem, solution))
+        jobs.append(make_job(problem, solution, config.max_workloads))
         ids[solution.content_hash()] = case.id
     results: dict[str, list] = {case.id: [] for case in cases}
     for trace in run_jobs(jobs, config, ["cpu", "cpu"]):
@@ -174,8 +172,7 @@ def default_results():
 
 
 def end_to_end_params(expectation: str):
-    return [pytest.param(c, marks=PLUMBING) if c.needs_profiles and getattr(c, expectation) != c.expect_standard
-            else c for c in CASES]
+    return list(CASES)
 
 
 def describe(traces) -> str:
@@ -198,7 +195,6 @@ def test_end_to_end_default_mode(case, default_results):
 
 
 @pytest.mark.slow
-@PLUMBING
 def test_end_to_end_strict_mode():
     hostile = [c for c in CASES if c.kind == "hostile" and c.strict != c.expect]
     honest = [c for c in CASES if c.kind == "honest"]
