@@ -2,15 +2,21 @@
 
 Registered through the `pytest11` entry point; inert unless `--solbench` is given (no collection
 changes, no output). Evaluation goes through the same path as `solbench run` (`build`-style jobs and
-`solbench.orchestrator.scheduler.run_jobs`): when the first item runs, every selected (solution, workloads)
-job is evaluated in one scheduler call, spread over the devices, and each item then reports its own
-trace. With `--solbench-baseline`, one extra `regression[PROBLEM]` item per solution gates its speed
-against a leaderboard CSV. Exit codes are pytest's (docs/ci.md).
+`solbench.orchestrator.scheduler.run_jobs`): when the first item runs, the selected (solution, workloads)
+jobs start in one scheduler call in a background thread, spread over the devices, in collection
+order; each item waits for its own workload only, so items report as their workloads finish. When the
+session ends (done, `-x`, Ctrl-C) the evaluation is stopped: what finished is kept (reported items,
+traces, the pytest-benchmark JSON), the workers in flight are killed. The result table goes in a
+terminal-summary section. With `--solbench-baseline`, one extra `regression[PROBLEM]` item per
+solution gates its speed against a leaderboard CSV. Exit codes are pytest's (docs/ci.md).
 """
 
 from __future__ import annotations
 
+import io
 import re
+import shutil
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,6 +58,64 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="smoke-test timing (1 trial, 3 iterations); timings are not meaningful")
 
 
+class BackgroundRun:
+    """The selected jobs, evaluated in a thread while pytest runs the items: an item waits for its own
+    workload only, so it reports as soon as that workload finishes; `stop` ends the run, keeping what
+    finished (the scheduler kills the workers in flight and drops what they would have reported)."""
+
+    def __init__(self, jobs: list, origin: dict[int, str], config, devices: list[str], trace_file) -> None:
+        self.jobs, self.origin, self.config, self.devices, self.trace_file = jobs, origin, config, devices, trace_file
+        self.traces: dict[tuple[str, str], Any] = {}  # (solution file, workload uuid) -> Trace
+        self.order: list = []  # traces as they finished
+        self.error: str | None = None
+        self.finished = False
+        self.changed = threading.Condition()
+        self.stop_event = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="solbench-plugin", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def _run(self) -> None:
+        from solbench.orchestrator.scheduler import run_jobs  # looked up when called: tests stand in for it
+
+        try:
+            run_jobs(self.jobs, self.config, self.devices, on_trace=self._on_trace, stop=self.stop_event)
+        except Exception as exc:  # noqa: BLE001 - every waiting item reports it instead of one traceback
+            self.error = f"the evaluation stopped: {type(exc).__name__}: {exc}"
+        finally:
+            with self.changed:
+                self.finished = True
+                self.changed.notify_all()
+
+    def _on_trace(self, job, trace) -> None:
+        if self.trace_file is not None:  # appended here, not by run_jobs: its resume would skip the items' work
+            self.trace_file.append(trace)
+        with self.changed:
+            self.traces[(self.origin[id(job)], trace.workload_uuid)] = trace
+            self.order.append(trace)
+            self.changed.notify_all()
+
+    def wait_for(self, path: str, workload_uuid: str):
+        """The trace of one workload once it exists; None when the run ended without it. Ctrl-C while
+        waiting interrupts the session (the wait wakes up twice a second)."""
+        key = (path, workload_uuid)
+        with self.changed:
+            while key not in self.traces and not self.finished:
+                self.changed.wait(timeout=0.5)
+            return self.traces.get(key)
+
+    def wait_all(self) -> None:
+        with self.changed:
+            while not self.finished:
+                self.changed.wait(timeout=0.5)
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        if self.thread.is_alive():
+            self.thread.join(timeout=120)
+
+
 @dataclass
 class SolbenchState:
     """Session-wide: options, problems by name, the one evaluation of all selected jobs, its traces."""
@@ -62,11 +126,15 @@ class SolbenchState:
     max_regression: float = 0.05
     problems: dict[str, Any] | None = None
     solution_dirs: dict[Path, set[Path]] = field(default_factory=dict)
-    traces: dict[tuple[str, str], Any] = field(default_factory=dict)  # (file, workload uuid) -> Trace
-    all_traces: list = field(default_factory=list)
-    evaluated: bool = False
+    run: BackgroundRun | None = None
+    run_config: Any = None  # RunConfig, checked when the session is configured
+    devices: list[str] | None = None
     gpu_error: str | None = None
     device_error: str | None = None
+
+    @property
+    def all_traces(self) -> list:
+        return list(self.run.order) if self.run is not None else []
 
     def option(self, name: str):
         return self.config.getoption(name)
@@ -87,55 +155,75 @@ class SolbenchState:
             self.solution_dirs[folder] = set(solution_files([folder]))
         return path in self.solution_dirs[folder]
 
-    def run_config(self):
-        """The plugin's options, named as every door names them (`orchestrator.config.configure`)."""
-        from solbench.orchestrator.config import configure
+    def configure_run(self) -> None:
+        """The plugin's options, named as every door names them (`orchestrator.config.configure`); an
+        explicit request that cannot be met (`--solbench-device cuda` without a GPU) is a usage error."""
+        from solbench.orchestrator.config import choose_devices, configure
+        from solbench.spec.errors import SpecError
 
-        return configure(device=self.option("solbench_device"), max_workloads=self.option("solbench_max_workloads"),
-                         cuda_graphs=not self.option("solbench_no_cuda_graphs"), quick=self.option("solbench_quick"),
-                         strict=not self.option("solbench_no_strict"))
+        try:
+            self.run_config = configure(device=self.option("solbench_device"),
+                                        max_workloads=self.option("solbench_max_workloads"),
+                                        cuda_graphs=not self.option("solbench_no_cuda_graphs"),
+                                        quick=self.option("solbench_quick"),
+                                        strict=not self.option("solbench_no_strict"))
+            if self.run_config.device != "auto":
+                self.devices = choose_devices(self.run_config, None)
+        except SpecError as exc:
+            raise pytest.UsageError(f"--solbench: {exc}") from None
 
-    def evaluate_all(self, session: pytest.Session) -> None:
-        """Evaluate every selected item's (solution, workloads) once, in one scheduler call."""
-        if self.evaluated:
-            return
-        self.evaluated = True
+    def chosen_devices(self) -> list[str]:
         from solbench.orchestrator.config import choose_devices
+
+        if self.devices is None:
+            self.devices = choose_devices(self.run_config, None)
+        return self.devices
+
+    def start(self, session: pytest.Session) -> BackgroundRun | None:
+        """Start evaluating every selected item's (solution, workloads), once, in one scheduler call."""
+        if self.run is not None or self.gpu_error or self.device_error:
+            return self.run
         from solbench.orchestrator.jobs import make_job
-        from solbench.orchestrator.scheduler import run_jobs
         from solbench.report.traces import TraceFile
         from solbench.spec.errors import SpecError
 
         try:
-            config = self.run_config()
-            devices = choose_devices(config, None)
+            devices = self.chosen_devices()
         except SpecError as exc:
             self.device_error = str(exc)
-            return
+            return None
         if self.option("solbench_require_gpu") and not any(d.startswith("cuda") for d in devices):
             self.gpu_error = "--solbench-require-gpu is set but no CUDA GPU is visible; nothing was run"
-            return
-        selected: dict[Path, tuple[SolutionFile, list[str]]] = {}
-        for item in session.items:
-            if isinstance(item, WorkloadItem):
-                selected.setdefault(item.parent.path, (item.parent, []))[1].append(item.workload_uuid)
+            return None
         jobs, origin = [], {}
-        for path, (parent, uuids) in selected.items():
+        for path, (parent, uuids) in selected_workloads(session).items():
             job = make_job(parent.problem, parent.solution, uuids=set(uuids))
             jobs.append(job)
             origin[id(job)] = str(path)
         trace_file = TraceFile(self.option("solbench_traces")) if self.option("solbench_traces") else None
+        self.run = BackgroundRun(jobs, origin, self.run_config, devices, trace_file)
+        self.run.start()
+        return self.run
 
-        def on_trace(job, trace) -> None:
-            self.traces[(origin[id(job)], trace.workload_uuid)] = trace
-            self.all_traces.append(trace)
-            if trace_file is not None:
-                trace_file.append(trace)
+    def result(self, item: pytest.Item):
+        """The item's trace, waiting for it; SolbenchFailure when the run cannot give one."""
+        run = self.start(item.session)
+        if self.device_error or self.gpu_error:
+            raise SolbenchFailure(self.device_error or self.gpu_error)
+        trace = run.wait_for(str(item.path), item.workload_uuid)
+        if trace is None:
+            raise SolbenchFailure(run.error or f"no result for workload {item.workload_uuid} "
+                                               f"(the evaluation did not produce one)")
+        return trace
 
-        try:
-            run_jobs(jobs, config, devices, on_trace=on_trace)
-        except Exception as exc:  # noqa: BLE001 - every item reports it instead of one traceback
-            self.device_error = f"the evaluation stopped: {type(exc).__name__}: {exc}"
+
+def selected_workloads(session: pytest.Session) -> dict[Path, tuple[Any, list[str]]]:
+    """Solution file -> (its collector, the uuids of its selected workload items), in collection order."""
+    selected: dict[Path, tuple[SolutionFile, list[str]]] = {}
+    for item in session.items:
+        if isinstance(item, WorkloadItem):
+            selected.setdefault(item.parent.path, (item.parent, []))[1].append(item.workload_uuid)
+    return selected
 
 
 def _state(config: pytest.Config) -> SolbenchState | None:
@@ -166,6 +254,13 @@ def pytest_configure(config: pytest.Config) -> None:
             state.max_regression = parse_fraction(config.getoption("solbench_max_regression"))
     except SpecError as exc:
         raise pytest.UsageError(f"--solbench-baseline: {exc}") from None
+    if config.getoption("solbench_benchmark_json"):
+        try:
+            import pytest_benchmark  # noqa: F401 - optional: its JSON is written by its own code
+        except ImportError:
+            raise pytest.UsageError("--solbench-benchmark-json needs pytest-benchmark "
+                                    "(pip install pytest-benchmark, or solbench[test])") from None
+    state.configure_run()
     config.stash[STATE_KEY] = state
     config.addinivalue_line("markers", "solbench: a (solution, workload) graded by solbench")
 
@@ -298,23 +393,19 @@ class WorkloadItem(_SolbenchItem):
         self.add_marker("solbench")
 
     def runtest(self) -> None:
+        from solbench.report.reasons import reason
+
         state = _state(self.config)
-        state.evaluate_all(self.session)
-        if state.device_error or state.gpu_error:
-            raise SolbenchFailure(state.device_error or state.gpu_error)
-        trace = state.traces.get((str(self.path), self.workload_uuid))
-        if trace is None:
-            raise SolbenchFailure(f"no result for workload {self.workload_uuid} (the evaluation did not produce one)")
+        trace = state.result(self)
         perf, sol = trace.evaluation.performance, trace.evaluation.sol or {}
         self.user_properties += [("status", trace.status.value),
                                  ("latency_ms", perf.latency_ms if perf else None),
                                  ("speedup", perf.speedup_factor if perf else None),
                                  ("sol_score", sol.get("score"))]
         if trace.status.value == "SKIPPED":
-            reason = (trace.evaluation.log or "cannot run on this machine").strip().splitlines()[0]
             if state.option("solbench_require_gpu"):
                 raise SolbenchFailure("SKIPPED although --solbench-require-gpu is set:\n" + describe_failure(trace))
-            pytest.skip(f"{trace.definition}[{trace.workload_uuid}]: {reason}")
+            pytest.skip(f"{trace.definition}[{trace.workload_uuid}]: {reason(trace)}")
         if trace.status.failed:
             raise SolbenchFailure(describe_failure(trace))
         min_score = state.option("solbench_min_score")
@@ -336,10 +427,11 @@ class RegressionItem(_SolbenchItem):
         from solbench.report.regression import check
 
         state = _state(self.config)
-        state.evaluate_all(self.session)
+        run = state.start(self.session)
         if state.device_error or state.gpu_error:
             raise SolbenchFailure(state.device_error or state.gpu_error)
-        traces = [t for (path, _), t in state.traces.items() if path == str(self.path)]
+        uuids = next((u for path, (_, u) in selected_workloads(self.session).items() if path == self.path), [])
+        traces = [t for t in (run.wait_for(str(self.path), u) for u in uuids) if t is not None]
         if not traces:
             pytest.skip("no workload of this solution was selected")
         verdict = check(traces, state.baseline, state.max_regression)
@@ -350,22 +442,68 @@ class RegressionItem(_SolbenchItem):
             pytest.skip(verdict.message)
 
 
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Say what is about to be evaluated, where, and that items report as their workloads finish."""
     state = _state(session.config)
-    if state is None or not state.all_traces:
+    if state is None or session.config.option.collectonly:
         return
+    selected = selected_workloads(session)
+    if not selected:
+        return
+    from solbench.orchestrator.config import auto_fallback_note
+    from solbench.spec.errors import SpecError
+
+    try:
+        devices = state.chosen_devices()
+    except SpecError:
+        return  # every item reports it
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None:
+        return
+    workloads = sum(len(uuids) for _, uuids in selected.values())
+    note = auto_fallback_note(state.run_config, devices)
+    reporter.write_line(f"solbench: {workloads} workload(s) of {len(selected)} solution file(s) on "
+                        f"{', '.join(devices)}; each item reports when its workload finishes"
+                        + (f" ({note})" if note else ""))
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Stop the evaluation (done, -x or Ctrl-C), keeping what finished; write the pytest-benchmark JSON."""
+    state = _state(session.config)
+    if state is None or state.run is None:
+        return
+    state.run.stop()
     path = state.option("solbench_benchmark_json")
-    if path:
+    if path and state.all_traces:
         from solbench.report.benchmark_json import write_benchmark_json
 
         write_benchmark_json(state.all_traces, path)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    """The results as `solbench run` prints them, in their own section after pytest's summary of items."""
     state = _state(config)
     if state is None or not state.all_traces:
         return
+    traces = state.all_traces
+    terminalreporter.section("solbench")
+    terminalreporter.write(render_tables(traces, config))
     written = [f"traces appended to {p}" for p in [config.getoption("solbench_traces")] if p]
     written += [f"pytest-benchmark JSON in {p}" for p in [config.getoption("solbench_benchmark_json")] if p]
-    terminalreporter.write_line(f"solbench: {len(state.all_traces)} workload(s) evaluated"
+    terminalreporter.write_line(f"solbench: {len(traces)} workload(s) evaluated"
                                 + (f"; {'; '.join(written)}" if written else ""))
+
+
+def render_tables(traces: list, config: pytest.Config) -> str:
+    """The workload and summary tables, the reasons and the speed-of-light note, as text for pytest's terminal."""
+    from rich.console import Console
+
+    from solbench.report.table import PIPED_WIDTH, print_results
+
+    writer = config.get_terminal_writer()
+    width = shutil.get_terminal_size().columns if writer.hasmarkup else PIPED_WIDTH
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=width, force_terminal=writer.hasmarkup, color_system="standard"
+                      if writer.hasmarkup else None)
+    print_results(console, traces, max_rows=200)
+    return buffer.getvalue()

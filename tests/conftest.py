@@ -37,8 +37,19 @@ def shared_dir() -> Path:
     """The project's shared data folder (../shared beside the checkout, or $SOLBENCH_SHARED)."""
     path = Path(os.environ.get("SOLBENCH_SHARED", REPO_ROOT.parent / "shared"))
     if not (path / "sol-execbench").is_dir():
-        pytest.skip(f"shared data not found at {path} (set SOLBENCH_SHARED)")
+        pytest.skip(shared_data_hint(path))
     return path
+
+
+def shared_data_hint(looked_in: Path) -> str:
+    """How to get the shared data, not only where it was not found (a fresh clone has no ../shared)."""
+    how = ("NVIDIA's public SOL-ExecBench problems (sol-execbench/<category>/<problem>/ with definition.json "
+           "and workload.jsonl) are not part of the repository; this project keeps them in a folder shared/ "
+           "beside the checkout (../shared/sol-execbench): put a copy or a link there, or set SOLBENCH_SHARED "
+           "to the folder that holds sol-execbench/")
+    if "SOLBENCH_SHARED" in os.environ:
+        return f"shared data: SOLBENCH_SHARED={looked_in} has no sol-execbench/ folder. {how}"
+    return f"shared data not found. {how}"
 
 
 @pytest.fixture(scope="session")

@@ -4,14 +4,22 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from tests.runner.conftest import write_problem, write_solution
 
 REPO = Path(__file__).resolve().parents[1]
 FAST = ["--device", "cpu", "--trials", "1", "--iters", "2", "--warmup", "1", "--no-adaptive"]
+
+
+def default_sigint() -> None:
+    """In the child: Ctrl-C at its default, as in a terminal, even where this test runs with SIGINT ignored
+    (a background job of a non-interactive shell), which a child would inherit."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def solbench(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
@@ -71,3 +79,176 @@ def test_two_problems_with_one_name_are_bad_input(tmp_path):
     write_problem(tmp_path / "b")
     result = solbench("run", str(tmp_path), *FAST)
     assert result.returncode == 2 and "two problems are named 'axpy_fp32'" in result.stderr
+
+
+def imported_modules(*args: str) -> set[str]:
+    """Top-level modules imported by `python -X importtime -m solbench ARGS` (from its stderr)."""
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    result = subprocess.run([sys.executable, "-X", "importtime", "-m", "solbench", *args], env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return {line.rsplit("|", 1)[1].strip() for line in result.stderr.splitlines() if line.startswith("import time:")}
+
+
+def test_start_up_imports_neither_torch_nor_pandas():
+    """`solbench --version`, `--help` of every command and `hw list` start without torch (seconds) or pandas."""
+    from solbench.cli import build_parser
+
+    commands = sorted(build_parser()._subparsers._group_actions[0].choices)
+    assert {"run", "sol", "hw", "leaderboard", "report"} <= set(commands)
+    for args in (["--version"], ["hw", "list"], *([c, "--help"] for c in commands)):
+        heavy = imported_modules(*args) & {"torch", "pandas", "triton", "transformers"}
+        assert not heavy, (args, heavy)
+
+
+def test_sol_command_offers_the_analysers_conventions():
+    from solbench.cli.sol import CONVENTIONS
+    from solbench.sol.analyser import CONVENTIONS as ANALYSER_CONVENTIONS
+
+    assert CONVENTIONS == ANALYSER_CONVENTIONS
+
+
+def test_hw_list_piped_keeps_every_name_whole():
+    from solbench.sol.hardware import list_specs
+
+    result = solbench("hw", "list")  # stdout is a pipe: no terminal width
+    assert result.returncode == 0, result.stderr
+    assert "…" not in result.stdout
+    names = {line.split("│")[1].strip() for line in result.stdout.splitlines() if line.startswith("│")}
+    assert names == {s.name for s in list_specs()}
+
+
+def test_shared_data_skip_says_how_to_get_the_data(tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(REPO), SOLBENCH_SHARED=str(tmp_path / "nowhere"))
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
+                             "tests/sol/test_sol_shared.py"], cwd=REPO, env=env, capture_output=True, text=True,
+                            timeout=300)
+    skips = [line for line in result.stdout.splitlines() if line.startswith("SKIPPED")]
+    assert skips, result.stdout[-2000:]
+    for line in skips:
+        assert "SOL-ExecBench" in line and "beside the checkout" in line and "SOLBENCH_SHARED" in line, line
+
+
+HELD = """import os
+import time
+
+def run(x, y):
+    while x.numel() > 64 and os.path.exists({hold!r}):  # the second workload waits while the file exists
+        time.sleep(0.2)
+    return x * 2.0 + y
+"""
+
+
+def wait_for_lines(path: Path, count: int, proc: subprocess.Popen, limit_s: float = 240) -> None:
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline and proc.poll() is None:
+        if path.exists() and len(path.read_text().splitlines()) >= count:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"{path} never reached {count} line(s) (exit {proc.poll()})")
+
+
+def test_ctrl_c_stops_cleanly_and_a_resumed_bar_counts_what_is_done(tmp_path):
+    """Ctrl-C (SIGINT to the whole foreground process group, as a terminal sends it) mid-run: exit 130,
+    no traceback from any process, the finished workload kept and the one cut short not recorded; the
+    re-run says what it resumes and its progress counts the finished workload (2/2, not 1/2)."""
+    problem = write_problem(tmp_path)
+    hold = tmp_path / "hold"
+    hold.write_text("")
+    held = write_solution(tmp_path, HELD.format(hold=str(hold)))
+    traces = tmp_path / "t.jsonl"
+    args = ["run", str(problem), "--solution", str(held), "-o", str(traces), *FAST]
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.Popen([sys.executable, "-m", "solbench", *args], env=env, start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=default_sigint)
+    try:
+        wait_for_lines(traces, 1, proc)
+        time.sleep(1.0)  # the second workload is under way
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err + out and "KeyboardInterrupt" not in err + out, err
+    assert "interrupted: 1 finished workload(s) kept" in err and f"-o {traces}" in err
+    assert [json.loads(line)["evaluation"]["status"] for line in traces.read_text().splitlines()] == ["PASSED"]
+
+    hold.unlink()
+    rerun = solbench(*args)
+    assert rerun.returncode == 0, rerun.stderr
+    assert f"resuming: 1 of 2 workloads already in {traces}" in rerun.stderr
+    assert "2/2" in rerun.stderr and "1/2" not in rerun.stderr
+    assert len(traces.read_text().splitlines()) == 2
+
+
+def test_explicit_requests_that_cannot_be_met_are_bad_input(tmp_path):
+    """An unknown --hw, or a CUDA device on a machine without one: exit 2, one clear line, no traceback;
+    nothing is run (no silent fallback to the CPU or to no speed of light)."""
+    problem = write_problem(tmp_path)
+    env = dict(os.environ, PYTHONPATH=str(REPO), CUDA_VISIBLE_DEVICES="")  # no GPU, whatever the machine
+    cases = {("--hw", "Z9000"): "no hardware spec for 'Z9000'", ("--device", "cuda"): "no CUDA GPU is visible",
+             ("--device", "cuda:0"): "no CUDA GPU is visible"}
+    for option, message in cases.items():
+        result = subprocess.run([sys.executable, "-m", "solbench", "run", str(problem), *option, "-o",
+                                 str(tmp_path / "t.jsonl")], env=env, capture_output=True, text=True, timeout=300)
+        assert result.returncode == 2, (option, result.stderr)
+        assert message in result.stderr and "Traceback" not in result.stderr, result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert not (tmp_path / "t.jsonl").exists()
+
+
+def test_device_auto_falls_back_to_the_cpu_and_says_so(tmp_path):
+    problem = write_problem(tmp_path, sizes=(64,))
+    env = dict(os.environ, PYTHONPATH=str(REPO), CUDA_VISIBLE_DEVICES="")
+    result = subprocess.run([sys.executable, "-m", "solbench", "run", str(problem), *FAST[2:], "--device", "auto"],
+                            env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "device auto: no CUDA GPU is visible (CUDA_VISIBLE_DEVICES is empty), so the run is on the CPU" \
+        in result.stderr
+
+
+def test_api_explicit_requests_raise(tmp_path, monkeypatch):
+    """The README's `api.evaluate(..., device="cuda")` on a machine without a GPU says so (it used to run
+    and blame the reference: INVALID_REFERENCE); an unknown hw likewise."""
+    import pytest
+
+    from solbench import api
+    from solbench.orchestrator.config import DeviceUnavailableError
+    from solbench.spec.errors import SpecError
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    problem = write_problem(tmp_path)
+    with pytest.raises(DeviceUnavailableError, match="device 'cuda' was asked for, but no CUDA GPU is visible"):
+        api.evaluate(problem, device="cuda", max_workloads=1)
+    with pytest.raises(SpecError, match="no hardware spec for 'Z9000'"):
+        api.evaluate(problem, device="cpu", hw="Z9000", max_workloads=1)
+
+
+def test_failed_and_skipped_rows_say_why_and_a_run_without_o_keeps_its_traces(tmp_path):
+    """Every row that did not pass carries its one-line reason, a section after the tables lists them
+    (with the end of a traceback), and the traces of a run without -o are kept where the summary says."""
+    problem = write_problem(tmp_path, sizes=(64,))
+    broken = tmp_path / "solutions"
+    broken.mkdir()
+    write_solution(broken, "def run(x, y):\n    return x * 2.0 +\n", "syntax.py")
+    write_solution(broken, "def run(x, y):\n    raise ValueError('boom here')\n", "raises.py")
+    write_solution(broken, "def run(x, y):\n    return x\n", "view.py")
+    (broken / "kernel.cu").write_text("// solbench: problem=axpy_fp32\n"
+                                      "torch::Tensor run(torch::Tensor x, torch::Tensor y) { return x * 2 + y; }\n")
+    env = dict(os.environ, PYTHONPATH=str(REPO), CUDA_VISIBLE_DEVICES="")
+    result = subprocess.run([sys.executable, "-m", "solbench", "run", str(problem), "--solution", str(broken), *FAST],
+                            env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    results = result.stdout[:result.stdout.index("Summary")]
+    rows = {line.split("│")[2].strip(): line for line in results.splitlines() if line.startswith("│")}
+    assert "syntax error at line 3" in rows["syntax"] and "ValueError: boom here" in rows["raises"]
+    assert "returned views of its inputs" in rows["view"] and "need a CUDA GPU" in rows["kernel"]
+    why = result.stdout[result.stdout.index("Why: 3 failed, 1 skipped"):]
+    assert "RUNTIME_ERROR raises on axpy_fp32 (n=64): the solution raised: ValueError: boom here" in why
+    assert "raise ValueError('boom here')" in why  # the failing line, from the end of the traceback
+    assert "SKIPPED kernel on axpy_fp32 (n=64): cuda_cpp solutions need a CUDA GPU" in why
+    kept = list((tmp_path / ".solbench" / "runs").glob("*.jsonl"))
+    assert len(kept) == 1 and len(kept[0].read_text().splitlines()) == 4
+    assert f"traces in {kept[0].relative_to(tmp_path)}" in result.stderr

@@ -9,6 +9,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from solbench.report.table import output_console
 from solbench.sol.hardware import REPO_SPECS_DIR, HardwareSpec, detect_spec, list_specs, load_spec, spec_path
 from solbench.spec.errors import SpecError
 
@@ -35,7 +36,7 @@ def register(subparsers) -> None:
 
 
 def hw_command(args) -> int:
-    console = Console()
+    console = output_console()
     err = Console(stderr=True)
     try:
         if args.hw_command == "list":
@@ -64,8 +65,10 @@ def _list(console: Console, as_json: bool) -> int:
             print(json.dumps(spec.to_dict()))
         return EXIT_OK
     table = Table(title="hardware specs (dense TFLOP/s, GB/s)")
+    longest = max((len(s.name) for s in specs), default=4)
     for col in ("name", "bf16", "fp8", "fp4", "tf32", "fp32 simt", "fp64", "HBM GB/s", "L2 MiB", "SMs", "kind"):
-        table.add_column(col, justify="left" if col in ("name", "kind") else "right")
+        table.add_column(col, justify="left" if col in ("name", "kind") else "right", no_wrap=col == "name",
+                         min_width=longest if col == "name" else None)
     for s in specs:
         kind = "measured" if s.measured else ("locked clocks" if s.clocks_locked else "datasheet")
         table.add_row(s.name, _fmt(s.bf16_tflops), _fmt(s.fp8_tflops), _fmt(s.fp4_tflops), _fmt(s.tf32_tflops),

@@ -6,7 +6,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from solbench.report.leaderboard import FORMATS, format_for, leaderboard, render
 from solbench.report.merge import MergeResult, load_sourced, merge
 from solbench.spec.errors import SpecError
 
@@ -54,11 +53,14 @@ def register(subparsers) -> None:
                     "2 bad input (missing file, malformed trace lines, no traces).")
     add_trace_arguments(p)
     p.add_argument("-o", "--output", type=Path, help="write here (default: stdout)")
-    p.add_argument("--format", choices=FORMATS, help="csv, md or json (default: from the output suffix, else csv)")
+    p.add_argument("--format", help="csv, md or json (default: from the output suffix, else csv)")
     p.set_defaults(func=leaderboard_command)
 
 
 def leaderboard_command(args: argparse.Namespace) -> int:
+    # pandas: imported when the command runs, not when `solbench` starts (--version, --help, other commands)
+    from solbench.report.leaderboard import format_for, leaderboard, render
+
     try:
         merged, _, _ = load_merged(args)
         text = render(leaderboard(merged), format_for(args.output, args.format))

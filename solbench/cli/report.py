@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 from solbench.cli.leaderboard import EXIT_BAD_INPUT, EXIT_CONFLICTS, EXIT_OK, add_trace_arguments, load_merged
-from solbench.report.html import render_report
 from solbench.spec.errors import SpecError
 
 
@@ -22,6 +21,8 @@ def register(subparsers) -> None:
 
 
 def report_command(args: argparse.Namespace) -> int:
+    from solbench.report.html import render_report  # pandas: kept off `solbench`'s start-up (see leaderboard)
+
     try:
         merged, bad, sources = load_merged(args)
         page = render_report(merged, title=args.title, sources=sources, malformed_lines=bad)

@@ -10,13 +10,13 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from solbench.orchestrator.config import RunConfig, choose_devices, configure
-from solbench.orchestrator.jobs import build_jobs, repo_default
-from solbench.report.table import summary_table, workload_table
-from solbench.report.traces import TraceFile
+from solbench.orchestrator.config import RunConfig, auto_fallback_note, choose_devices, configure
+from solbench.orchestrator.jobs import Job, build_jobs, repo_default
+from solbench.report.table import output_console, print_results
+from solbench.report.traces import TraceFile, default_trace_path
 from solbench.spec.errors import SpecError
 
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 def register(subparsers) -> None:
@@ -27,7 +27,8 @@ def register(subparsers) -> None:
     p.add_argument("problem", nargs="?", type=Path, help="problem folder, or a folder of problems (dataset)")
     p.add_argument("--solution", "-s", type=Path, action="append",
                    help="solution file (.json, .py, .cu) or folder of them; repeatable")
-    p.add_argument("-o", "--output", type=Path, help="append traces here (JSON Lines); re-running resumes")
+    p.add_argument("-o", "--output", type=Path, help="append traces here (JSON Lines); re-running resumes "
+                                                    "(default: a new file under .solbench/runs/)")
     p.add_argument("--json", action="store_true", help="print traces as JSON lines on stdout instead of tables")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default: auto)")
     p.add_argument("--devices", help="comma-separated CUDA device indices to spread the work over "
@@ -90,36 +91,79 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
                      baseline_csv=args.baseline_csv)
 
 
+def jobs_from_args(args: argparse.Namespace, config: RunConfig) -> list[Job]:
+    """The jobs the command line asks for (no PROBLEM: the shipped solutions on the shipped problems)."""
+    if args.problem is None:
+        target, solutions = repo_default("problem_defs"), args.solution or [repo_default("solutions")]
+        if not target.is_dir():
+            raise SpecError("no PROBLEM given and no shipped problem_defs/ found")
+    else:
+        target, solutions = args.problem, args.solution
+    if not target.exists():
+        raise SpecError(f"{target} does not exist")
+    return build_jobs(target, solutions, config.max_workloads)
+
+
+def open_trace_file(output: Path | None, console: Console) -> TraceFile | None:
+    """-o FILE (resumed when it has traces), else a new file under .solbench/runs/ so that a run's traces,
+    with every log, outlive its table; a folder that cannot be written to only costs that file."""
+    if output is not None:
+        return TraceFile(output)
+    path = default_trace_path()
+    try:
+        return TraceFile(path)
+    except OSError as exc:
+        console.print(f"[yellow]warning:[/yellow] cannot keep the traces in {path.parent} ({exc}); "
+                      f"pass -o FILE to keep them")
+        return None
+
+
+def done_count(jobs: list[Job], trace_file: TraceFile | None) -> int:
+    """Workloads of these jobs already in the trace file: a resumed run's progress starts there."""
+    if trace_file is None or not trace_file.done_count:
+        return 0
+    done = 0
+    for job in jobs:
+        digest = job.resolved_solution().content_hash()
+        done += sum(trace_file.is_done(job.problem.name, digest, w.uuid) for w in job.workloads)
+    return done
+
+
+def shown_path(path: Path) -> str:
+    """A path as the user would type it: relative to the working directory when it is under it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
 def run_command(args: argparse.Namespace) -> int:
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)  # messages never broken at 80 columns in a log
     try:
         config = config_from_args(args)
-        if args.problem is None:
-            target, solutions = repo_default("problem_defs"), args.solution or [repo_default("solutions")]
-            if not target.is_dir():
-                raise SpecError("no PROBLEM given and no shipped problem_defs/ found")
-        else:
-            target, solutions = args.problem, args.solution
-        if not target.exists():
-            raise SpecError(f"{target} does not exist")
-        jobs = build_jobs(target, solutions, config.max_workloads)
+        jobs = jobs_from_args(args, config)
         devices = choose_devices(config, args.devices)
         if config.lock_clocks and not any(d.startswith("cuda") for d in devices):
             raise SpecError("--lock-clocks needs a CUDA GPU")
-        trace_file = TraceFile(args.output) if args.output else None
+        trace_file = open_trace_file(args.output, console)
     except (SpecError, OSError) as exc:
         console.print(f"[red]error:[/red] {exc}")
         return EXIT_BAD_INPUT
 
-    total = sum(len(j.workloads) for j in jobs)
-    if trace_file is not None and trace_file.done_count:
-        console.print(f"resuming: {trace_file.done_count} workloads already in {trace_file.path}")
+    note = auto_fallback_note(config, devices)
+    if note:
+        console.print(note)
+    total, done = sum(len(j.workloads) for j in jobs), done_count(jobs, trace_file)
+    if done:
+        console.print(f"resuming: {done} of {total} workloads already in {shown_path(trace_file.path)}")
     console.print(f"{len(jobs)} job(s), {total} workload(s) on {', '.join(devices)}")
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         console=console, transient=False, disable=args.json and not console.is_terminal)
-    task = progress.add_task("evaluating", total=total)
+    task = progress.add_task("evaluating", total=total, completed=done)
+    finished: list = []
 
     def on_trace(job, trace) -> None:
+        finished.append(trace)
         if args.json:
             sys.stdout.write(json.dumps(trace.to_dict(), allow_nan=False) + "\n")
             sys.stdout.flush()
@@ -139,13 +183,23 @@ def run_command(args: argparse.Namespace) -> int:
     except ClockLockError as exc:
         console.print(f"[red]error:[/red] --lock-clocks: {exc}")
         return EXIT_BAD_INPUT
-    if not args.json:
-        out = Console() if sys.stdout.isatty() else Console(width=200)
-        if len(traces) <= 60:
-            out.print(workload_table(traces))
-        out.print(summary_table(traces))
+    except KeyboardInterrupt:
+        report_results(finished, args.json, console, trace_file, interrupted=True)
+        return EXIT_INTERRUPTED
+    return report_results(traces, args.json, console, trace_file)
+
+
+def report_results(traces: list, as_json: bool, console: Console, trace_file: TraceFile | None, *,
+                   interrupted: bool = False) -> int:
+    """The tables (stdout), why each failed or skipped workload did so, where the traces are; the exit code."""
+    if not as_json and traces:
+        print_results(output_console(), traces)
     failed = sum(t.status.failed for t in traces)
     passed = sum(not t.status.failed for t in traces)
-    console.print(f"{passed}/{len(traces)} workloads passed or skipped; {failed} failed"
-                  + (f"; traces in {trace_file.path}" if trace_file else ""))
+    where = f"traces in {shown_path(trace_file.path)}" if trace_file else "no traces kept"
+    if interrupted:
+        resume = f"; re-run with -o {shown_path(trace_file.path)} to resume" if trace_file else ""
+        console.print(f"interrupted: {len(traces)} finished workload(s) kept ({where}){resume}")
+        return EXIT_INTERRUPTED
+    console.print(f"{passed}/{len(traces)} workloads passed or skipped; {failed} failed; {where}")
     return EXIT_FAILED if failed else EXIT_OK

@@ -9,21 +9,21 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from solbench.sol.analyser import CONVENTIONS, analyse_workload, sol_time_ms
+from solbench.orchestrator.config import DEFAULT_SOL_HW
+from solbench.report.table import output_console
 from solbench.sol.hardware import HardwareSpec, UnknownHardwareError, detect_spec, load_spec
-from solbench.sol.reject import min_possible_time_ms
 from solbench.spec.errors import SpecError
 from solbench.spec.problem import discover_problems, load_problem
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
-DEFAULT_HW = "B200"
+CONVENTIONS = ("strict", "solar")  # solbench.sol.analyser.CONVENTIONS, without importing torch to build --help
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("sol", help="speed-of-light bounds (FLOPs, bytes, T_SOL) of a problem's workloads")
     p.add_argument("problem", type=Path, help="problem folder (definition.json + workload.jsonl), "
                                               "or a folder of problems")
-    p.add_argument("--hw", help=f"hardware spec (default: the running GPU, or {DEFAULT_HW} without one)")
+    p.add_argument("--hw", help=f"hardware spec (default: the running GPU, or {DEFAULT_SOL_HW} without one)")
     p.add_argument("--convention", choices=CONVENTIONS, default="strict",
                    help="convention shown in the table (--json gives both)")
     p.add_argument("--json", action="store_true", help="one JSON record per workload")
@@ -46,12 +46,16 @@ def pick_hardware(name: str | None, err: Console) -> HardwareSpec:
             has_gpu = False
         if has_gpu:
             raise
-        err.print(f"no GPU detected; using {DEFAULT_HW} (pass --hw NAME to choose)")
+        err.print(f"no GPU detected; using {DEFAULT_SOL_HW} (pass --hw NAME to choose)")
         del exc
-        return load_spec(DEFAULT_HW)
+        return load_spec(DEFAULT_SOL_HW)
 
 
 def workload_record(problem, workload, hw: HardwareSpec) -> dict:
+    # torch (the analyser traces the reference): imported when a command needs it, not at start-up
+    from solbench.sol.analyser import analyse_workload, sol_time_ms
+    from solbench.sol.reject import min_possible_time_ms  # see above
+
     record = {"definition": problem.name, "uuid": workload.uuid, "axes": dict(workload.axes), "hw": hw.name}
     for convention in CONVENTIONS:
         cost = analyse_workload(problem.definition, workload, convention=convention)
@@ -105,7 +109,7 @@ def print_table(problem, records: list[dict], hw: HardwareSpec, conv: str) -> No
         table.add_row(str(i), r["uuid"][:8], axes, f"{sum(c['flops_matmul'].values()) / 1e9:.4g}",
                       f"{c['flops_other'] / 1e9:.4g}", f"{c['bytes'] / 1e6:.4g}", f"{c['t_sol_ms']:.4g}",
                       c["bound"], intensity, f"{other['t_sol_ms']:.4g}", r["method"])
-    console = Console()
+    console = output_console()
     console.print(table)
     unknown = sorted({u for r in records for u in r["unknown_ops"]})
     notes = sorted({n for r in records for n in r["notes"]})

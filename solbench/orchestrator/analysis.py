@@ -4,11 +4,16 @@ Tracing a reference on meta tensors is CPU-bound Python that can take seconds; d
 would hold the GIL that the device threads need to keep their GPUs busy. A small process pool
 analyses every workload of a problem as soon as the problem starts, and the finished workload
 picks up its result.
+
+The pool's processes ignore SIGINT: they share the terminal's process group, so Ctrl-C reaches them
+too, and it is the orchestrator's to handle (a pool process that took it would print its own
+KeyboardInterrupt traceback). They are told to stop when the run ends, interrupted or not.
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import signal
 from concurrent.futures import Future, ProcessPoolExecutor
 
 from solbench.sol.analyser import analyse
@@ -21,7 +26,10 @@ def _analyse(definition_data: dict, axes: dict, scalars: dict):
 
 class AnalysisPool:
     def __init__(self, workers: int = 1):
-        self._pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+        # signal.signal itself as the initializer: it runs before the first task imports this module
+        # (and torch with it), which is where the seconds of a pool process's start-up go.
+        self._pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                                         initializer=signal.signal, initargs=(signal.SIGINT, signal.SIG_IGN))
 
     def submit(self, definition: Definition, axes: dict, scalars: dict) -> Future:
         return self._pool.submit(_analyse, definition.to_dict(), dict(axes), dict(scalars))

@@ -15,11 +15,18 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from solbench.sol.hardware import UnknownHardwareError, load_spec
 from solbench.spec.errors import SpecError
 from solbench.timing.config import TimingConfig
 
 # `--quick` / `--solbench-quick` / `quick=True`: a smoke test of the pipeline; its timings mean nothing.
 QUICK_SETTINGS: dict[str, Any] = {"trials": 1, "warmup": 1, "iters": 3, "adaptive": False, "timing_rounds": 1}
+# The GPU whose bounds are shown where a run names none and runs on none: the official set targets it.
+DEFAULT_SOL_HW = "B200"
+
+
+class DeviceUnavailableError(SpecError):
+    """A device was asked for by name and this machine cannot provide it (no silent fallback)."""
 
 
 @dataclass
@@ -103,13 +110,20 @@ def configure(base: RunConfig | None = None, *, quick: bool = False, baseline_cs
     if "data_roots" in settings:
         settings["data_roots"] = [Path(p) for p in settings["data_roots"]]
     config = replace(base or RunConfig(), **settings)
+    if config.hw is not None:
+        try:
+            load_spec(config.hw)  # an unknown name is bad input here, not a warning inside every trace
+        except UnknownHardwareError as exc:
+            raise SpecError(f"hardware spec (--hw): {exc}") from None
     config.timing_config(config.resolved_device())  # invalid timing overrides fail here, not in a worker
     return config
 
 
 def choose_devices(config: RunConfig, devices: str | Sequence[str | int] | None = None) -> list[str]:
     """The devices a run spreads over: `devices` (CUDA indices or names) when given, else every visible
-    GPU for `device` "auto"/"cuda" (the CPU when there is none), else the one device named."""
+    GPU for `device` "auto"/"cuda", else the one device named. Only "auto" falls back to the CPU when no
+    GPU is visible (`auto_fallback_note` says so); an explicit CUDA device that is not there raises
+    DeviceUnavailableError."""
     device = config.resolved_device()
     if isinstance(devices, str):
         devices = [d.strip() for d in devices.split(",") if d.strip()]
@@ -118,6 +132,9 @@ def choose_devices(config: RunConfig, devices: str | Sequence[str | int] | None 
             raise SpecError("--devices needs CUDA devices, but the run is on the CPU")
         return ["cpu"]
     visible = visible_cuda_devices()
+    if not visible and config.device != "auto":
+        raise DeviceUnavailableError(f"device {config.device!r} was asked for, but {no_gpu_reason()}; "
+                                     f"use device 'cpu', or 'auto' (every visible GPU, else the CPU)")
     if devices:
         wanted = [d if str(d).startswith("cuda") else f"cuda:{d}" for d in map(str, devices)]
         unknown = [d for d in wanted if d not in visible]
@@ -125,10 +142,29 @@ def choose_devices(config: RunConfig, devices: str | Sequence[str | int] | None 
             raise SpecError(f"devices {unknown} are not visible (visible: {visible or 'none'})")
         return wanted
     if config.device in ("auto", "cuda"):
-        return visible or ["cpu"]
+        return visible or ["cpu"]  # no GPU: only "auto" gets here
     if device not in visible:
         raise SpecError(f"device {device} is not visible (visible: {visible or 'none'})")
     return [device]
+
+
+def auto_fallback_note(config: RunConfig, devices: list[str]) -> str | None:
+    """What to tell the user when device "auto" found no GPU and the run goes to the CPU."""
+    if config.device == "auto" and devices == ["cpu"]:
+        return f"device auto: {no_gpu_reason()}, so the run is on the CPU"
+    return None
+
+
+def default_sol_hardware(definition) -> str:
+    """The GPU whose speed-of-light bounds a run shows when it runs on none and names none (a CPU run
+    without --hw): the problem's `target_hardware` when it names a known spec, else DEFAULT_SOL_HW."""
+    declared = definition.extra.get("target_hardware") if definition is not None else None
+    for name in [declared] if isinstance(declared, str) else declared or []:
+        try:
+            return load_spec(str(name)).name
+        except UnknownHardwareError:
+            continue  # "LOCAL" and other labels name no spec
+    return DEFAULT_SOL_HW
 
 
 def read_baseline_csv(path: Path) -> dict[str, float]:
@@ -160,6 +196,19 @@ def cuda_available() -> bool:
     except ImportError:
         return False
     return torch.cuda.is_available() and torch.cuda.device_count() > 0
+
+
+def no_gpu_reason() -> str:
+    """Why no CUDA GPU is visible, in the words a user can act on."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES", None) == "":
+        return "no CUDA GPU is visible (CUDA_VISIBLE_DEVICES is empty)"
+    try:
+        import torch  # see cuda_available
+    except ImportError:
+        return "no CUDA GPU is visible (torch is not installed)"
+    if torch.version.cuda is None:
+        return f"no CUDA GPU is visible (this torch {torch.__version__} is built without CUDA)"
+    return "no CUDA GPU is visible (torch.cuda.is_available() is False: no GPU or no driver)"
 
 
 def visible_cuda_devices() -> list[str]:

@@ -42,14 +42,23 @@ def lock_device_clocks(devices: list[str], make_lock=None) -> contextlib.ExitSta
 
 def run_jobs(jobs: list[Job], config: RunConfig, devices: list[str], *, trace_file: TraceFile | None = None,
              on_trace: Callable[[Job, Trace], None] | None = None,
-             on_job_start: Callable[[Job, str], None] | None = None) -> list[Trace]:
-    """Evaluate every job; traces are written as they finish and also returned."""
+             on_job_start: Callable[[Job, str], None] | None = None,
+             stop: threading.Event | None = None) -> list[Trace]:
+    """Evaluate every job; traces are written as they finish and also returned.
+
+    `stop`, set from another thread (the pytest plugin's session ending), or Ctrl-C in the calling
+    thread, ends the run early: no workload starts after it, the workers of workloads in flight are
+    killed, and what those would have reported is dropped (a killed worker is no result); traces
+    already written stay. Ctrl-C is re-raised once that is done.
+    """
+    stop = stop or threading.Event()
     pending: queue.Queue[Job] = queue.Queue()
     for job in jobs:
         pending.put(job)
     results: list[Trace] = []
     lock = threading.Lock()
     errors: list[BaseException] = []
+    sessions: list[DeviceSession] = []
 
     clocks = lock_device_clocks(devices) if config.lock_clocks else contextlib.ExitStack()
     analysis = AnalysisPool(workers=min(2, len(devices)))
@@ -57,8 +66,10 @@ def run_jobs(jobs: list[Job], config: RunConfig, devices: list[str], *, trace_fi
     def device_loop(device: str) -> None:
         session = DeviceSession(device, config)
         session.analysis = analysis
+        with lock:
+            sessions.append(session)
         try:
-            while True:
+            while not stop.is_set():
                 try:
                     job = pending.get_nowait()
                 except queue.Empty:
@@ -67,11 +78,13 @@ def run_jobs(jobs: list[Job], config: RunConfig, devices: list[str], *, trace_fi
                 digest = solution.content_hash()
 
                 def skip(workload, _name=job.problem.name, _digest=digest):
-                    return trace_file is not None and trace_file.is_done(_name, _digest, workload.uuid)
+                    return stop.is_set() or (trace_file is not None and trace_file.is_done(_name, _digest, workload.uuid))
 
                 if on_job_start:
                     on_job_start(job, device)
                 for trace in evaluate_problem(session, job.problem, solution, config, job.workloads, skip=skip):
+                    if stop.is_set():
+                        break  # its workers may have been killed under it: not a result
                     if trace_file is not None:
                         trace_file.append(trace)
                     with lock:
@@ -79,17 +92,44 @@ def run_jobs(jobs: list[Job], config: RunConfig, devices: list[str], *, trace_fi
                     if on_trace:
                         on_trace(job, trace)
         except BaseException as exc:  # noqa: BLE001 - surfaced after the other devices finish
-            errors.append(exc)
+            if not stop.is_set():
+                errors.append(exc)
         finally:
             session.close()
 
     threads = [threading.Thread(target=device_loop, args=(d,), name=f"solbench-{d}", daemon=True) for d in devices]
     for t in threads:
         t.start()
-    for t in threads:
-        t.join()
+    interrupted = wait_or_stop(threads, stop, sessions, lock)
     analysis.close()
     clocks.close()
+    if interrupted is not None:
+        raise interrupted
     if errors:
         raise errors[0]
     return results
+
+
+def wait_or_stop(threads: list[threading.Thread], stop: threading.Event, sessions: list[DeviceSession],
+                 lock: threading.Lock) -> BaseException | None:
+    """Wait for the device threads; on `stop` or Ctrl-C, kill the workers in flight and let the threads end.
+    Returns the interrupt to re-raise, if there was one."""
+    interrupted: BaseException | None = None
+    try:
+        while any(t.is_alive() for t in threads) and not stop.is_set():
+            for t in threads:
+                t.join(timeout=0.2)
+    except (KeyboardInterrupt, SystemExit) as exc:
+        interrupted = exc
+        stop.set()
+    if stop.is_set():
+        with lock:
+            workers = [w for session in sessions for w in (session.reference, session.candidate)]
+        for worker in workers:
+            try:
+                worker.kill()
+            except Exception:  # noqa: BLE001 - a worker its own thread is tearing down at the same time
+                pass
+        for t in threads:
+            t.join(timeout=30)
+    return interrupted

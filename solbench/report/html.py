@@ -20,6 +20,7 @@ from solbench import __version__
 from solbench.report import svg
 from solbench.report.leaderboard import COLUMNS, LEVEL_PROBLEM, latency_ms, leaderboard, sol_value
 from solbench.report.merge import MergeResult, hardware_of
+from solbench.report.reasons import reason
 from solbench.spec.trace import Status, Trace
 
 TABLE_COLUMNS = ("solution", "problem", "workloads", "passed", "failed", "numerics_flagged", "skipped", "conflicts",
@@ -37,8 +38,11 @@ h3 { font-size: 15px; margin: 18px 0 6px; }
 .tile { border: 1px solid #ddd; border-radius: 6px; padding: 8px 14px; min-width: 120px; }
 .tile b { display: block; font-size: 20px; }
 table { border-collapse: collapse; font-size: 12px; margin: 8px 0; }
-th, td { border-bottom: 1px solid #eee; padding: 3px 8px; text-align: right; white-space: nowrap; }
+th, td { border-bottom: 1px solid #eee; padding: 3px 6px; text-align: right; white-space: nowrap; }
 th { background: #f6f6f6; cursor: help; } td.text, th.text { text-align: left; }
+table.leaderboard { width: 100%; }
+table.leaderboard th { white-space: normal; vertical-align: bottom; min-width: 3.5em; }
+table.leaderboard td.text { white-space: normal; overflow-wrap: anywhere; min-width: 10em; }
 tr.summary td { font-weight: 600; background: #fafafa; }
 td.na { color: #aaa; } td.bad { color: #c00; } td.good { color: #080; } td.flagged { color: #b36b00; }
 .scroll { overflow-x: auto; }
@@ -69,10 +73,18 @@ def _cell(column: str, value) -> str:
     return f"<td{css}>{escape(str(value))}</td>"
 
 
+def header_label(column: str) -> str:
+    """A CSV column name as a header that can wrap: words, with T_SOL kept whole."""
+    return column.replace("t_sol", "T-SOL").replace("_", " ").replace("T-SOL", "T_SOL")
+
+
 def leaderboard_table(frame: pd.DataFrame) -> str:
+    """The leaderboard rows; headers wrap at their words and long names anywhere, so the table fits the
+    page (1400 px) instead of scrolling sideways. A header's tooltip names its CSV column and meaning."""
     described = {c.name: c.description for c in COLUMNS}
     head = "".join(f'<th class="{"text" if c in ("solution", "problem") else ""}" '
-                   f'title="{escape(described[c])}">{escape(c)}</th>' for c in TABLE_COLUMNS)
+                   f'title="{escape(c)}: {escape(described[c])}">{escape(header_label(c))}</th>'
+                   for c in TABLE_COLUMNS)
     rows = []
     for row in frame.to_dict(orient="records"):
         css = "summary" if row["level"] != LEVEL_PROBLEM else ""
@@ -118,16 +130,37 @@ def speedup_chart(frame: pd.DataFrame, solutions: list[str]) -> str:
 
 
 def failures_list(traces: list[Trace], limit: int = 50) -> str:
+    """Each failure with its one-line reason and the end of its log; skipped workloads grouped by reason."""
     failed = [t for t in traces if t.status.failed]
-    if not failed:
-        return "<p>No failures.</p>"
     items = []
     for t in failed[:limit]:
         axes = ", ".join(f"{k}={v}" for k, v in t.workload.get("axes", {}).items())
         items.append(f"<li><b>{escape(t.status.value)}</b> {escape(t.definition)} / {escape(t.solution)} "
-                     f"({escape(axes)})<pre>{escape((t.evaluation.log or '')[-600:])}</pre></li>")
+                     f"({escape(axes)}): {escape(reason(t))}<pre>{escape((t.evaluation.log or '')[-600:])}</pre></li>")
     more = f"<p>... and {len(failed) - limit} more.</p>" if len(failed) > limit else ""
-    return f"<ul class=\"failures\">{''.join(items)}</ul>{more}"
+    listed = f"<ul class=\"failures\">{''.join(items)}</ul>{more}" if failed else "<p>No failures.</p>"
+    skipped: dict[tuple[str, str, str], int] = defaultdict(int)
+    for t in traces:
+        if t.status == Status.SKIPPED:
+            skipped[(t.definition, t.solution, reason(t))] += 1
+    if skipped:
+        rows = "".join(f"<li>{escape(problem)} / {escape(solution)} ({count} workload(s)): {escape(why)}</li>"
+                       for (problem, solution, why), count in sorted(skipped.items()))
+        listed += f'<h3>Skipped</h3><ul class="skipped">{rows}</ul>'
+    return listed
+
+
+def unscored_note(traces: list[Trace]) -> str:
+    """Said plainly when the bounds are another GPU's and the latencies are not scored (a CPU run)."""
+    unscored = [t for t in traces if (t.evaluation.sol or {}).get("unscored")]
+    if not unscored:
+        return ""
+    hardware = ", ".join(sorted({str(t.evaluation.sol.get("hw")) for t in unscored}))
+    return (f'<p class="warn">T_SOL here is each workload\'s bound on {escape(hardware)}: these traces were '
+            f"measured with no GPU and no --hw, so the bound shown is the problem's target GPU (B200 where it "
+            f"declares none). Their latencies are not scored: a SOL score compares a GPU kernel's time with "
+            f"that GPU's bound, and a CPU time says nothing about it. The charts below show how far each "
+            f"measured time is from that GPU's speed of light, for scale only.</p>")
 
 
 def flagged_list(traces: list[Trace], limit: int = 50) -> str:
@@ -151,7 +184,9 @@ def hardware_section(hardware: str, traces: list[Trace], frame: pd.DataFrame) ->
     passed = [t for t in evaluated if t.status == Status.PASSED]
     scores = [s for s in (sol_value(t, "score") for t in passed) if s is not None]
     failed = len(evaluated) - len(passed)
-    histogram = svg.score_histogram(scores, failed if scores else 0)
+    unscored = any((t.evaluation.sol or {}).get("unscored") for t in passed)
+    histogram = svg.score_histogram(scores, failed if scores else 0,
+                                    empty_reason="CPU latencies are not scored (see above)" if unscored else None)
     scored = f"{len(scores)}/{len(passed)} passed workloads have a SOL score"
     mean_score = (sum(scores) / len(evaluated) if evaluated and len(scores) == len(passed) else None)
     tiles = [("workloads", str(len(traces))), ("passed", f"{len(passed)}/{len(evaluated)}"),
@@ -159,7 +194,7 @@ def hardware_section(hardware: str, traces: list[Trace], frame: pd.DataFrame) ->
              ("mean SOL score", "n/a" if mean_score is None else f"{mean_score:.3f}")]
     tile_html = "".join(f'<div class="tile">{escape(k)}<b>{escape(v)}</b></div>' for k, v in tiles)
     return (f'<section class="hardware"><h2>{escape(hardware)}</h2><div class="tiles">{tile_html}</div>'
-            f"<h3>Leaderboard</h3>{leaderboard_table(frame)}"
+            f"{unscored_note(traces)}<h3>Leaderboard</h3>{leaderboard_table(frame)}"
             f'<h3>Scores and speedups</h3><p class="meta">{escape(scored)}; failed workloads score 0.</p>'
             f'<div class="charts">{histogram}{speedup_chart(frame, solutions)}</div>'
             f"<h3>Latency against the speed of light, per problem</h3>"

@@ -151,10 +151,10 @@ def empty(kind: str, title: str, reason: str, plot: Plot = Plot(height=120)) -> 
 
 
 def score_histogram(scores: Sequence[float], failed: int, title: str = "SOL score distribution",
-                    bins: int = 10) -> str:
+                    bins: int = 10, empty_reason: str | None = None) -> str:
     """Workload counts per SOL-score bin in [0, 1]; failed workloads (score 0) stacked in red in the first bin."""
     if not scores and not failed:
-        return empty("sol-histogram", title, "no SOL scores in these traces (n/a)")
+        return empty("sol-histogram", title, empty_reason or "no SOL scores in these traces (n/a)")
     plot = Plot(width=560, height=300)
     counts = [0] * bins
     for s in scores:

@@ -6,10 +6,24 @@ import json
 import os
 import threading
 from collections.abc import Iterable
+from datetime import UTC, datetime
 from pathlib import Path
 
 from solbench.spec.errors import SpecError
 from solbench.spec.trace import Trace
+
+RUNS_DIR = Path(".solbench") / "runs"  # under the working directory: a run without -o keeps its traces here
+
+
+def default_trace_path(root: Path | None = None) -> Path:
+    """A new file for the traces of a run that names none: `.solbench/runs/<UTC time>.jsonl` under the
+    working directory (git-ignored in a checkout), never inside the installed package."""
+    folder = (root or Path.cwd()) / RUNS_DIR
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    path, n = folder / f"{stamp}.jsonl", 2
+    while path.exists():
+        path, n = folder / f"{stamp}-{n}.jsonl", n + 1
+    return path
 
 
 class TraceFile:

@@ -63,10 +63,12 @@ def run_pytest(where: Path, *args: str, capsys=None) -> Outcome:
     return outcome
 
 
-def fake_run_jobs(jobs, config, devices, *, trace_file=None, on_trace=None, on_job_start=None):
+def fake_run_jobs(jobs, config, devices, *, trace_file=None, on_trace=None, on_job_start=None, stop=None):
     traces = []
     gpu = any(d.startswith("cuda") for d in devices)
     for job in jobs:
+        if stop is not None and stop.is_set():
+            break
         solution = job.resolved_solution()
         text = "\n".join(s.content for s in solution.sources)
         marks = dict(re.findall(r"fake:\s*(\w+)=(\S+)", text))

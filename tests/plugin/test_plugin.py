@@ -194,3 +194,65 @@ def test_registered_through_the_pytest11_entry_point(project, tmp_path):
                                 text=True, timeout=120)
         assert result.returncode == 0, result.stdout + result.stderr
         assert f"solutions/good.py::{W0}" in result.stdout
+
+
+def test_items_report_as_their_workloads_finish(project, monkeypatch):
+    """The second workload is only evaluated once the first item has reported: a plugin that evaluates
+    everything inside the first item never gets there (the stand-in gives up and says so)."""
+    import threading
+
+    from tests.plugin.conftest import Recorder, fake_run_jobs
+
+    first_reported = threading.Event()
+    waited: list[bool] = []
+
+    def gated(jobs, config, devices, *, on_trace=None, stop=None, **kwargs):
+        def on_trace_gated(job, trace):
+            on_trace(job, trace)
+            if not waited:
+                waited.append(first_reported.wait(timeout=60))
+
+        return fake_run_jobs(jobs, config, devices, on_trace=on_trace_gated, stop=stop, **kwargs)
+
+    original = Recorder.pytest_runtest_logreport
+
+    def logreport(self, report):
+        original(self, report)
+        if report.when == "call":
+            first_reported.set()
+
+    monkeypatch.setattr(Recorder, "pytest_runtest_logreport", logreport)
+    monkeypatch.setattr("solbench.orchestrator.scheduler.run_jobs", gated)
+    solution(project, "good.py")
+    result = run_pytest(project, "--solbench", "solutions", "--solbench-device", "cpu")
+    assert waited == [True], "the first item did not report before the rest was evaluated"
+    assert result.ret == 0 and set(result.outcomes.values()) == {"passed"} and len(result.outcomes) == 2
+
+
+def test_progress_line_and_results_in_a_summary_section(project, fake_runner, capsys):
+    solution(project, "good.py", "score=0.8")
+    solution(project, "kernel.cu")
+    solution(project, "wrong.py", "status=RUNTIME_ERROR", "log=the_solution_raised:_ValueError:_boom")
+    result = run_pytest(project, "--solbench", "solutions", "--solbench-device", "cpu", capsys=capsys)
+    assert result.ret == 1
+    out = result.output
+    assert "solbench: 6 workload(s) of 3 solution file(s) on cpu; each item reports when its workload finishes" in out
+    section = out[out.index("= solbench ="):]  # pytest's terminal-summary section, after the items' summary
+    assert "Results" in section and "Summary" in section and "solbench: 6 workload(s) evaluated" in section
+    assert "RUNTIME_ERROR wrong on axpy_fp32 (2 workloads): the solution raised: ValueError: boom" in section
+    assert "SKIPPED kernel on axpy_fp32 (2 workloads): CUDA C++ solutions need a CUDA GPU" in section
+    # a section of pytest's terminal summary, as pytest-benchmark's table is: after the items' progress
+    # output and their failures, before the short summary
+    assert out.index("= FAILURES =") < out.index("= solbench =") < out.index("short test summary info")
+
+
+def test_a_cuda_device_asked_for_without_a_gpu_is_a_usage_error(project, fake_runner, monkeypatch, capsys):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    solution(project, "good.py")
+    for device in ("cuda", "cuda:0"):
+        capsys.readouterr()
+        result = run_pytest(project, "--solbench", "solutions", "--solbench-device", device)
+        assert result.ret == 4 and fake_runner == [], device
+        err = capsys.readouterr().err
+        assert f"device {device!r} was asked for, but no CUDA GPU is visible" in err, err
+    assert run_pytest(project, "--solbench", "solutions", "--solbench-device", "auto").ret == 0

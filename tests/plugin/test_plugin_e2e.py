@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,12 @@ from tests.plugin.slow_copy import slow_copy
 
 REPO = Path(__file__).resolve().parents[2]
 QUICK = ["--solbench-quick", "--solbench-device", "cpu", "-p", "no:cacheprovider", "-rs", "-q"]
+
+
+def default_sigint() -> None:
+    """In the child: Ctrl-C at its default, as in a terminal, even where this test runs with SIGINT ignored
+    (a background job of a non-interactive shell), which a child would inherit."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def run(cwd: Path, *args: str) -> subprocess.CompletedProcess:
@@ -62,3 +70,39 @@ def test_real_run_then_slowed_copy_trips_the_gate(project, runner_works):
     assert gate.returncode == 1, gate.stdout[-3000:]
     assert "regression[axpy_fp32]" in gate.stdout and "REGRESSION" in gate.stdout, gate.stdout[-3000:]
     assert "2 passed" in gate.stdout  # the slowed kernel is still correct
+
+
+def test_ctrl_c_keeps_the_items_and_traces_that_finished(project, runner_works):
+    """Ctrl-C while the second solution runs: the first one's items are reported (not "no tests ran"), its
+    traces and pytest-benchmark entries are kept, the table is printed, and no process prints a traceback."""
+    hold = project / "hold"
+    hold.write_text("")
+    solution(project, "a_good.py")
+    solution(project, "b_held.py", body=f"import os\nimport time\n\ndef run(x, y):\n"
+                                          f"    while os.path.exists({str(hold)!r}):\n        time.sleep(0.2)\n"
+                                          f"    return x * 2.0 + y\n")
+    env = dict(os.environ, PYTHONPATH=str(REPO), CUDA_VISIBLE_DEVICES="")
+    traces = project / "out" / "run.jsonl"
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "solbench.pytest_plugin", "--solbench", "solutions",
+                             *QUICK, "--solbench-traces", str(traces), "--solbench-benchmark-json", "out/bench.json"],
+                            cwd=project, env=env, start_new_session=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=default_sigint)
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and proc.poll() is None:
+            if traces.exists() and len(traces.read_text().splitlines()) >= 2:
+                break
+            time.sleep(0.2)
+        time.sleep(1.0)  # b_held's first workload is under way
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 2, out[-3000:] + err[-2000:]  # pytest's "interrupted"
+    assert "2 passed" in out and "no tests ran" not in out, out[-3000:]
+    assert "= solbench =" in out and "solbench: 2 workload(s) evaluated" in out
+    assert "Traceback (most recent call last)" not in out + err, err[-3000:]
+    assert [json.loads(line)["solution"] for line in traces.read_text().splitlines()] == ["a_good", "a_good"]
+    assert len(json.loads((project / "out" / "bench.json").read_text())["benchmarks"]) == 2

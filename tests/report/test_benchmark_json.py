@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -29,3 +30,20 @@ def test_pytest_benchmark_compare_reads_them(tmp_path):
     assert result.returncode == 0, result.stderr
     assert result.stdout.count("fast[w0]") == 2
     assert "1,500.0000 (1.50)" in result.stdout  # median 1.5 ms shown in us, ratio to the first run
+
+
+def test_written_by_pytest_benchmarks_own_code(tmp_path):
+    """The document comes from pytest-benchmark's Metadata and JSON hook, not a copy of its layout."""
+    pytest_benchmark = pytest.importorskip("pytest_benchmark")
+    from pytest_benchmark.stats import Metadata
+
+    from solbench.report.benchmark_json import benchmark_metadata
+
+    trace = make_trace(uuid="w0", latency_ms=2.0, axes={"n": 64})
+    assert isinstance(benchmark_metadata(trace), Metadata)
+    doc = json.loads(write_benchmark_json([trace], tmp_path / "b.json").read_text())
+    assert doc["version"] == pytest_benchmark.__version__
+    assert {"python_compiler", "python_build", "cpu"} <= set(doc["machine_info"])  # its machine info
+    (entry,) = doc["benchmarks"]
+    assert entry["params"] == {"n": 64} and entry["stats"]["iterations"] == 1
+    assert entry["stats"]["q1"] == pytest.approx(2e-3 - 0.04e-3) and entry["stats"]["outliers"] == "0;0"

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import struct
 import subprocess
 import zlib
+from html import unescape
 from pathlib import Path
 
 import pytest
@@ -14,7 +16,7 @@ import pytest
 from solbench.report.html import render_report
 from solbench.report.merge import merge
 from solbench.spec.trace import Status
-from tests.report.conftest import make_trace, sample_traces
+from tests.report.conftest import make_trace, sample_traces, sol
 
 CHROMIUM = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None)
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium not installed "
@@ -48,6 +50,28 @@ def test_flagged_numerics_are_listed_and_counted():
     assert "Flagged numerics" in page and '<td class="flagged">1</td>' in page
     assert "<b>systematic_bias</b> rmsnorm / fast" in page and "numerics flagged: y: details" in page
     assert "No flagged numerics." in render_report(merge([make_trace()]))
+
+
+def cpu_traces() -> list:
+    """A CPU run as the README's main job leaves it: B200 bounds recorded, latencies not scored, skips."""
+    traces = []
+    for i, n in enumerate((1, 7)):
+        bound = {**sol(0.004 * n, 0.3 * n), "score": None, "log_score": None, "hw": "B200",
+                 "unscored": "measured on the CPU: T_SOL is the bound on B200 (no GPU here and no --hw)"}
+        traces.append(make_trace("rmsnorm_h4096", "torch_rmsnorm", f"w{i}", latency_ms=0.3 * n, sol=bound,
+                                 hardware="cpu", axes={"num_tokens": n}))
+        traces.append(make_trace("rmsnorm_h4096", "triton_rmsnorm", f"w{i}", status="SKIPPED", hardware="cpu",
+                                 axes={"num_tokens": n}, log="Triton's CPU interpreter computes bfloat16 "
+                                                            "arithmetic wrongly; this solution can only be judged on a GPU"))
+    return traces
+
+
+def test_cpu_run_charts_the_bounds_and_says_why_nothing_is_scored():
+    page = render_report(merge(cpu_traces()))
+    assert len(re.findall(r'<circle class="point"', page)) == 2  # the roofline chart is not empty
+    assert "bound on B200" in page and "latencies are not scored" in page
+    assert "CPU latencies are not scored (see above)" in page  # the empty histogram says why
+    assert "rmsnorm_h4096 / triton_rmsnorm (2 workload(s)): Triton&#x27;s CPU interpreter" in page  # skips say why
 
 
 def test_conflicts_are_shown():
@@ -95,3 +119,34 @@ def test_rendered_in_chromium(tmp_path):
     assert len(re.findall(r"<svg[^>]*class=\"chart\"", dom)) == 4  # histogram, speedup, two rooflines
     assert len(re.findall(r'<circle class="point', dom)) >= 16 and len(re.findall(r"<rect class=\"bar", dom)) >= 5
     assert "<table class=\"leaderboard\"" in dom
+
+
+WIDTH_PROBE = """<script>
+const tables = [...document.querySelectorAll("table.leaderboard")].map(t => ({
+    table: Math.ceil(t.getBoundingClientRect().width), box: t.parentElement.clientWidth,
+    scroll: t.parentElement.scrollWidth}));
+document.body.setAttribute("data-probe", JSON.stringify({inner: window.innerWidth,
+    page: document.documentElement.scrollWidth, tables}));
+</script>"""
+
+
+@needs_chromium
+def test_leaderboard_fits_1400_px_without_sideways_scrolling(tmp_path):
+    """Long generated names (as `solbench extract` writes them) and every column: the table wraps its
+    headers and names instead of scrolling; measured by Chromium's layout at a 1400 px window."""
+    long_problem = ("decoder_layer_decode_mla_hs7168_h128_qr1536_kvr512_nope128_rope64_v128_ropeinterleave_"
+                    "scale0p135234_moe_sigmoid_grouped_e256_k8_i2048_shared2048_eps1e-06")
+    traces = sample_traces() + [
+        make_trace(long_problem, "triton_fused_decoder_layer_with_a_long_descriptive_name", f"w{i}",
+                   latency_ms=1.0 + i, sol=sol(0.2, 1.0 + i), axes={"batch_size": 2 ** i}) for i in range(3)]
+    page = render_report(merge(traces), sources=["sample.jsonl"]).replace("</body>", WIDTH_PROBE + "</body>")
+    probe_page = tmp_path / "probe.html"
+    probe_page.write_text(page)
+    dom = chromium("--window-size=1400,1800", "--dump-dom", probe_page.as_uri()).stdout
+    found = re.search(r'data-probe="([^"]*)"', dom)
+    assert found, dom[-2000:]
+    probe = json.loads(unescape(found.group(1)))
+    assert probe["inner"] == 1400 and probe["tables"], probe
+    for table in probe["tables"]:
+        assert table["scroll"] <= table["box"] and table["table"] <= table["box"], probe
+    assert probe["page"] <= 1400, probe

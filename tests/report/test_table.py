@@ -1,11 +1,14 @@
-"""The run's terminal tables show the numerics flags of passed workloads."""
+"""Terminal tables: numerics flags of passed workloads, reasons on rows that did not pass, the 'Why'
+section, the T_SOL column and its note."""
 
 from __future__ import annotations
 
+import io
+
 from rich.console import Console
 
-from solbench.report.table import summary_table, workload_table
-from tests.report.conftest import make_trace
+from solbench.report.table import failures_section, sol_note, summary_table, workload_table
+from tests.report.conftest import make_trace, sol
 
 
 def rendered(table) -> str:
@@ -30,3 +33,48 @@ def test_summary_table_counts_flagged_workloads():
     cells = next(line for line in text.splitlines() if "rmsnorm" in line).split()
     columns = header.split()
     assert cells[columns.index("flagged")] == "1" and cells[columns.index("passed")] == "2"
+
+
+def render(*renderables) -> str:
+    console = Console(width=320, record=True, file=io.StringIO())
+    for r in renderables:
+        console.print(r)
+    return console.export_text()
+
+
+def unscored(t_sol_ms: float) -> dict:
+    return {**sol(t_sol_ms, 1.0), "score": None, "hw": "B200",
+            "unscored": "measured on the CPU: T_SOL is the bound on B200"}
+
+
+def test_rows_that_did_not_pass_carry_their_reason_and_the_workloads_bound():
+    traces = [make_trace("rmsnorm", "torch", "w0", sol=unscored(0.004), hardware="cpu"),
+              make_trace("rmsnorm", "triton", "w0", status="SKIPPED", log="Triton's CPU interpreter computes "
+                         "bfloat16 arithmetic wrongly; this solution can only be judged on a GPU"),
+              make_trace("rmsnorm", "broken", "w0", status="COMPILE_ERROR", log="k.py: syntax error at line 3")]
+    text = render(workload_table(traces))
+    rows = {line.split("│")[2].strip(): line for line in text.splitlines() if line.startswith("│")}
+    assert "T_SOL ms (B200)" in text and all("0.004" in row for row in rows.values())  # the bound is the workload's
+    assert "Triton's CPU interpreter computes bfloat16" in rows["triton"]
+    assert "syntax error at line 3" in rows["broken"] and "reason" in text
+
+
+def test_why_section_groups_workloads_that_share_a_reason():
+    traces = [make_trace("p", "k", f"w{i}", status="SKIPPED", log="cuda_cpp solutions need a CUDA GPU")
+              for i in range(3)]
+    traces.append(make_trace("p", "bad", "w0", status="RUNTIME_ERROR", axes={"n": 7},
+                             log="the solution raised:\nTraceback (most recent call last):\n  File \"k.py\", line 2, "
+                                 "in run\n    return 1 / 0\nZeroDivisionError: division by zero"))
+    text = render(failures_section(traces))
+    assert text.startswith("Why: 1 failed, 3 skipped")
+    assert "RUNTIME_ERROR bad on p (n=7): the solution raised: ZeroDivisionError: division by zero" in text
+    assert "return 1 / 0" in text  # the failing line
+    assert "SKIPPED k on p (3 workloads): cuda_cpp solutions need a CUDA GPU" in text
+    assert text.index("RUNTIME_ERROR") < text.index("SKIPPED")  # failures first
+    assert failures_section([make_trace()]) is None
+
+
+def test_the_note_says_which_gpu_and_why_cpu_times_are_not_scored():
+    assert sol_note([make_trace(sol=sol(0.1, 1.0))]) is None  # a GPU run's scores need no note
+    note = sol_note([make_trace(sol=unscored(0.1))])
+    assert "bound on B200" in note and "CPU latencies are not scored" in note
