@@ -155,11 +155,11 @@ def auto_fallback_note(config: RunConfig, devices: list[str]) -> str | None:
     return None
 
 
-def default_sol_hardware(definition) -> str:
+def default_sol_hardware(declared: tuple[str, ...] | list[str] | None) -> str:
     """The GPU whose speed-of-light bounds a run shows when it runs on none and names none (a CPU run
-    without --hw): the problem's `target_hardware` when it names a known spec, else DEFAULT_SOL_HW."""
-    declared = definition.extra.get("target_hardware") if definition is not None else None
-    for name in [declared] if isinstance(declared, str) else declared or []:
+    without --hw): the first of the solution's `target_hardware` labels that names a known spec (the
+    official solutions say B200), else DEFAULT_SOL_HW."""
+    for name in declared or []:
         try:
             return load_spec(str(name)).name
         except UnknownHardwareError:

@@ -128,7 +128,7 @@ def _finish(run: WorkloadRun, correctness: Correctness, samples) -> Trace:
     baselines = time_baselines(run, performance.reference_latency_ms, method)
     measured = [t for t in baselines.values() if t]
     sol, impossible, notes = speed_of_light(session, run.problem, run.workload, config, latency.median_ms,
-                                            min(measured) if measured else None)
+                                            min(measured) if measured else None, run.solution.spec.target_hardware)
     if sol is not None:
         sol["baselines_ms"] = baselines  # T_b is the fastest of these
     run.warnings.extend(notes)

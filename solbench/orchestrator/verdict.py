@@ -8,7 +8,7 @@ import statistics
 import time
 from datetime import UTC, datetime
 
-from solbench.orchestrator.config import RunConfig
+from solbench.orchestrator.config import RunConfig, default_sol_hardware
 from solbench.orchestrator.session import NOT_PARTS, DeviceSession
 from solbench.sol.analyser import analyse, sol_time_ms
 from solbench.sol.hardware import detect_spec, load_spec
@@ -38,7 +38,7 @@ def launch_and_busy_ms(host_samples: list[float], probes: list[dict]) -> tuple[f
 
 
 def speed_of_light(session: DeviceSession, problem: Problem, workload: Workload, config: RunConfig,
-                   latency_ms: float, baseline_ms: float | None) -> tuple[dict | None, str | None, list[str]]:
+                   latency_ms: float, baseline_ms: float | None, target_hardware: tuple[str, ...] = ()) -> tuple[dict | None, str | None, list[str]]:
     """The trace's speed-of-light record, and a rejection message when the time is impossible.
 
     The record uses `--hw` when given (e.g. B200 bounds on any machine); rejection always uses the
@@ -60,14 +60,22 @@ def speed_of_light(session: DeviceSession, problem: Problem, workload: Workload,
             running = detect_spec(int(session.device.split(":")[1]) if ":" in session.device else 0)
         except Exception as exc:  # noqa: BLE001 - unknown GPU: say so, never guess
             notes.append(f"no hardware spec for this GPU ({exc}); no faster-than-light check")
+    on_gpu = session.device.startswith("cuda")
     try:
-        hw = load_spec(config.hw) if config.hw else running
+        # With no GPU, the bound shown is --hw's or the problem's target GPU's, for scale: never a score
+        hw = load_spec(config.hw) if config.hw else running if on_gpu else load_spec(default_sol_hardware(target_hardware))
     except Exception as exc:  # noqa: BLE001
         return None, None, notes + [f"hardware spec {config.hw!r}: {exc}"]
     impossible = faster_than_light(latency_ms, cost, running) if running is not None else None
     if hw is None:
         return None, impossible, notes
-    record = sol_record(cost, sol_time_ms(cost, hw), hw, latency_ms, baseline_ms)
+    if on_gpu:
+        record = sol_record(cost, sol_time_ms(cost, hw), hw, latency_ms, baseline_ms)
+    else:
+        record = sol_record(cost, sol_time_ms(cost, hw), hw, None, None)
+        record.update(latency_ms=latency_ms, t_baseline_ms=baseline_ms,
+                      unscored=f"measured on the {session.device.upper()}: T_SOL is the bound on {hw.name}, "
+                               f"not scored (a {session.device} time says nothing about a GPU's bound)")
     if cost.unknown_ops:
         notes.append(f"speed-of-light analysis did not understand: {', '.join(cost.unknown_ops)}")
     return record, impossible, notes
