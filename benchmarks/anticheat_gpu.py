@@ -72,7 +72,9 @@ def print_run(cases: list[Case], results: dict[str, list]) -> int:
         statuses = [str(t.status) for t in traces]
         ok = as_expected(case, traces)
         wrong += not ok
-        log = first_log_line(traces[0]) if traces else ""
+        unexpected = [t for t in traces if str(t.status) not in case.allowed]
+        # a wrong verdict is shown whole (which program, which output): that is what one fixes from
+        log = first_log_line(unexpected[0], width=600) if unexpected else first_log_line(traces[0]) if traces else ""
         print(f"{case.name:<38} {case.kind:<8} {','.join(statuses):<40} {case.expect:<20} "
               f"{'yes' if ok else 'NO ':<3} {log}")
     return wrong

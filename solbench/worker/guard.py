@@ -38,6 +38,7 @@ import math
 import os
 import pickle
 import random
+import shutil
 import site
 import sys
 import sysconfig
@@ -72,7 +73,9 @@ WARN_EVENTS = frozenset({"sys.settrace", "sys.setprofile", "ctypes.dlopen", "cty
 # named `ptxas` is not one, and they must have exited when the call returns (`threads.ChildWatch`).
 TRUSTED_TOOLS = frozenset({"ptxas", "ptxas-blackwell", "nvcc", "nvlink", "fatbinary", "cicc", "cudafe++", "nvdisasm",
                            "cuobjdump", "cc", "gcc", "g++", "c++", "clang", "clang++", "ld", "ld.gold", "ld.lld", "as",
-                           "ar", "ldconfig", "ldconfig.real", "x86_64-linux-gnu-gcc", "x86_64-linux-gnu-g++"})
+                           "ar", "ldconfig", "ldconfig.real", "x86_64-linux-gnu-gcc", "x86_64-linux-gnu-g++",
+                           # `file -b python`: platform.architecture(), which Triton calls for its build key
+                           "file"})
 TOOL_DIRS = ("/usr/bin", "/bin", "/usr/sbin", "/sbin", "/usr/lib", "/usr/libexec", "/usr/local/cuda",
              "/usr/local/nvidia", "/opt/nvidia")
 # Functions whose code or defaults may not be swapped by the solution: the harness's and the timing
@@ -94,6 +97,12 @@ def installation_roots() -> list[str]:
         roots += list(spec.submodule_search_locations or []) if spec is not None else []
     cuda_home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
     roots += [d for d in (*TOOL_DIRS, cuda_home) if d and os.path.isdir(d)]
+    # The C compilers the machine names (CC=/opt/gcc/bin/gcc on the GPU image; Triton builds its launchers
+    # with it). Read before any solution code runs: a CC the solution sets later names nothing trusted.
+    for compiler in (os.environ.get("CC"), os.environ.get("CXX")):
+        found = shutil.which(compiler) if compiler else None
+        if found:
+            roots.append(os.path.dirname(os.path.realpath(found)))
     return roots
 
 

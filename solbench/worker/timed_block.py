@@ -320,11 +320,14 @@ def capture_graphs(state: WorkerState, slots: list) -> tuple[list | None, str | 
     and is timed as launched, in a new process (`orchestrator.session.DeviceSession.ask_timed`).
     """
     try:
+        first_inputs = [t.clone() if isinstance(t, torch.Tensor) else t for t in slots[0][0]]
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
-            for slot_inputs, slot_outputs in slots:
-                invoke(state, slot_inputs, slot_outputs)
+            for k, (slot_inputs, slot_outputs) in enumerate(slots):
+                result = invoke(state, slot_inputs, slot_outputs)
+                if k == 0:
+                    eager = [t.clone() for t in unaliased_outputs(result, slot_inputs)]
         torch.cuda.current_stream().wait_stream(side)
         torch.cuda.synchronize()
         pool = torch.cuda.graph_pool_handle()
@@ -335,6 +338,10 @@ def capture_graphs(state: WorkerState, slots: list) -> tuple[list | None, str | 
                 result = invoke(state, slot_inputs, slot_outputs)
             graphs.append((graph, result))
         torch.cuda.synchronize()
+        if not replay_reproduces(graphs[0], slots[0][0], first_inputs, eager):
+            del graphs
+            return None, ("not captured whole (a replay of the graph did not reproduce the call's own output: "
+                          "work outside the capturing stream, e.g. in other threads); timed as launched")
     except Exception as exc:  # noqa: BLE001 - the solution's call is not capturable: time it as launched
         try:
             torch.cuda.synchronize()
@@ -342,6 +349,27 @@ def capture_graphs(state: WorkerState, slots: list) -> tuple[list | None, str | 
             pass
         return None, f"not captured ({type(exc).__name__}: {str(exc)[:300]}); timed as launched"
     return graphs, None
+
+
+def replay_reproduces(captured: tuple, slot_inputs: list, first_inputs: list, eager: list) -> bool:
+    """Whether replaying a graph, on the inputs its eager call saw and with its outputs poisoned, writes
+    the eager call's output bit for bit. A capture can succeed and still miss work (kernels launched by
+    other threads run eagerly while the main thread captures): timing such a graph would fail a legit
+    kernel with "wrong output", so it is timed as launched instead. Differences from nondeterministic
+    kernels only cost the graph, never a verdict."""
+    graph, result = captured
+    for dst, src in zip(slot_inputs, first_inputs):
+        if isinstance(dst, torch.Tensor):
+            dst.copy_(src)
+    outputs = unaliased_outputs(result, slot_inputs)
+    refill_outputs(outputs)
+    graph.replay()
+    torch.cuda.synchronize()
+    if len(outputs) != len(eager):
+        return False
+    return all(a.shape == b.shape and a.dtype == b.dtype
+               and torch.equal(a.reshape(-1).view(torch.uint8), b.reshape(-1).view(torch.uint8))
+               for a, b in zip(outputs, eager))
 
 
 def build_slots(state: WorkerState, sets: list[list], axes: dict, max_slots: int, budget_bytes: int) -> list:

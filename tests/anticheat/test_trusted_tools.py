@@ -60,3 +60,28 @@ def test_the_hook_counts_trusted_tools_and_alarms_on_the_rest(monkeypatch):
     hook("subprocess.Popen", ("python3", ["python3", "-c", "1"], None, None))
     assert any(w.startswith("alarm: subprocess.Popen: started child processes while being timed")
                for w in state.take_warnings())
+
+
+@pytest.mark.skipif(shutil.which("file") is None, reason="no `file` program on this machine")
+def test_platform_architecture_through_file_is_trusted():
+    """Triton's build key calls platform.architecture(), which runs `file -b python` (seen on the H100)."""
+    found = shutil.which("file")
+    assert guard._trusted_tool("subprocess.Popen", (None, ["file", "-b", "/usr/bin/python3"], None, None),
+                               ROOTS) == os.path.realpath(found)
+
+
+def test_the_compiler_named_by_cc_at_start_is_trusted_and_a_later_cc_is_not(tmp_path, monkeypatch):
+    """The GPU image sets CC=/opt/gcc/bin/gcc; Triton builds its launchers with it. A CC the solution sets
+    after the roots were read names nothing."""
+    bin_dir = tmp_path / "opt-gcc" / "bin"
+    bin_dir.mkdir(parents=True)
+    compiler = bin_dir / "gcc"
+    compiler.write_text("#!/bin/sh\nexit 0\n")
+    compiler.chmod(compiler.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("CC", str(compiler))
+    roots = tuple(os.path.realpath(r) for r in guard.installation_roots())
+    assert guard._trusted_tool("subprocess.Popen", (None, [str(compiler), "-c", "x.c"], None, None), roots) \
+        == os.path.realpath(compiler)
+    monkeypatch.delenv("CC")
+    roots = tuple(os.path.realpath(r) for r in guard.installation_roots())
+    assert guard._trusted_tool("subprocess.Popen", (None, [str(compiler)], None, None), roots) is None
