@@ -48,6 +48,7 @@ from solbench.timing.telemetry import (
 
 # --- captured at import: the solution is loaded later and may patch the public names ---
 _perf_counter_ns = time.perf_counter_ns
+_sleep = time.sleep
 _gc_disable = gc.disable
 _gc_enable = gc.enable
 _gc_isenabled = gc.isenabled
@@ -55,6 +56,7 @@ _Event = torch.cuda.Event
 _event_record = torch.cuda.Event.record
 _event_elapsed_time = torch.cuda.Event.elapsed_time
 _event_synchronize = torch.cuda.Event.synchronize
+_event_query = torch.cuda.Event.query
 _cuda_synchronize = torch.cuda.synchronize
 _cuda_current_stream = torch.cuda.current_stream
 _cuda_sleep = torch.cuda._sleep
@@ -67,6 +69,7 @@ _CAPTURED: dict[str, tuple[Callable[[], Any], Any]] = {
     "torch.cuda.Event.record": (lambda: _Event.record, _event_record),
     "torch.cuda.Event.elapsed_time": (lambda: _Event.elapsed_time, _event_elapsed_time),
     "torch.cuda.Event.synchronize": (lambda: _Event.synchronize, _event_synchronize),
+    "torch.cuda.Event.query": (lambda: _Event.query, _event_query),
     "torch.cuda.synchronize": (lambda: torch.cuda.synchronize, _cuda_synchronize),
     "torch.cuda.current_stream": (lambda: torch.cuda.current_stream, _cuda_current_stream),
     "torch.cuda._sleep": (lambda: torch.cuda._sleep, _cuda_sleep),
@@ -400,15 +403,21 @@ def _warm_up(session: _Session, config: TimingConfig, telemetry: Telemetry | Non
     while True:
         chunk_start_ns = _perf_counter_ns()
         session.untimed(count)
-        if clock_state == "pending" and _perf_counter_ns() - last_poll_ns >= 10_000_000:
-            last_poll_ns = _perf_counter_ns()
-            mhz = telemetry.sm_clock_mhz()  # while the queued work runs
-            if mhz is not None:
-                readings.append(mhz)
-                if mhz >= config.clock_working_fraction * max_mhz:
-                    clock_state = "reached"
-                elif len(readings) >= PLATEAU_READINGS and _is_plateau(readings[-PLATEAU_READINGS:]):
-                    clock_state = "plateau"
+        # Poll about every 10 ms for as long as the queued chunk runs (one poll per chunk made a 60 ms
+        # call repeat 6 times before a plateau could show); never on an idle GPU, whose clock drops.
+        while clock_state == "pending":
+            if _perf_counter_ns() - last_poll_ns >= 10_000_000:
+                last_poll_ns = _perf_counter_ns()
+                mhz = telemetry.sm_clock_mhz()
+                if mhz is not None:
+                    readings.append(mhz)
+                    if mhz >= config.clock_working_fraction * max_mhz:
+                        clock_state = "reached"
+                    elif len(readings) >= PLATEAU_READINGS and _is_plateau(readings[-PLATEAU_READINGS:]):
+                        clock_state = "plateau"
+            if clock_state != "pending" or _event_query(session.ends[0]):
+                break
+            _sleep(0.001)
         session.sync()
         session.call_ms = session.warm_call_ms()
         chunk_ms = (_perf_counter_ns() - chunk_start_ns) / 1e6
