@@ -80,6 +80,7 @@ def run_jobs(jobs: list[Job], config: RunConfig, devices: list[str], *, trace_fi
                 def skip(workload, _name=job.problem.name, _digest=digest):
                     return stop.is_set() or (trace_file is not None and trace_file.is_done(_name, _digest, workload.uuid))
 
+                session.expect_more = not pending.empty()  # then the next solution's worker starts early
                 if on_job_start:
                     on_job_start(job, device)
                 for trace in evaluate_problem(session, job.problem, solution, config, job.workloads, skip=skip):
@@ -124,7 +125,8 @@ def wait_or_stop(threads: list[threading.Thread], stop: threading.Event, session
         stop.set()
     if stop.is_set():
         with lock:
-            workers = [w for session in sessions for w in (session.reference, session.candidate)]
+            workers = [w for session in sessions for w in (session.reference, session.candidate, session.spare)
+                       if w is not None]
         for worker in workers:
             try:
                 worker.kill()

@@ -1,0 +1,77 @@
+"""Worker start-up off the critical path: the next solution's process is started while the current one is
+evaluated, and a solution this machine cannot judge at all is SKIPPED without starting a process."""
+
+from __future__ import annotations
+
+import pytest
+
+from solbench.orchestrator.jobs import make_job
+from solbench.orchestrator.process import WorkerProcess
+from solbench.orchestrator.scheduler import run_jobs
+from solbench.orchestrator.session import DeviceSession, StepFailed
+from solbench.spec.problem import load_problem
+from solbench.spec.solution import load_solution
+from solbench.spec.trace import Status
+from tests.runner.conftest import write_solution
+
+
+def test_the_next_solution_runs_in_the_prestarted_worker_and_no_process_outlives_the_run(
+        problem_dir, fast_config, tmp_path, monkeypatch):
+    problem = load_problem(problem_dir)
+    first = write_solution(tmp_path, "def run(x, y):\n    return x * 2.0 + y\n", "first.py")
+    second = write_solution(tmp_path, "import os\n\ndef run(x, y):\n    return (x * 2.0 + y) + 0.0 * os.getpid()\n",
+                            "second.py")
+    adopted, started = [], []
+    original_adopt, original_start = WorkerProcess.adopt, WorkerProcess.start
+
+    def adopt(self, other):
+        adopted.append((other.proc.pid, other.requests))
+        original_adopt(self, other)
+
+    def start(self):
+        original_start(self)
+        started.append(self.proc)
+
+    monkeypatch.setattr(WorkerProcess, "adopt", adopt)
+    monkeypatch.setattr(WorkerProcess, "start", start)
+    jobs = [make_job(problem, load_solution(path, problem.definition), 1) for path in (first, second)]
+    traces = run_jobs(jobs, fast_config, ["cpu"])
+    assert [t.evaluation.status for t in traces] == [Status.PASSED, Status.PASSED]
+    # reference, first solution, the spare; the second solution took the spare (untouched: 0 requests)
+    assert len(started) == 3 and len(adopted) == 1
+    assert adopted[0][1] == 0 and adopted[0][0] == started[2].pid
+    assert all(proc.poll() is not None for proc in started)
+
+
+def test_no_spare_when_no_job_follows(problem_dir, fast_config, monkeypatch):
+    problem = load_problem(problem_dir)
+    started = []
+    original_start = WorkerProcess.start
+    monkeypatch.setattr(WorkerProcess, "start", lambda self: (original_start(self), started.append(self.proc)))
+    traces = run_jobs([make_job(problem, None, 1)], fast_config, ["cpu"])
+    assert [t.evaluation.status for t in traces] == [Status.PASSED]
+    assert len(started) == 2  # the reference's and the solution's, nothing ahead of need
+
+
+@pytest.mark.parametrize("shadowing", [False, True])
+def test_a_solution_this_machine_cannot_judge_is_skipped_without_a_worker(problem_dir, fast_config, tmp_path,
+                                                                         shadowing):
+    problem = load_problem(problem_dir)
+    kernel = tmp_path / ("torch.cu" if shadowing else "kernel.cu")
+    kernel.write_text("// solbench: problem=axpy_fp32\n"
+                      "torch::Tensor run(torch::Tensor x, torch::Tensor y) { return x * 2 + y; }\n")
+    solution = load_solution(kernel, problem.definition)
+    session = DeviceSession("cpu", fast_config)
+    try:
+        if not shadowing:
+            with pytest.raises(StepFailed) as failed:
+                session.load(session.candidate, problem, solution)
+            assert failed.value.status == Status.SKIPPED and "need a CUDA GPU" in failed.value.log
+            assert session.candidate.proc is None  # no process was started for it
+        else:  # a source named like a harness package: the worker's load decides (REWARD_HACK), as before
+            assert session.refusal_here(problem, solution) is None
+            with pytest.raises(StepFailed) as failed:
+                session.load(session.candidate, problem, solution)
+            assert failed.value.status == Status.REWARD_HACK
+    finally:
+        session.close()
