@@ -58,6 +58,7 @@ import torch
 
 from solbench.check import numerics_flags
 from solbench.check.numerics_flags import NumericsFindings
+from solbench.check.outputs import bytes_equal
 from solbench.inputs.fp4 import FP4_DTYPE, unpack_fp4
 from solbench.spec import dtypes
 from solbench.spec.definition import Definition
@@ -149,7 +150,7 @@ def _identical(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance, name: str) 
     if tol.max_error_cap is not None and tol.max_error_cap < 0:  # a cap no output meets: the full path says so
         return None
     low, high = (float(v) for v in torch.aminmax(ref.reshape(-1)))  # NaN and inf show in the extremes
-    if not (math.isfinite(low) and math.isfinite(high)) or not _same_bytes(out, ref):
+    if not (math.isfinite(low) and math.isfinite(high)) or not bytes_equal(out, ref):
         return None
     ref_max_abs = max(-low, high)
     result = OutputComparison(True, numerics=numerics_flags.NumericsFindings())
@@ -157,16 +158,6 @@ def _identical(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance, name: str) 
         result.warnings.append(f"{name}: every reference value is within atol ({_fmt(tol.max_atol)}) of zero; "
                                f"the tolerance cannot tell this output from all zeros")
     return result
-
-
-def _same_bytes(out: torch.Tensor, ref: torch.Tensor) -> bool:
-    """Raw-byte equality (NaN payloads and signed zeros included), in chunks so no mask as large as the
-    tensor is built."""
-    o, r = _flat(out).contiguous(), _flat(ref).contiguous()
-    as_int = {8: torch.int64, 4: torch.int32, 2: torch.int16}[o.element_size()]
-    o, r = o.view(as_int), r.view(as_int)
-    step = _chunk_elements(o) * 16
-    return all(torch.equal(o[start:start + step], r[start:start + step]) for start in range(0, o.numel(), step))
 
 
 def _compare_exact(out: torch.Tensor, ref: torch.Tensor, name: str) -> OutputComparison:
