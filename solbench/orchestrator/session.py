@@ -9,6 +9,7 @@ failed CUDA graph capture (`ask_timed`).
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import replace
 
@@ -72,6 +73,7 @@ class DeviceSession:
         # imported torch (seconds per solution). It has served no request, so it has seen no code.
         self.spare: WorkerProcess | None = None
         self.expect_more = False  # whether more jobs follow on this device (then a spare is worth starting)
+        self._prefetch: threading.Thread | None = None  # the reference worker building a trial's inputs early
 
     def prestart(self) -> None:
         """Start both workers now, so their (slow) imports overlap."""
@@ -80,6 +82,7 @@ class DeviceSession:
                 worker.start()
 
     def close(self) -> None:
+        self._join_prefetch()
         self.reference.stop()
         self.candidate.stop()
         if self.spare is not None:
@@ -117,6 +120,8 @@ class DeviceSession:
 
     def ask(self, worker: WorkerProcess, request: msg.Request, timeout_s: float) -> msg.Reply:
         """The reply to `request`, screened; StepFailed (with the trace status) when there is none."""
+        if worker is self.reference:
+            self._join_prefetch()  # one request at a time on a channel
         outer, started = self._depth == 0, time.monotonic()
         if outer:
             self._replied = None
@@ -277,6 +282,33 @@ class DeviceSession:
                 return exc
         return None
 
+    def prefetch_inputs(self, workload: dict, seed: int, profile: str, set_bytes: int) -> None:
+        """Let the reference worker build (and cache) a trial's inputs while the solution's worker runs
+        the trial on its own copy, so the judge that follows finds them ready: the two workers' input
+        generation overlaps instead of adding up. Only where both copies may share the device (a CPU,
+        or sets below `TRIM_MIN_SET_BYTES`). The reference is trusted and nothing here is a verdict: a
+        failure is ignored, and the judge's own request reports it. The next request to the reference
+        waits for this one."""
+        self._join_prefetch()
+        if not self.reference.alive or (self.device.startswith("cuda") and set_bytes >= TRIM_MIN_SET_BYTES):
+            return
+        request, worker, timeout_s = msg.Inputs(workload=workload, seed=seed, run=False, profile=profile), \
+            self.reference, self.config.timeout_s
+
+        def build() -> None:
+            try:
+                worker.request(request, timeout_s)
+            except Exception:  # noqa: BLE001 - the judge asks again and reports what went wrong
+                pass
+
+        self._prefetch = threading.Thread(target=build, name="solbench-prefetch", daemon=True)
+        self._prefetch.start()
+
+    def _join_prefetch(self) -> None:
+        thread, self._prefetch = self._prefetch, None
+        if thread is not None:
+            thread.join()
+
     def trim(self, worker: WorkerProcess, set_bytes: int) -> None:
         """Ask a worker to drop a large input cache before the other worker is timed beside it
         (`worker.inputs_cache.handle_trim`); skipped for small inputs, where no cache is worth a request."""
@@ -294,6 +326,7 @@ class DeviceSession:
         References are the problem's own code, so one worker process serves the references of
         many problems in turn (starting a CUDA process costs seconds per problem otherwise).
         """
+        self._join_prefetch()  # a worker may be stopped below: not while a request is on its channel
         key = (problem.name, solution.content_hash(), id(problem))
         previous = self._loaded.get(id(worker))
         if previous is not None and previous[0] == key and worker.alive:

@@ -1,7 +1,11 @@
-"""Worker start-up off the critical path: the next solution's process is started while the current one is
-evaluated, and a solution this machine cannot judge at all is SKIPPED without starting a process."""
+"""Work off the critical path: the next solution's process is started while the current one is evaluated,
+a solution this machine cannot judge at all is SKIPPED without starting a process, and the reference
+worker builds a trial's inputs while the solution's worker runs the trial."""
 
 from __future__ import annotations
+
+import threading
+import time
 
 import pytest
 
@@ -75,3 +79,32 @@ def test_a_solution_this_machine_cannot_judge_is_skipped_without_a_worker(proble
             assert failed.value.status == Status.REWARD_HACK
     finally:
         session.close()
+
+
+def test_the_reference_builds_each_trials_inputs_during_the_call_and_never_two_requests_at_once(
+        problem_dir, fast_config, monkeypatch):
+    problem = load_problem(problem_dir)
+    spans: list[tuple[int, str, str, float, float]] = []
+    original = WorkerProcess.request
+
+    def request(self, req, timeout_s):
+        started = time.monotonic()
+        try:
+            return original(self, req, timeout_s)
+        finally:
+            spans.append((id(self), req.OP, threading.current_thread().name, started, time.monotonic()))
+
+    monkeypatch.setattr(WorkerProcess, "request", request)
+    bad = problem_dir.parent / "bad.py"
+    bad.write_text("# solbench: problem=axpy_fp32\ndef run(x, y):\n    return x * 2.0 + y + 1e-3\n")
+    jobs = [make_job(problem, None, 2), make_job(problem, load_solution(bad, problem.definition), 1)]
+    traces = run_jobs(jobs, fast_config, ["cpu"])
+    assert [t.evaluation.status for t in traces] == [Status.PASSED, Status.PASSED, Status.INCORRECT_NUMERICAL]
+    prefetched = [s for s in spans if s[2] == "solbench-prefetch"]
+    assert prefetched and all(s[1] == "inputs" for s in prefetched)
+    judges = [s for s in spans if s[1] == "judge"]
+    assert len(prefetched) == 2 * fast_config.trials + 1  # every trial's; the wrong solution ends at trial 0
+    assert len(judges) == len(prefetched) + 2 * fast_config.checked_timed_outputs  # and the sampled timed outputs
+    for worker in {s[0] for s in spans}:  # one request at a time on each worker's channel
+        own = sorted((s[3], s[4]) for s in spans if s[0] == worker)
+        assert all(later[0] >= earlier[1] for earlier, later in zip(own, own[1:]))
