@@ -24,6 +24,7 @@ from solbench.spec.solution import Solution, shadowing_sources
 from solbench.spec.trace import Status
 
 TRIM_MIN_SET_BYTES = 256 << 20  # one input set this large or larger: workers are asked to trim their caches
+CPU_PREFETCH_MAX_SET_BYTES = 2 << 30  # larger sets are not built twice at once (host memory)
 
 # Where the seconds of a request go in a trace's `phases_s` (docs/formats.md); the wait beyond what the
 # worker spent on the request (process start-up, the channel, scheduling) goes to "channel".
@@ -285,12 +286,12 @@ class DeviceSession:
     def prefetch_inputs(self, workload: dict, seed: int, profile: str, set_bytes: int) -> None:
         """Let the reference worker build (and cache) a trial's inputs while the solution's worker runs
         the trial on its own copy, so the judge that follows finds them ready: the two workers' input
-        generation overlaps instead of adding up. Only where both copies may share the device (a CPU,
-        or sets below `TRIM_MIN_SET_BYTES`). The reference is trusted and nothing here is a verdict: a
-        failure is ignored, and the judge's own request reports it. The next request to the reference
-        waits for this one."""
+        generation overlaps instead of adding up. On a CPU only, where generation is the slow part (a GPU
+        draws inputs in milliseconds, and work beside the trial call there would move its `call_s`, which
+        sizes the timed blocks). The reference is trusted and nothing here is a verdict: a failure is
+        ignored, and the judge's own request reports it. The next request to the reference waits for this one."""
         self._join_prefetch()
-        if not self.reference.alive or (self.device.startswith("cuda") and set_bytes >= TRIM_MIN_SET_BYTES):
+        if not self.reference.alive or self.device.startswith("cuda") or set_bytes >= CPU_PREFETCH_MAX_SET_BYTES:
             return
         request, worker, timeout_s = msg.Inputs(workload=workload, seed=seed, run=False, profile=profile), \
             self.reference, self.config.timeout_s
