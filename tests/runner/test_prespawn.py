@@ -16,7 +16,7 @@ from solbench.orchestrator.session import DeviceSession, StepFailed
 from solbench.spec.problem import load_problem
 from solbench.spec.solution import load_solution
 from solbench.spec.trace import Status
-from tests.runner.conftest import write_solution
+from tests.runner.conftest import write_problem, write_solution
 
 
 def test_the_next_solution_runs_in_the_prestarted_worker_and_no_process_outlives_the_run(
@@ -47,14 +47,16 @@ def test_the_next_solution_runs_in_the_prestarted_worker_and_no_process_outlives
     assert all(proc.poll() is not None for proc in started)
 
 
-def test_no_spare_when_no_job_follows(problem_dir, fast_config, monkeypatch):
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_no_spare_when_no_job_follows_or_only_references_run(problem_dir, fast_config, monkeypatch, tmp_path, jobs):
     problem = load_problem(problem_dir)
+    other = load_problem(write_problem(tmp_path / "more", name="axpy_fp32_b"))
     started = []
     original_start = WorkerProcess.start
     monkeypatch.setattr(WorkerProcess, "start", lambda self: (original_start(self), started.append(self.proc)))
-    traces = run_jobs([make_job(problem, None, 1)], fast_config, ["cpu"])
-    assert [t.evaluation.status for t in traces] == [Status.PASSED]
-    assert len(started) == 2  # the reference's and the solution's, nothing ahead of need
+    traces = run_jobs([make_job(p, None, 1) for p in (problem, other)[:jobs]], fast_config, ["cpu"])
+    assert [t.evaluation.status for t in traces] == [Status.PASSED] * jobs
+    assert len(started) == 2  # the reference's and the solution's (references in turn): nothing ahead of need
 
 
 @pytest.mark.parametrize("shadowing", [False, True])
