@@ -147,6 +147,11 @@ class WorkerProcess:
         self._reader = threading.Thread(target=self._drain, args=(self.proc.stdout, self.output), daemon=True)
         self._reader.start()
 
+    def adopt(self, other: WorkerProcess) -> None:
+        """Take over `other`'s started process, channel and output (a pre-spawned spare); `other` is left empty."""
+        self.__dict__.update(other.__dict__)
+        other.__dict__.update(WorkerProcess(other.device).__dict__)
+
     @staticmethod
     def _drain(stream, tail: OutputTail) -> None:
         while True:

@@ -80,6 +80,11 @@ def run_jobs(jobs: list[Job], config: RunConfig, devices: list[str], *, trace_fi
                 def skip(workload, _name=job.problem.name, _digest=digest):
                     return stop.is_set() or (trace_file is not None and trace_file.is_done(_name, _digest, workload.uuid))
 
+                with pending.mutex:
+                    queued = list(pending.queue)
+                # A job after this one needs a fresh solution process unless both run references (one
+                # process serves references in turn): then the next solution's worker starts early.
+                session.expect_more = bool(queued) and (job.solution is not None or any(j.solution for j in queued))
                 if on_job_start:
                     on_job_start(job, device)
                 for trace in evaluate_problem(session, job.problem, solution, config, job.workloads, skip=skip):
@@ -124,7 +129,8 @@ def wait_or_stop(threads: list[threading.Thread], stop: threading.Event, session
         stop.set()
     if stop.is_set():
         with lock:
-            workers = [w for session in sessions for w in (session.reference, session.candidate)]
+            workers = [w for session in sessions for w in (session.reference, session.candidate, session.spare)
+                       if w is not None]
         for worker in workers:
             try:
                 worker.kill()

@@ -9,6 +9,7 @@ failed CUDA graph capture (`ask_timed`).
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import replace
 
@@ -19,10 +20,11 @@ from solbench.orchestrator.process import WorkerDied, WorkerProcess, WorkerProto
 from solbench.protocol import messages as msg
 from solbench.spec.definition import Definition
 from solbench.spec.problem import Problem
-from solbench.spec.solution import Solution
+from solbench.spec.solution import Solution, shadowing_sources
 from solbench.spec.trace import Status
 
 TRIM_MIN_SET_BYTES = 256 << 20  # one input set this large or larger: workers are asked to trim their caches
+CPU_PREFETCH_MAX_SET_BYTES = 2 << 30  # larger sets are not built twice at once (host memory)
 
 # Where the seconds of a request go in a trace's `phases_s` (docs/formats.md); the wait beyond what the
 # worker spent on the request (process start-up, the channel, scheduling) goes to "channel".
@@ -68,6 +70,11 @@ class DeviceSession:
         self.phase_s: dict[str, float] = {}  # seconds per phase of the current workload (`take_phases`)
         self._depth = 0  # nested requests (a ping inside a timed request) count in their outer request
         self._replied: msg.Reply | None = None
+        # A solution's worker started ahead of need: the next solution gets a process that has already
+        # imported torch (seconds per solution). It has served no request, so it has seen no code.
+        self.spare: WorkerProcess | None = None
+        self.expect_more = False  # whether more jobs follow on this device (then a spare is worth starting)
+        self._prefetch: threading.Thread | None = None  # the reference worker building a trial's inputs early
 
     def prestart(self) -> None:
         """Start both workers now, so their (slow) imports overlap."""
@@ -76,13 +83,46 @@ class DeviceSession:
                 worker.start()
 
     def close(self) -> None:
+        self._join_prefetch()
         self.reference.stop()
         self.candidate.stop()
+        if self.spare is not None:
+            self.spare.kill()
+            self.spare = None
+
+    def _start_candidate(self, worker: WorkerProcess) -> None:
+        """A fresh process for a solution: the spare when one is up, else a new one."""
+        spare, self.spare = self.spare, None
+        if spare is not None and spare.alive and spare.requests == 0:
+            worker.adopt(spare)
+            return
+        if spare is not None:
+            spare.kill()  # died on its own: its scratch folder and channel go with it
+        worker.start()
+
+    def _spawn_spare(self) -> None:
+        """Start the next solution's process while this one is evaluated, when another job will need it."""
+        if self.expect_more and (self.spare is None or not self.spare.alive):
+            self.spare = WorkerProcess(self.device)
+            self.spare.start()
+
+    def refusal_here(self, problem: Problem, solution: Solution) -> str | None:
+        """Why this machine cannot judge `solution` at all (its language needs CUDA, or gets a dtype wrong
+        on CPU): the same reason the solution's worker would give at load, known without starting one.
+        None when a worker must decide (a GPU here, or sources the worker refuses as shadowing)."""
+        if self.device.startswith("cuda") or shadowing_sources([s.path for s in solution.sources]):
+            return None
+        try:
+            return languages.refusal(solution.spec.languages, definition_dtypes(problem.definition), is_cuda=False)
+        except Exception:  # noqa: BLE001 - an unknown language is reported by the worker's loader
+            return None
 
     # -- requests ---------------------------------------------------------------------------
 
     def ask(self, worker: WorkerProcess, request: msg.Request, timeout_s: float) -> msg.Reply:
         """The reply to `request`, screened; StepFailed (with the trace status) when there is none."""
+        if worker is self.reference:
+            self._join_prefetch()  # one request at a time on a channel
         outer, started = self._depth == 0, time.monotonic()
         if outer:
             self._replied = None
@@ -183,8 +223,7 @@ class DeviceSession:
         try:
             names = request.solution["spec"]["languages"]
             definition = Definition.from_dict(request.definition)
-            dtype_names = [t.dtype for t in {**definition.inputs, **definition.outputs}.values()]
-            return languages.refusal(names, dtype_names, is_cuda=False) is not None
+            return languages.refusal(names, definition_dtypes(definition), is_cuda=False) is not None
         except Exception:  # noqa: BLE001 - an unknown language is reported by the loader
             return False
 
@@ -244,6 +283,33 @@ class DeviceSession:
                 return exc
         return None
 
+    def prefetch_inputs(self, workload: dict, seed: int, profile: str, set_bytes: int) -> None:
+        """Let the reference worker build (and cache) a trial's inputs while the solution's worker runs
+        the trial on its own copy, so the judge that follows finds them ready: the two workers' input
+        generation overlaps instead of adding up. On a CPU only, where generation is the slow part (a GPU
+        draws inputs in milliseconds, and work beside the trial call there would move its `call_s`, which
+        sizes the timed blocks). The reference is trusted and nothing here is a verdict: a failure is
+        ignored, and the judge's own request reports it. The next request to the reference waits for this one."""
+        self._join_prefetch()
+        if not self.reference.alive or self.device.startswith("cuda") or set_bytes >= CPU_PREFETCH_MAX_SET_BYTES:
+            return
+        request, worker, timeout_s = msg.Inputs(workload=workload, seed=seed, run=False, profile=profile), \
+            self.reference, self.config.timeout_s
+
+        def build() -> None:
+            try:
+                worker.request(request, timeout_s)
+            except Exception:  # noqa: BLE001 - the judge asks again and reports what went wrong
+                pass
+
+        self._prefetch = threading.Thread(target=build, name="solbench-prefetch", daemon=True)
+        self._prefetch.start()
+
+    def _join_prefetch(self) -> None:
+        thread, self._prefetch = self._prefetch, None
+        if thread is not None:
+            thread.join()
+
     def trim(self, worker: WorkerProcess, set_bytes: int) -> None:
         """Ask a worker to drop a large input cache before the other worker is timed beside it
         (`worker.inputs_cache.handle_trim`); skipped for small inputs, where no cache is worth a request."""
@@ -261,16 +327,23 @@ class DeviceSession:
         References are the problem's own code, so one worker process serves the references of
         many problems in turn (starting a CUDA process costs seconds per problem otherwise).
         """
+        self._join_prefetch()  # a worker may be stopped below: not while a request is on its channel
         key = (problem.name, solution.content_hash(), id(problem))
         previous = self._loaded.get(id(worker))
         if previous is not None and previous[0] == key and worker.alive:
             return
         trusted = is_reference(solution, problem)
+        reason = None if trusted or worker is self.reference else self.refusal_here(problem, solution)
+        if reason:
+            raise StepFailed(Status.SKIPPED, reason)
         reuse = worker.alive and (worker.requests == 0 or (previous is not None and previous[1] and trusted))
         if worker.alive and not reuse:
             worker.stop()  # a module cannot be unloaded: a new solution gets a new process
-        if not worker.alive:
+        if not worker.alive and worker is self.candidate:
+            self._start_candidate(worker)
+        elif not worker.alive:
             worker.start()
+        fresh = worker.requests == 0  # a new process (started here or by `prestart`)
         self._loaded[id(worker)] = (None, trusted)  # from here on the process has seen this code
         self._loads += 1
         request = msg.Load(definition=problem.definition.to_dict(), solution=solution.to_dict(),
@@ -286,6 +359,8 @@ class DeviceSession:
             self.ipc_usable, self.ipc_offered = True, False  # a solution (re)loaded: IPC is offered afresh
         if self.environment is None:
             self.environment = self.ask(worker, msg.Environment(), 60).environment
+        if fresh and worker is self.candidate:
+            self._spawn_spare()
 
     def ipc_min_bytes(self) -> int | None:
         """What a solution's `call`/`time` request carries about CUDA IPC (None: bytes only). Never
@@ -302,3 +377,8 @@ def is_reference(solution: Solution, problem: Problem) -> bool:
     sources = solution.sources
     return (len(sources) == 1 and sources[0].content == problem.definition.reference
             and solution.spec.languages == ("pytorch",) and not solution.spec.destination_passing_style)
+
+
+def definition_dtypes(definition: Definition) -> list[str]:
+    """Every input and output dtype of a definition (what a language's CPU refusal looks at)."""
+    return [t.dtype for t in {**definition.inputs, **definition.outputs}.values()]

@@ -57,6 +57,7 @@ def run_trials(run: WorkloadRun) -> tuple[Correctness, set[str]]:
         seed = derive_seed(run.run_seed, run.workload.uuid, "trial", trial)
         profile = trial_profile(trial, config.trials)  # rows and columns of different scales after the first
         session.trim(session.reference, set_bytes)  # multi-GB sets: one worker's copies on the device at a time
+        session.prefetch_inputs(run.wdata, seed, profile, set_bytes)  # the judge's inputs, built meanwhile
         try:
             reply = session.ask(session.candidate, msg.Call(workload=run.wdata, seed=seed, profile=profile,
                                                             ipc_min_bytes=session.ipc_min_bytes()), config.timeout_s)

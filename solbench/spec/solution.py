@@ -6,6 +6,7 @@ import ast
 import hashlib
 import json
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -21,6 +22,21 @@ COMPILED_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx", ".c", ".h", ".hpp", ".cuh")
 _HEADER = re.compile(r"solbench:\s*problem\s*=\s*([A-Za-z0-9_.\-]+)")
 _HEADER_LANGUAGE = re.compile(r"solbench:.*?\blanguage\s*=\s*([A-Za-z0-9_]+)")
 HEADER_LINES = 30
+STDLIB_AND_HARNESS = frozenset(sys.stdlib_module_names) | {
+    "torch", "triton", "numpy", "solbench", "pynvml", "safetensors", "pandas", "rich", "pytest", "cupti",
+}
+
+
+def shadowing_sources(paths: list[str]) -> list[str]:
+    """Source files whose top-level module name is a standard-library or harness package (a worker
+    refuses to load them: REWARD_HACK)."""
+    bad = []
+    for path in paths:
+        parts = PurePosixPath(path).parts
+        top = parts[0] if len(parts) > 1 else PurePosixPath(parts[0]).stem
+        if top in STDLIB_AND_HARNESS:
+            bad.append(path)
+    return bad
 
 
 def check_source_path(path: str) -> str:

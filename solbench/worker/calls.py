@@ -7,10 +7,9 @@ Harness primitives are bound at import, before any solution code is loaded (see 
 from __future__ import annotations
 
 import importlib.util
-import sys
 import tempfile
 import time
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 import torch
 
@@ -21,7 +20,7 @@ from solbench.inputs.generate import allocate_outputs
 from solbench.protocol import messages as msg
 from solbench.protocol.descriptors import is_received
 from solbench.spec.definition import Definition
-from solbench.spec.solution import Solution
+from solbench.spec.solution import Solution, shadowing_sources
 from solbench.timing.timer import integrity_violations
 from solbench.worker import transfer
 from solbench.worker.guard import installation_roots
@@ -30,11 +29,6 @@ from solbench.worker.state import Failure, WorkerState, format_exception, harnes
 from solbench.worker.threads import baseline_threads
 
 _perf_counter = time.perf_counter
-
-
-STDLIB_AND_HARNESS = frozenset(sys.stdlib_module_names) | {
-    "torch", "triton", "numpy", "solbench", "pynvml", "safetensors", "pandas", "rich", "pytest", "cupti",
-}
 
 
 def handle_load(state: WorkerState, request: msg.Load) -> msg.Loaded:
@@ -78,17 +72,6 @@ def load_function(state: WorkerState, solution: Solution, source_dir: Path, time
 
 def definition_dtypes(definition: Definition) -> list[str]:
     return [t.dtype for t in {**definition.inputs, **definition.outputs}.values()]
-
-
-def shadowing_sources(paths: list[str]) -> list[str]:
-    """Source files whose top-level module name is a standard-library or harness package."""
-    bad = []
-    for path in paths:
-        parts = PurePosixPath(path).parts
-        top = parts[0] if len(parts) > 1 else PurePosixPath(parts[0]).stem
-        if top in STDLIB_AND_HARNESS:
-            bad.append(path)
-    return bad
 
 
 def load_reference_module(source: str):

@@ -11,14 +11,13 @@ import json
 
 import torch
 
+from solbench.check.outputs import bytes_equal
 from solbench.inputs.errors import InputError, MissingDataError
 from solbench.inputs.generate import make_inputs
 from solbench.inputs.profiles import STANDARD
 from solbench.protocol import messages as msg
 from solbench.spec.workload import Workload
 from solbench.worker.state import Failure, WorkerState
-
-COMPARE_CHUNK_BYTES = 1 << 26
 
 
 def make_call_inputs(state: WorkerState, workload_data: dict, seed: int, *, fresh_copy: bool = True,
@@ -120,12 +119,3 @@ def changed_tensors(before: list, after: list) -> list[int]:
         if not bytes_equal(b, a.detach()):
             changed.append(i)
     return changed
-
-
-def bytes_equal(x, y) -> bool:
-    """Raw-byte equality of two same-shaped tensors, in chunks: `torch.equal` on a GPU builds an
-    elementwise mask as large as the tensor, which does not fit beside a 20 GiB input."""
-    x = x.reshape(-1).contiguous().view(torch.uint8)
-    y = y.reshape(-1).contiguous().view(torch.uint8)
-    return all(torch.equal(x[start:start + COMPARE_CHUNK_BYTES], y[start:start + COMPARE_CHUNK_BYTES])
-               for start in range(0, x.numel(), COMPARE_CHUNK_BYTES))

@@ -382,3 +382,49 @@ def test_finite_short_path_matches_the_general_path(monkeypatch, dtype, case):
             m.setattr(correctness, "_accumulate_finite", lambda *a: False)
             general = compare(out, ref, tol, dtype)
         assert short == general
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16", "float64"])
+@pytest.mark.parametrize("case", ["random", "rows", "tiny", "zeros", "neg_zero", "nan_ref", "inf_ref", "huge"])
+def test_identical_bytes_path_matches_the_full_comparison(monkeypatch, dtype, case):
+    """An output equal byte for byte to a finite reference is decided from one pass; its result (errors,
+    ratio, warnings, numerics findings) equals the full comparison's, and anything else takes the full path."""
+    g = torch.Generator().manual_seed(5)
+    ref = (torch.randn(64, 48, generator=g, dtype=torch.float64) * 3).to(dtypes.torch_dtype(dtype))
+    if case == "rows":
+        ref = ref * torch.logspace(-3, 3, 64, dtype=torch.float64).to(ref.dtype)[:, None]
+    elif case == "tiny":
+        ref = ref * 1e-6
+    elif case == "zeros":
+        ref = torch.zeros_like(ref)
+    elif case == "nan_ref":
+        ref[3, 4] = float("nan")
+    elif case == "inf_ref":
+        ref[7, 1] = -math.inf
+    elif case == "huge":
+        ref[:2] = torch.finfo(ref.dtype).max
+    out = ref.clone()
+    if case == "neg_zero":
+        ref[0, 0], out[0, 0] = 0.0, -0.0  # equal values, different bytes: the full path decides
+    calls = []
+    monkeypatch.setattr(correctness, "CHUNK_ELEMENTS", 1000)
+    for tol in (Tolerance(max_atol=1e-5, max_rtol=0.05), Tolerance(max_atol=1e-2, max_rtol=0.0, max_error_cap=0.0),
+                Tolerance(max_atol=1e-2, max_rtol=1e-2, allow_negative_inf=True)):
+        fast = compare(out, ref, tol, dtype, name="y")
+        with monkeypatch.context() as m:
+            m.setattr(correctness, "_identical", lambda *a: calls.append(1))
+            full = compare(out, ref, tol, dtype, name="y")
+        assert fast == full
+    assert calls and all(c == 1 for c in calls)
+
+
+def test_identical_bytes_path_is_taken_only_for_equal_bytes(monkeypatch):
+    ref = torch.randn(1000, dtype=torch.bfloat16) + 2
+    out = ref.clone()
+    taken = []
+    original = correctness._identical
+    monkeypatch.setattr(correctness, "_identical", lambda *a: taken.append(original(*a)) or taken[-1])
+    assert compare(out, ref, TOL, "bfloat16").passed and taken[-1] is not None
+    out[-1] = out[-1] * 2  # the last element differs: the full comparison fails it
+    result = compare(out, ref, TOL, "bfloat16")
+    assert taken[-1] is None and not result.passed and result.matched_ratio < 1.0

@@ -115,3 +115,24 @@ def test_structured_inputs_are_deterministic_on_the_gpu():
     a, b = make("structured", device="cuda"), make("structured", device="cuda")
     assert torch.equal(a["x"], b["x"]) and torch.equal(a["y"], b["y"])
     assert row_rms(a["x"]).max() / row_rms(a["x"]).min() > 5
+
+
+def test_outlier_positions_are_independent_draws_with_the_asked_probability():
+    """The outliers' positions come from geometric gaps: every position (the first and last included)
+    is chosen with probability p, independently, and the count follows Binomial(n, p)."""
+    from solbench.inputs.profiles import bernoulli_positions
+
+    hits = torch.zeros(64)
+    pairs = 0
+    for seed in range(2000):
+        found = bernoulli_positions(64, 0.25, torch.Generator().manual_seed(seed), torch.device("cpu"))
+        assert found.dtype == torch.int64 and bool((found[1:] > found[:-1]).all())
+        assert found.numel() == 0 or (0 <= int(found[0]) and int(found[-1]) < 64)
+        hits[found] += 1
+        pairs += int(bool((found == 10).any()) and bool((found == 11).any()))
+    share = hits / 2000
+    assert float(share.min()) > 0.21 and float(share.max()) < 0.29  # 0.25 +- 4 standard errors
+    assert 0.04 < pairs / 2000 < 0.085  # neighbours independent: 0.25 ** 2
+    counts = [bernoulli_positions(10**6, 1 / 512, torch.Generator().manual_seed(s), torch.device("cpu")).numel()
+              for s in range(5)]
+    assert all(abs(c - 10**6 / 512) < 5 * (10**6 / 512) ** 0.5 for c in counts)
