@@ -9,7 +9,10 @@ pipe that the orchestrator drains into a bounded ring buffer, so a solution that
 
 from __future__ import annotations
 
+import atexit
+import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -25,6 +28,33 @@ from solbench.protocol import codec, framing
 from solbench.protocol import messages as msg
 
 LOG_CAP_BYTES = 64 * 1024
+SANDBOX_OFF = "off"  # SOLBENCH_SANDBOX=off in the orchestrator's environment: workers without the OS sandbox
+_RUN_FOLDER: list[str] = []
+
+
+def run_folder() -> str:
+    """This orchestrator's private folder (0700, removed at exit): the workers' scratch folders and compiler
+    caches live here, out of other users' reach and apart from the user's own caches."""
+    if not _RUN_FOLDER:
+        folder = tempfile.mkdtemp(prefix="solbench_run_")  # created 0700
+        _RUN_FOLDER.append(folder)
+        atexit.register(shutil.rmtree, folder, True)
+    return _RUN_FOLDER[0]
+
+
+def sandbox_env(env: dict[str, str], scratch: str, role: str) -> None:
+    """What a worker's sandbox needs (worker/sandbox.py): where it may write, and every cache and temporary
+    folder pointed there. The reference worker's caches are its own: no solution can plant into them."""
+    cache = os.path.join(run_folder(), f"cache-{role}")
+    for name in ("triton", "inductor", "cuda", "xdg"):
+        os.makedirs(os.path.join(cache, name), mode=0o700, exist_ok=True)
+    env.update(TMPDIR=scratch, TRITON_CACHE_DIR=os.path.join(cache, "triton"),
+               TORCHINDUCTOR_CACHE_DIR=os.path.join(cache, "inductor"), CUDA_CACHE_PATH=os.path.join(cache, "cuda"),
+               XDG_CACHE_HOME=os.path.join(cache, "xdg"))
+    if os.environ.get("SOLBENCH_SANDBOX") == SANDBOX_OFF:
+        env.pop("SOLBENCH_SANDBOX", None)
+        return
+    env["SOLBENCH_SANDBOX"] = json.dumps({"parent": os.getpid(), "writable": [scratch, cache]})
 
 
 class WorkerDied(RuntimeError):
@@ -79,8 +109,9 @@ class OutputTail:
 class WorkerProcess:
     """One worker subprocess: start, request with a timeout, kill."""
 
-    def __init__(self, device: str, *, extra_env: dict[str, str] | None = None):
+    def __init__(self, device: str, *, extra_env: dict[str, str] | None = None, role: str = "solution"):
         self.device = device
+        self.role = role
         self.extra_env = dict(extra_env or {})
         self.proc: subprocess.Popen | None = None
         self.conn: Connection | None = None
@@ -100,7 +131,7 @@ class WorkerProcess:
         return self.proc is not None and self.proc.poll() is None
 
     def start(self) -> None:
-        self.scratch = tempfile.TemporaryDirectory(prefix="solbench_worker_")
+        self.scratch = tempfile.TemporaryDirectory(prefix=f"{self.role}_", dir=run_folder())
         parent_sock, child_sock = socket.socketpair()
         # A second channel that only the worker's audit hook writes: alarms arrive even when the reply
         # path has been subverted, and closing it is visible here (see solbench.worker.guard).
@@ -115,6 +146,7 @@ class WorkerProcess:
         # torch.compile compiles in this process, not in a pool of helper processes that outlive the
         # call (a solution's leftover children are treated as hidden work).
         env["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
+        sandbox_env(env, self.scratch.name, self.role)
         # Make the solbench that runs this orchestrator importable in the worker without
         # putting the worker's cwd or any solution folder ahead of the standard library.
         package_root = str(Path(__file__).resolve().parents[2])

@@ -50,8 +50,8 @@ class DeviceSession:
     def __init__(self, device: str, config: RunConfig):
         self.device = device
         self.config = config
-        self.reference = WorkerProcess(device)
-        self.candidate = WorkerProcess(device)
+        self.reference = WorkerProcess(device, role="reference")
+        self.candidate = WorkerProcess(device, role="solution")
         self._loaded: dict[int, tuple] = {}  # id(worker) -> (what is loaded there, whether it is trusted)
         self._loads = 0
         self.environment: dict | None = None
