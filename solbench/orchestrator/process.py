@@ -58,7 +58,11 @@ def sandbox_env(env: dict[str, str], scratch: str, role: str) -> None:
 
 
 class WorkerDied(RuntimeError):
-    """The worker exited (crash, os._exit, signal) before replying."""
+    """The worker exited (crash, os._exit, signal) before replying; `code` is its exit status, if known."""
+
+    def __init__(self, text: str, code: int | None = None):
+        super().__init__(text)
+        self.code = code
 
 
 class WorkerTimeout(RuntimeError):
@@ -190,6 +194,11 @@ class WorkerProcess:
     def request(self, request: msg.Request, timeout_s: float) -> msg.Reply:
         """Send one request and wait for its reply; kill the worker on timeout, death or a reply the
         harness never writes (`WorkerProtocolError`)."""
+        if self.proc is not None and not self.alive:
+            # Never a silent restart: a worker that died since its last reply (killed, crashed) is a failure
+            # of this request; only a load (session.load) starts a fresh process, with the code it names.
+            code = self._reap()
+            raise WorkerDied(f"worker exited after its last reply ({describe_exit(code)})", code)
         if not self.alive:
             self.start()
         assert self.conn is not None and self.proc is not None
@@ -200,7 +209,7 @@ class WorkerProcess:
             framing.send(self.conn, codec.encode(request, request_id))
         except (BrokenPipeError, ConnectionResetError, OSError):
             code = self._reap()
-            raise WorkerDied(f"worker exited before the request ({describe_exit(code)})") from None
+            raise WorkerDied(f"worker exited before the request ({describe_exit(code)})", code) from None
         deadline = time.monotonic() + timeout_s
         while True:
             remaining = deadline - time.monotonic()
@@ -212,7 +221,7 @@ class WorkerProcess:
                     return self._receive(request, request_id, deadline)
             except (EOFError, ConnectionResetError, OSError):
                 code = self._reap()
-                raise WorkerDied(f"worker exited ({describe_exit(code)})") from None
+                raise WorkerDied(f"worker exited ({describe_exit(code)})", code) from None
             if self.proc.poll() is not None:
                 # Replies already in the socket are still readable after the process ended.
                 try:
@@ -221,7 +230,7 @@ class WorkerProcess:
                 except (EOFError, OSError):
                     pass
                 code = self._reap()
-                raise WorkerDied(f"worker exited ({describe_exit(code)})")
+                raise WorkerDied(f"worker exited ({describe_exit(code)})", code)
 
     def _receive(self, request: msg.Request, request_id: int, deadline: float) -> msg.Reply:
         """One reply, decoded without running code; it must answer `request_id`, arrive whole before
@@ -260,7 +269,10 @@ class WorkerProcess:
                     self._alarm_closed = True
                     break
                 data += chunk
-            self._alarm_backlog += [line for line in data.decode("utf-8", "replace").splitlines() if line.strip()]
+            lines = data.decode("utf-8", "replace").splitlines()
+            # The hook never writes an empty line: blank data is someone else filling the channel.
+            self._alarm_backlog += [line if line.strip() else "blank data written to the alarm channel (jammed)"
+                                    for line in lines]
         lines, self._alarm_backlog = self._alarm_backlog, []
         return lines, self._alarm_closed
 
@@ -335,6 +347,8 @@ def descendants(pid: int) -> list[int]:
 
 
 def describe_exit(code: int | None) -> str:
+    if code == msg.ALARM_LOST_EXIT:
+        return "ended by its audit hook: an alarm could not be delivered (the alarm channel was jammed or closed)"
     if code is None:
         return "exit status unknown"
     if code < 0:
