@@ -198,6 +198,7 @@ def enter(parent_pid: int, writable: list[str], namespaces: bool = True) -> None
     and returns only in the process that goes on as the worker."""
     _step("pdeathsig", lambda: die_with_parent(parent_pid))
     made = None
+    APPLIED["namespaces"] = "off: not asked for"
     if namespaces:
         try:
             made = enter_namespaces()

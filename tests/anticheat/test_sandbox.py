@@ -145,3 +145,52 @@ def test_no_residue_and_no_reach_outside_the_run(tmp_path):
             os.kill(pid, 9)
         for target in targets[:3]:
             Path(target).unlink(missing_ok=True)
+
+
+INSIDE = r'''
+import ctypes, errno, json, os, signal, sys
+from solbench.worker import sandbox
+sandbox.enter_from_env()
+out = {"applied": sandbox.APPLIED, "pid": os.getpid()}
+for name, path in (("repo", sys.argv[1]), ("scratch", sys.argv[2])):
+    try:
+        with open(os.path.join(path, "probe.txt"), "w") as f:
+            f.write("x")
+        out[name] = "written"
+    except OSError as exc:
+        out[name] = errno.errorcode[exc.errno]
+libc = ctypes.CDLL(None, use_errno=True)
+out["ptrace"] = "ok" if libc.ptrace(0, 0, None, None) == 0 else errno.errorcode[ctypes.get_errno()]  # TRACEME
+try:
+    os.kill(int(sys.argv[3]), 0)  # the test process: may it be signalled?
+    out["signal_outside"] = "ok"
+except OSError as exc:
+    out["signal_outside"] = errno.errorcode[exc.errno]
+print(json.dumps(out))
+'''
+
+
+def test_inside_the_sandbox_what_the_machine_allows_is_enforced(tmp_path):
+    from solbench.orchestrator.process import sandbox_env
+
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    target = tmp_path / "outside"
+    target.mkdir()
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    sandbox_env(env, str(scratch), "solution")
+    out = subprocess.run([sys.executable, "-P", "-c", INSIDE, str(target), str(scratch), str(os.getpid())], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    applied = seen["applied"]
+    assert set(MECHANISMS) <= set(applied), applied
+    assert seen["scratch"] == "written"
+    if str(applied["landlock"]).startswith("writes only"):
+        assert seen["repo"] == "EACCES" and not (target / "probe.txt").exists()
+    if str(applied["seccomp"]).startswith("refused"):
+        assert seen["ptrace"] == "EPERM"
+    if not str(applied["namespaces"]).startswith("denied"):
+        assert seen["pid"] == 1 and seen["signal_outside"] == "ESRCH"
+    else:  # the audit hook and the orchestrator's checks remain; the trace says why
+        assert applied["namespaces"].startswith("denied")
