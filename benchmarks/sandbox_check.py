@@ -77,7 +77,7 @@ def main() -> int:
 
     scratch = tempfile.mkdtemp(prefix="check_", dir=run_folder())
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
-    sandbox_env(env, scratch, "solution")
+    sandbox_env(env, scratch, "solution", namespaces=False)  # as a GPU worker gets it
     out = subprocess.run([sys.executable, "-P", "-c", CHILD, str(REPO)], env=env, capture_output=True, text=True,
                          timeout=600)
     if out.returncode != 0 or not out.stdout.strip():

@@ -42,9 +42,12 @@ def run_folder() -> str:
     return _RUN_FOLDER[0]
 
 
-def sandbox_env(env: dict[str, str], scratch: str, role: str) -> None:
+def sandbox_env(env: dict[str, str], scratch: str, role: str, namespaces: bool = True) -> None:
     """What a worker's sandbox needs (worker/sandbox.py): where it may write, and every cache and temporary
-    folder pointed there. The reference worker's caches are its own: no solution can plant into them."""
+    folder pointed there. The reference worker's caches are its own: no solution can plant into them.
+    `namespaces`: a PID namespace per worker; off for GPU workers, since a legacy CUDA IPC handle cannot be
+    opened across PID namespaces (large outputs travel that way); Landlock's signal scope and ptrace rule
+    then keep the solution away from other processes."""
     cache = os.path.join(run_folder(), f"cache-{role}")
     for name in ("triton", "inductor", "cuda", "xdg"):
         os.makedirs(os.path.join(cache, name), mode=0o700, exist_ok=True)
@@ -54,7 +57,7 @@ def sandbox_env(env: dict[str, str], scratch: str, role: str) -> None:
     if os.environ.get("SOLBENCH_SANDBOX") == SANDBOX_OFF:
         env.pop("SOLBENCH_SANDBOX", None)
         return
-    env["SOLBENCH_SANDBOX"] = json.dumps({"parent": os.getpid(), "writable": [scratch, cache]})
+    env["SOLBENCH_SANDBOX"] = json.dumps({"parent": os.getpid(), "writable": [scratch, cache], "namespaces": namespaces})
 
 
 class WorkerDied(RuntimeError):
@@ -150,7 +153,7 @@ class WorkerProcess:
         # torch.compile compiles in this process, not in a pool of helper processes that outlive the
         # call (a solution's leftover children are treated as hidden work).
         env["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
-        sandbox_env(env, self.scratch.name, self.role)
+        sandbox_env(env, self.scratch.name, self.role, namespaces=not self.device.startswith("cuda"))
         # Make the solbench that runs this orchestrator importable in the worker without
         # putting the worker's cwd or any solution folder ahead of the standard library.
         package_root = str(Path(__file__).resolve().parents[2])

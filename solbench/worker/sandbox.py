@@ -6,12 +6,14 @@ code is imported, as far as this machine's kernel allows:
 * it dies with its orchestrator (`PR_SET_PDEATHSIG`), and orphans of its descendants (a double fork,
   `setsid`) are re-parented to it (`PR_SET_CHILD_SUBREAPER`), where the child-process watch sees them
   and the orchestrator's kill reaches them;
-* in a new PID namespace (with a user namespace where the user is not root) the worker is the
+* in a new PID namespace (with a user namespace where the user is not root; not on a GPU, where
+  legacy CUDA IPC handles cannot cross PID namespaces, see orchestrator/process.py) the worker is the
   namespace's first process: everything it starts dies with it, and no process outside (the
   orchestrator, the reference worker) can be named, so none can be signalled, traced or read; a new
   mount namespace gets its own `/proc`, which shows only the namespace;
 * `PR_SET_NO_NEW_PRIVS`, then Landlock: writes only below the worker's private folders (its scratch
-  folder, the run's compiler caches) and to device files; reading stays allowed everywhere;
+  folder, the run's compiler caches) and to device files; reading stays allowed everywhere; no ptrace,
+  and (ABI 6) no signal, to processes outside the worker's own domain;
 * seccomp: no `ptrace`, `process_vm_readv/writev` or `pidfd_getfd`.
 
 The orchestrator passes what to apply in `SOLBENCH_SANDBOX` (`enter_from_env`); what was applied is
@@ -38,6 +40,7 @@ LANDLOCK_CREATE_RULESET_VERSION, LANDLOCK_RULE_PATH_BENEATH = 1, 1
 # Landlock's filesystem rights that change something: each handled right is denied outside the rules.
 WRITE_FILE, MAKE_ALL, REMOVE_ALL = 1 << 1, sum(1 << b for b in range(6, 13)), (1 << 4) | (1 << 5)
 REFER, TRUNCATE = 1 << 13, 1 << 14  # ABI 2 and 3
+SCOPE_SIGNAL = 1 << 1  # ABI 6: no signal to a process outside the domain (the orchestrator, the other worker)
 # seccomp: (audit arch, syscall numbers refused with EPERM) per machine.
 SECCOMP_DENY = {"x86_64": (0xC000003E, {"ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311,
                                          "pidfd_getfd": 438}),
@@ -130,8 +133,10 @@ def restrict_writes(writable: list[str], device_dirs: list[str]) -> int:
     if abi < 1:
         raise OSError("Landlock is not available in this kernel")
     handled = WRITE_FILE | MAKE_ALL | REMOVE_ALL | (REFER if abi >= 2 else 0) | (TRUNCATE if abi >= 3 else 0)
-    attr = ctypes.c_uint64(handled)
-    ruleset = _check(_libc.syscall(LANDLOCK_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(8),
+    # struct landlock_ruleset_attr {handled_access_fs, handled_access_net, scoped}: the kernel reads what it knows.
+    attr = (ctypes.c_uint64 * 3)(handled, 0, SCOPE_SIGNAL if abi >= 6 else 0)
+    size = 24 if abi >= 6 else 8
+    ruleset = _check(_libc.syscall(LANDLOCK_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size),
                                    ctypes.c_uint32(0)), "landlock_create_ruleset")
     try:
         rules = [(p, handled) for p in writable] + [(p, WRITE_FILE | (TRUNCATE if abi >= 3 else 0)) for p in device_dirs]
@@ -215,8 +220,10 @@ def enter(parent_pid: int, writable: list[str], namespaces: bool = True) -> None
     _step("subreaper", lambda: _prctl(PR_SET_CHILD_SUBREAPER, 1))
     _step("no_new_privs", lambda: _prctl(PR_SET_NO_NEW_PRIVS, 1))
     # /dev/shm: POSIX shared memory (torch's share_memory_, multiprocessing) lives there, a tmpfs.
+    # Landlock also keeps ptrace and /proc/<pid>/mem from reaching outside the domain, and from ABI 6 signals.
     _step("landlock", lambda: restrict_writes([*writable, "/dev/shm"], ["/dev"])
-          and f"writes only below {len(writable)} private folders and /dev/shm (ABI {landlock_abi()})")
+          and f"writes only below {len(writable)} private folders and /dev/shm"
+              f"{'; signals only inside' if landlock_abi() >= 6 else ''} (ABI {landlock_abi()})")
     _step("seccomp", lambda: "refused: " + ", ".join(install_seccomp()))
 
 

@@ -170,7 +170,8 @@ print(json.dumps(out))
 '''
 
 
-def test_inside_the_sandbox_what_the_machine_allows_is_enforced(tmp_path):
+@pytest.mark.parametrize("namespaces", [True, False], ids=["cpu_worker", "gpu_worker_without_pid_namespace"])
+def test_inside_the_sandbox_what_the_machine_allows_is_enforced(tmp_path, namespaces):
     from solbench.orchestrator.process import sandbox_env
 
     scratch = tmp_path / "scratch"
@@ -178,7 +179,7 @@ def test_inside_the_sandbox_what_the_machine_allows_is_enforced(tmp_path):
     target = tmp_path / "outside"
     target.mkdir()
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    sandbox_env(env, str(scratch), "solution")
+    sandbox_env(env, str(scratch), "solution", namespaces=namespaces)
     out = subprocess.run([sys.executable, "-P", "-c", INSIDE, str(target), str(scratch), str(os.getpid())], env=env,
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
@@ -190,7 +191,9 @@ def test_inside_the_sandbox_what_the_machine_allows_is_enforced(tmp_path):
         assert seen["repo"] == "EACCES" and not (target / "probe.txt").exists()
     if str(applied["seccomp"]).startswith("refused"):
         assert seen["ptrace"] == "EPERM"
-    if not str(applied["namespaces"]).startswith("denied"):
+    if namespaces and not str(applied["namespaces"]).startswith("denied"):
         assert seen["pid"] == 1 and seen["signal_outside"] == "ESRCH"
+    elif "signals only inside" in str(applied["landlock"]):
+        assert seen["signal_outside"] == "EPERM"
     else:  # the audit hook and the orchestrator's checks remain; the trace says why
-        assert applied["namespaces"].startswith("denied")
+        assert not namespaces or applied["namespaces"].startswith("denied")
