@@ -33,8 +33,8 @@ _RUN_FOLDER: list[str] = []
 
 
 def run_folder() -> str:
-    """This orchestrator's private folder (0700, removed at exit): the workers' scratch folders and compiler
-    caches live here, out of other users' reach and apart from the user's own caches."""
+    """This orchestrator's private folder (0700, removed at exit): the workers' scratch folders live here,
+    out of other users' reach."""
     if not _RUN_FOLDER:
         folder = tempfile.mkdtemp(prefix="solbench_run_")  # created 0700
         _RUN_FOLDER.append(folder)
@@ -42,16 +42,25 @@ def run_folder() -> str:
     return _RUN_FOLDER[0]
 
 
+def worker_cache(role: str) -> str:
+    """The compiler caches and temporary folder of one worker role, kept across runs as the user's own
+    caches were (Triton kernels, Inductor's precompiled headers: seconds to minutes to rebuild). The
+    reference worker's are its own: no solution can plant into what the trusted reference loads."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "solbench", "workers", role)
+
+
 def sandbox_env(env: dict[str, str], scratch: str, role: str, namespaces: bool = True) -> None:
-    """What a worker's sandbox needs (worker/sandbox.py): where it may write, and every cache and temporary
-    folder pointed there. The reference worker's caches are its own: no solution can plant into them.
+    """What a worker's sandbox needs (worker/sandbox.py): where it may write (its scratch folder and its
+    role's caches), and every cache and temporary folder pointed there.
     `namespaces`: a PID namespace per worker; off for GPU workers, since a legacy CUDA IPC handle cannot be
     opened across PID namespaces (large outputs travel that way); Landlock's signal scope and ptrace rule
     then keep the solution away from other processes."""
-    cache = os.path.join(run_folder(), f"cache-{role}")
-    for name in ("triton", "inductor", "cuda", "xdg"):
+    cache = worker_cache(role)
+    for name in ("triton", "inductor", "cuda", "xdg", "tmp"):
         os.makedirs(os.path.join(cache, name), mode=0o700, exist_ok=True)
-    env.update(TMPDIR=scratch, TRITON_CACHE_DIR=os.path.join(cache, "triton"),
+    # Inductor keeps its precompiled headers below the temporary folder whatever its cache variable says.
+    env.update(TMPDIR=os.path.join(cache, "tmp"), TRITON_CACHE_DIR=os.path.join(cache, "triton"),
                TORCHINDUCTOR_CACHE_DIR=os.path.join(cache, "inductor"), CUDA_CACHE_PATH=os.path.join(cache, "cuda"),
                XDG_CACHE_HOME=os.path.join(cache, "xdg"))
     if os.environ.get("SOLBENCH_SANDBOX") == SANDBOX_OFF:
