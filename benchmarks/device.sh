@@ -35,6 +35,7 @@ step_env() {
   python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
   python3 -c "from solbench.worker.probe import load_cupti; print('cupti:', 'yes' if load_cupti() else 'no')"
   python3 -m solbench.worker.sandbox 2>/dev/null || echo "sandbox probe: not available in this version"
+  box 300 python3 benchmarks/sandbox_check.py 2>&1 | tail -12
 }
 step_gpu_tests() { box 420 python3 -m pytest -q -m gpu -p no:cacheprovider tests 2>&1 | tail -30; }
 step_timer() { box 120 python3 benchmarks/timing_gpu_check.py 2>&1 | tail -20; }

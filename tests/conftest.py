@@ -55,3 +55,11 @@ def shared_data_hint(looked_in: Path) -> str:
 @pytest.fixture(scope="session")
 def sol_execbench_dir(shared_dir: Path) -> Path:
     return shared_dir / "sol-execbench"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _trace_keys_in_a_temporary_state_dir(tmp_path_factory):
+    """Trace files' signing keys (report/signing.py) go to a folder of this test session, not the user's."""
+    if "SOLBENCH_STATE_DIR" not in os.environ:
+        os.environ["SOLBENCH_STATE_DIR"] = str(tmp_path_factory.mktemp("solbench_state"))
+    yield

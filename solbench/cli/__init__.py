@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import pkgutil
+import signal
 import sys
+import threading
 
 from solbench import __version__
 
@@ -22,7 +24,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
 def main(argv: list[str] | None = None) -> int:
+    # A terminal hang-up or a `kill` ends a run as Ctrl-C does: workers killed, finished traces kept.
+    # (A SIGKILL leaves no say: the workers then die with the orchestrator, worker/sandbox.py.)
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = {s: signal.signal(s, _interrupt) for s in (signal.SIGTERM, signal.SIGHUP)} if main_thread else {}
+    try:
+        return _main(argv)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

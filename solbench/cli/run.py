@@ -108,7 +108,15 @@ def open_trace_file(output: Path | None, console: Console) -> TraceFile | None:
     """-o FILE (resumed when it has traces), else a new file under .solbench/runs/ so that a run's traces,
     with every log, outlive its table; a folder that cannot be written to only costs that file."""
     if output is not None:
-        return TraceFile(output)
+        trace_file = TraceFile(output)
+        if trace_file.refused_lines:
+            console.print(f"[yellow]warning:[/yellow] {trace_file.refused_lines} line(s) of {output} were not written "
+                          f"by solbench (no valid signature): refused, moved to {trace_file.refused_path}, and their "
+                          f"workloads evaluated again")
+        elif trace_file.unsigned:
+            console.print(f"[yellow]note:[/yellow] {output} was written before traces were signed: its lines are "
+                          f"trusted as they are")
+        return trace_file
     path = default_trace_path()
     try:
         return TraceFile(path)

@@ -7,15 +7,17 @@ picks up its result.
 
 The pool's processes ignore SIGINT: they share the terminal's process group, so Ctrl-C reaches them
 too, and it is the orchestrator's to handle (a pool process that took it would print its own
-KeyboardInterrupt traceback). They are told to stop when the run ends, interrupted or not.
+KeyboardInterrupt traceback). They are told to stop when the run ends, interrupted or not, and end by
+themselves when the orchestrator is killed (`lifetime.pool_process_start`).
 """
 
 from __future__ import annotations
 
 import multiprocessing
-import signal
+import os
 from concurrent.futures import Future, ProcessPoolExecutor
 
+from solbench.orchestrator.lifetime import pool_process_start
 from solbench.sol.analyser import analyse
 from solbench.spec.definition import Definition
 
@@ -26,10 +28,10 @@ def _analyse(definition_data: dict, axes: dict, scalars: dict):
 
 class AnalysisPool:
     def __init__(self, workers: int = 1):
-        # signal.signal itself as the initializer: it runs before the first task imports this module
-        # (and torch with it), which is where the seconds of a pool process's start-up go.
+        # The initializer's module is light: it runs before the first task imports this module (and torch
+        # with it), which is where the seconds of a pool process's start-up go.
         self._pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
-                                         initializer=signal.signal, initargs=(signal.SIGINT, signal.SIG_IGN))
+                                         initializer=pool_process_start, initargs=(os.getpid(),))
 
     def submit(self, definition: Definition, axes: dict, scalars: dict) -> Future:
         return self._pool.submit(_analyse, definition.to_dict(), dict(axes), dict(scalars))

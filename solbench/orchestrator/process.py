@@ -9,7 +9,10 @@ pipe that the orchestrator drains into a bounded ring buffer, so a solution that
 
 from __future__ import annotations
 
+import atexit
+import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -25,10 +28,53 @@ from solbench.protocol import codec, framing
 from solbench.protocol import messages as msg
 
 LOG_CAP_BYTES = 64 * 1024
+SANDBOX_OFF = "off"  # SOLBENCH_SANDBOX=off in the orchestrator's environment: workers without the OS sandbox
+_RUN_FOLDER: list[str] = []
+
+
+def run_folder() -> str:
+    """This orchestrator's private folder (0700, removed at exit): the workers' scratch folders live here,
+    out of other users' reach."""
+    if not _RUN_FOLDER:
+        folder = tempfile.mkdtemp(prefix="solbench_run_")  # created 0700
+        _RUN_FOLDER.append(folder)
+        atexit.register(shutil.rmtree, folder, True)
+    return _RUN_FOLDER[0]
+
+
+def worker_cache(role: str) -> str:
+    """The compiler caches and temporary folder of one worker role, kept across runs as the user's own
+    caches were (Triton kernels, Inductor's precompiled headers: seconds to minutes to rebuild). The
+    reference worker's are its own: no solution can plant into what the trusted reference loads."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "solbench", "workers", role)
+
+
+def sandbox_env(env: dict[str, str], scratch: str, role: str, namespaces: bool = True) -> None:
+    """What a worker's sandbox needs (worker/sandbox.py): where it may write (its scratch folder and its
+    role's caches), and every cache and temporary folder pointed there.
+    `namespaces`: a PID namespace per worker; off for GPU workers, since a legacy CUDA IPC handle cannot be
+    opened across PID namespaces (large outputs travel that way); Landlock's signal scope and ptrace rule
+    then keep the solution away from other processes."""
+    cache = worker_cache(role)
+    for name in ("triton", "inductor", "cuda", "xdg", "tmp"):
+        os.makedirs(os.path.join(cache, name), mode=0o700, exist_ok=True)
+    # Inductor keeps its precompiled headers below the temporary folder whatever its cache variable says.
+    env.update(TMPDIR=os.path.join(cache, "tmp"), TRITON_CACHE_DIR=os.path.join(cache, "triton"),
+               TORCHINDUCTOR_CACHE_DIR=os.path.join(cache, "inductor"), CUDA_CACHE_PATH=os.path.join(cache, "cuda"),
+               XDG_CACHE_HOME=os.path.join(cache, "xdg"))
+    if os.environ.get("SOLBENCH_SANDBOX") == SANDBOX_OFF:
+        env.pop("SOLBENCH_SANDBOX", None)
+        return
+    env["SOLBENCH_SANDBOX"] = json.dumps({"parent": os.getpid(), "writable": [scratch, cache], "namespaces": namespaces})
 
 
 class WorkerDied(RuntimeError):
-    """The worker exited (crash, os._exit, signal) before replying."""
+    """The worker exited (crash, os._exit, signal) before replying; `code` is its exit status, if known."""
+
+    def __init__(self, text: str, code: int | None = None):
+        super().__init__(text)
+        self.code = code
 
 
 class WorkerTimeout(RuntimeError):
@@ -79,8 +125,9 @@ class OutputTail:
 class WorkerProcess:
     """One worker subprocess: start, request with a timeout, kill."""
 
-    def __init__(self, device: str, *, extra_env: dict[str, str] | None = None):
+    def __init__(self, device: str, *, extra_env: dict[str, str] | None = None, role: str = "solution"):
         self.device = device
+        self.role = role
         self.extra_env = dict(extra_env or {})
         self.proc: subprocess.Popen | None = None
         self.conn: Connection | None = None
@@ -100,7 +147,7 @@ class WorkerProcess:
         return self.proc is not None and self.proc.poll() is None
 
     def start(self) -> None:
-        self.scratch = tempfile.TemporaryDirectory(prefix="solbench_worker_")
+        self.scratch = tempfile.TemporaryDirectory(prefix=f"{self.role}_", dir=run_folder())
         parent_sock, child_sock = socket.socketpair()
         # A second channel that only the worker's audit hook writes: alarms arrive even when the reply
         # path has been subverted, and closing it is visible here (see solbench.worker.guard).
@@ -115,6 +162,7 @@ class WorkerProcess:
         # torch.compile compiles in this process, not in a pool of helper processes that outlive the
         # call (a solution's leftover children are treated as hidden work).
         env["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
+        sandbox_env(env, self.scratch.name, self.role, namespaces=not self.device.startswith("cuda"))
         # Make the solbench that runs this orchestrator importable in the worker without
         # putting the worker's cwd or any solution folder ahead of the standard library.
         package_root = str(Path(__file__).resolve().parents[2])
@@ -163,6 +211,11 @@ class WorkerProcess:
     def request(self, request: msg.Request, timeout_s: float) -> msg.Reply:
         """Send one request and wait for its reply; kill the worker on timeout, death or a reply the
         harness never writes (`WorkerProtocolError`)."""
+        if self.proc is not None and not self.alive:
+            # Never a silent restart: a worker that died since its last reply (killed, crashed) is a failure
+            # of this request; only a load (session.load) starts a fresh process, with the code it names.
+            code = self._reap()
+            raise WorkerDied(f"worker exited after its last reply ({describe_exit(code)})", code)
         if not self.alive:
             self.start()
         assert self.conn is not None and self.proc is not None
@@ -173,7 +226,7 @@ class WorkerProcess:
             framing.send(self.conn, codec.encode(request, request_id))
         except (BrokenPipeError, ConnectionResetError, OSError):
             code = self._reap()
-            raise WorkerDied(f"worker exited before the request ({describe_exit(code)})") from None
+            raise WorkerDied(f"worker exited before the request ({describe_exit(code)})", code) from None
         deadline = time.monotonic() + timeout_s
         while True:
             remaining = deadline - time.monotonic()
@@ -185,7 +238,7 @@ class WorkerProcess:
                     return self._receive(request, request_id, deadline)
             except (EOFError, ConnectionResetError, OSError):
                 code = self._reap()
-                raise WorkerDied(f"worker exited ({describe_exit(code)})") from None
+                raise WorkerDied(f"worker exited ({describe_exit(code)})", code) from None
             if self.proc.poll() is not None:
                 # Replies already in the socket are still readable after the process ended.
                 try:
@@ -194,7 +247,7 @@ class WorkerProcess:
                 except (EOFError, OSError):
                     pass
                 code = self._reap()
-                raise WorkerDied(f"worker exited ({describe_exit(code)})")
+                raise WorkerDied(f"worker exited ({describe_exit(code)})", code)
 
     def _receive(self, request: msg.Request, request_id: int, deadline: float) -> msg.Reply:
         """One reply, decoded without running code; it must answer `request_id`, arrive whole before
@@ -233,7 +286,10 @@ class WorkerProcess:
                     self._alarm_closed = True
                     break
                 data += chunk
-            self._alarm_backlog += [line for line in data.decode("utf-8", "replace").splitlines() if line.strip()]
+            lines = data.decode("utf-8", "replace").splitlines()
+            # The hook never writes an empty line: blank data is someone else filling the channel.
+            self._alarm_backlog += [line if line.strip() else "blank data written to the alarm channel (jammed)"
+                                    for line in lines]
         lines, self._alarm_backlog = self._alarm_backlog, []
         return lines, self._alarm_closed
 
@@ -308,6 +364,8 @@ def descendants(pid: int) -> list[int]:
 
 
 def describe_exit(code: int | None) -> str:
+    if code == msg.ALARM_LOST_EXIT:
+        return "ended by its audit hook: an alarm could not be delivered (the alarm channel was jammed or closed)"
     if code is None:
         return "exit status unknown"
     if code < 0:

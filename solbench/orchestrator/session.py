@@ -52,8 +52,8 @@ class DeviceSession:
     def __init__(self, device: str, config: RunConfig):
         self.device = device
         self.config = config
-        self.reference = WorkerProcess(device)
-        self.candidate = WorkerProcess(device)
+        self.reference = WorkerProcess(device, role="reference")
+        self.candidate = WorkerProcess(device, role="solution")
         self._loaded: dict[int, tuple] = {}  # id(worker) -> (what is loaded there, whether it is trusted)
         self._loads = 0
         self.environment: dict | None = None
@@ -169,6 +169,11 @@ class DeviceSession:
             self._loaded.pop(id(worker), None)
             self.check_alarms(worker, untrusted)
             status = {WorkerTimeout: Status.TIMEOUT, WorkerDied: Status.RUNTIME_ERROR}.get(type(exc), Status.REWARD_HACK)
+            if untrusted and isinstance(exc, WorkerDied) and exc.code == msg.ALARM_LOST_EXIT:
+                status = Status.REWARD_HACK
+            if not untrusted and isinstance(exc, WorkerDied):
+                exc = f"harness failure, this workload is not judged: the reference worker died ({exc}); " \
+                      f"the next workload loads the reference into a fresh process"
             raise StepFailed(status, f"{exc}\n{worker.output.since(mark)}") from None
         if self._depth == 1:
             self._replied = reply  # the outer request's reply (what its accounting reads)
@@ -269,7 +274,7 @@ class DeviceSession:
         if alarms:
             self.retire(worker)
             raise StepFailed(Status.REWARD_HACK, "the solution's process did something no kernel needs: "
-                             + "; ".join(alarms[:10]))
+                             + "; ".join(list(dict.fromkeys(alarms))[:10]))
 
     def reference_fails_too(self, workload: dict, seed: int, timeout_s: float, *, run: bool,
                             profile: str = "standard") -> StepFailed | None:

@@ -21,6 +21,9 @@ from typing import ClassVar
 from solbench.timing.config import TimingConfig
 
 PROTOCOL_VERSION = 1
+# A worker whose audit hook could not deliver an alarm (the channel jammed, closed or replaced) ends with
+# this exit code; from a solution's worker it is a REWARD_HACK.
+ALARM_LOST_EXIT = 86
 
 
 # -- requests (orchestrator -> worker) ---------------------------------------------------------------

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 
+from solbench.report import signing
 from solbench.spec.errors import SpecError
 from solbench.spec.trace import Trace
 
@@ -31,7 +32,10 @@ class TraceFile:
 
     Each trace is one line, written with a single `write`, flushed and fsync'ed before the next
     workload starts. A line cut short by a kill is dropped when the file is reopened, so a resumed
-    run neither loses finished results nor duplicates them.
+    run neither loses finished results nor duplicates them. Lines are signed with the file's key
+    (`report/signing.py`); on reopening, a line the key did not sign is refused: moved to
+    `<file>.refused`, counted in `refused_lines`, and its workload evaluated again. A file written
+    before signing (lines, but no key) stays unsigned, and says so (`unsigned`).
     """
 
     def __init__(self, path: str | Path):
@@ -40,7 +44,33 @@ class TraceFile:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._repair_tail()
         self.skipped_lines = 0
+        self.refused_lines = 0
+        has_lines = self.path.exists() and self.path.stat().st_size > 0
+        self.key = signing.load_key(self.path, create=False)
+        self.unsigned = has_lines and self.key is None
+        if self.key is None and not has_lines:
+            self.key = signing.load_key(self.path, create=True)
+        if self.key is not None and has_lines:
+            self._refuse_unsigned()
         self._done = {t.key() for t in self._read_existing()}
+
+    @property
+    def refused_path(self) -> Path:
+        return self.path.with_name(self.path.name + ".refused")
+
+    def _refuse_unsigned(self) -> None:
+        """Keep the lines this file's key signed; move the others aside."""
+        lines = self.path.read_text().splitlines(keepends=True)
+        kept = [line for line in lines if not line.strip() or signing.verify(self.key, line)]
+        refused = [line for line in lines if line.strip() and not signing.verify(self.key, line)]
+        if not refused:
+            return
+        self.refused_lines = len(refused)
+        with open(self.refused_path, "a") as f:
+            f.writelines(line if line.endswith("\n") else line + "\n" for line in refused)
+        temporary = self.path.with_name(self.path.name + ".tmp")
+        temporary.write_text("".join(kept))
+        os.replace(temporary, self.path)
 
     def _repair_tail(self) -> None:
         if not self.path.exists() or self.path.stat().st_size == 0:
@@ -69,7 +99,8 @@ class TraceFile:
         return len(self._done)
 
     def append(self, trace: Trace) -> None:
-        line = json.dumps(trace.to_dict(), allow_nan=False, separators=(",", ":")) + "\n"
+        line = json.dumps(trace.to_dict(), allow_nan=False, separators=(",", ":"))
+        line = (signing.sign(self.key, line) if self.key is not None else line) + "\n"
         with self._lock:
             with open(self.path, "a") as f:
                 f.write(line)
@@ -92,12 +123,17 @@ def read_trace_lines(lines: Iterable[str]) -> tuple[list[Trace], int]:
 
 
 def read_traces(paths: Iterable[str | Path]) -> list[Trace]:
-    """All traces in the given files; an unreadable line is skipped, a missing file is an error."""
+    """All traces in the given files; an unreadable line, or one a signed file's key did not sign, is
+    skipped; a missing file is an error."""
     traces: list[Trace] = []
     for path in paths:
         path = Path(path)
         if not path.is_file():
             raise SpecError(f"trace file {path} does not exist")
-        found, _ = read_trace_lines(path.read_text().splitlines())
+        lines = path.read_text().splitlines()
+        key = signing.load_key(path, create=False)
+        if key is not None:  # a signed file: lines its key did not sign are not its orchestrator's
+            lines = [line for line in lines if signing.verify(key, line)]
+        found, _ = read_trace_lines(lines)
         traces += found
     return traces

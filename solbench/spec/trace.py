@@ -157,6 +157,7 @@ class Environment:
     hostname: str | None = None
     clocks_start: dict[str, Any] | None = None
     clocks_end: dict[str, Any] | None = None
+    sandbox: dict[str, Any] | None = None  # mechanism -> applied (True or a note) or why not (worker/sandbox.py)
 
     def to_dict(self) -> dict:
         d = asdict(self)

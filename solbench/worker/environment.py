@@ -8,11 +8,14 @@ import sys
 
 import torch
 
+from solbench.worker import sandbox
+
 
 def collect_environment(device: str) -> dict:
     env = {"device": "cuda" if device.startswith("cuda") else "cpu", "hardware": platform.processor() or platform.machine(),
            "driver": None, "cuda": torch.version.cuda, "torch": torch.__version__, "triton": None,
-           "python": sys.version.split()[0], "hostname": socket.gethostname()}
+           "python": sys.version.split()[0], "hostname": socket.gethostname(),
+           "sandbox": dict(sandbox.APPLIED)}
     try:
         import triton  # optional dependency
 

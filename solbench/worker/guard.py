@@ -40,6 +40,7 @@ import pickle
 import random
 import shutil
 import site
+import socket
 import sys
 import sysconfig
 import threading
@@ -49,6 +50,8 @@ from collections.abc import Callable
 from multiprocessing import connection
 
 import torch
+
+from solbench.protocol import messages as msg
 
 # Variables the harness sets for the worker, or that change how the measurement behaves.
 PROTECTED_ENV = frozenset({"CUDA_VISIBLE_DEVICES", "CUDA_LAUNCH_BLOCKING", "TRITON_INTERPRET", "LD_PRELOAD",
@@ -156,8 +159,13 @@ class GuardState:
 
 
 def install_audit_hook(alarm_fd: int | None, state: GuardState) -> None:
-    """Install the hook; `alarm_fd` is the alarm channel's fd (None: alarms become warnings)."""
-    hook = _make_hook(alarm_fd, state.cell)
+    """Install the hook; `alarm_fd` is the alarm channel's fd (None: alarms become warnings).
+
+    Alarms are sent without blocking whatever the descriptor's flags: a channel the solution filled,
+    closed or replaced ends the process (`ALARM_LOST_EXIT`), which the orchestrator judges REWARD_HACK;
+    an alarm never quietly becomes a warning."""
+    send = socket.socket(fileno=alarm_fd).send if alarm_fd is not None else None
+    hook = _make_hook(send, state.cell)
     sys.addaudithook(hook)
 
 
@@ -224,8 +232,9 @@ def _trusted_tool(event, args, roots, _isinstance=isinstance, _str=str, _bytes=b
     return None
 
 
-def _make_hook(alarm_fd, cell):  # noqa: C901 - one closed function on purpose (no patchable helpers)
-    def hook(event, args, _cell=cell, _fd=alarm_fd, _write=os.write, _isinstance=isinstance, _str=str,
+def _make_hook(send, cell):  # noqa: C901 - one closed function on purpose (no patchable helpers)
+    def hook(event, args, _cell=cell, _send=send, _dontwait=socket.MSG_DONTWAIT, _exit=os._exit,
+             _lost=msg.ALARM_LOST_EXIT, _isinstance=isinstance, _str=str,
              _bytes=bytes, _len=len, _getattr=getattr, _alarm_events=ALARM_EVENTS, _process=PROCESS_EVENTS,
              _files=FILE_EVENTS, _warn=WARN_EVENTS, _env=PROTECTED_ENV, _env_prefixes=PROTECTED_ENV_PREFIXES,
              _guarded=GUARDED_FUNCTION_MODULES, _ftype=types.FunctionType, _written_into=_written_into,
@@ -281,12 +290,14 @@ def _make_hook(alarm_fd, cell):  # noqa: C901 - one closed function on purpose (
         if detail in reported:
             return
         reported.add(detail)
-        if level == 2 and _fd is not None:
+        if level == 2 and _send is not None:
+            data = (detail.replace("\n", " ") + "\n").encode("utf-8", "replace")
             try:
-                _write(_fd, (detail.replace("\n", " ") + "\n").encode("utf-8", "replace"))
-                return
-            except OSError:
-                pass  # channel gone: the orchestrator sees it closed
+                if _send(data, _dontwait) == _len(data):
+                    return
+            except Exception:  # noqa: BLE001 - full, closed or replaced: the alarm cannot be delivered
+                pass
+            _exit(_lost)
         if _len(_cell[2]) < 50:
             _cell[2].append(("alarm: " if level == 2 else "") + detail)
 

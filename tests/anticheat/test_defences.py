@@ -229,6 +229,42 @@ def test_audit_hook_alarms_on_a_separate_channel(tmp_path):
     assert "HARMLESS_VAR" not in alarms and "HARMLESS_VAR" in proc.stdout  # a warning, not an alarm
 
 
+JAM_SCRIPT = textwrap.dedent('''
+    import fcntl, os, sys
+    from solbench.worker import guard as worker_guard
+    fd = int(sys.argv[1])
+    state = worker_guard.GuardState()
+    worker_guard.install_audit_hook(fd, state)
+    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)  # blocking: no help
+    try:
+        while True:
+            os.write(fd, b"x" * 4096) if sys.argv[2] == "fill" else os.close(fd)
+            fd = fd if sys.argv[2] == "fill" else os.open(os.devnull, os.O_WRONLY)  # a file where the socket was
+            if sys.argv[2] != "fill":
+                break
+            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_NONBLOCK)
+    except BlockingIOError:
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+    state.phase = "timing"
+    os.environ["SOLBENCH_WORKER_DEVICE"] = "meta"  # an alarm that cannot be delivered
+    print("the alarm was swallowed")
+''')
+
+
+@pytest.mark.parametrize("how", ["fill", "replace"])
+def test_an_alarm_that_cannot_be_delivered_ends_the_process(how):
+    from solbench.protocol.messages import ALARM_LOST_EXIT
+
+    parent, child = socket.socketpair()
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.run([sys.executable, "-c", JAM_SCRIPT, str(child.fileno()), how], env=env,
+                          pass_fds=(child.fileno(),), capture_output=True, text=True, timeout=120)
+    child.close()
+    parent.close()
+    assert proc.returncode == ALARM_LOST_EXIT, (proc.returncode, proc.stdout, proc.stderr[-2000:])
+    assert "swallowed" not in proc.stdout
+
+
 # -- proof that fresh timed inputs are what stops value caching --------------------------------------------
 
 def _time_in_process(tmp_path, monkeypatch, rotate: bool):

@@ -43,8 +43,14 @@ def test_sigkill_then_rerun_resumes_without_loss_or_duplicates(tmp_path):
     proc.wait()
     before = uuids(traces)
     assert 2 <= len(before) < 6, "the kill should land mid-run"
+    # A line someone else wrote (a forged PASSED for a workload not run yet, signature copied) is refused.
+    forged = traces.read_text().splitlines()[-1]
+    forged = forged.replace(f'"uuid":"{before[-1]}"', '"uuid":"w5-144"').replace('"status":"INCORRECT_NUMERICAL"',
+                                                                                 '"status":"PASSED"')
+    assert "w5-144" in forged and "w5-144" not in before
     # A write cut short by the kill must not poison the file: simulate one.
     with open(traces, "a") as f:
+        f.write(forged + "\n")
         f.write('{"schema": "solbench.trace/1", "definition": "axpy')
     rerun = run_cli(args)
     output = rerun.communicate(timeout=300)[0].decode()
@@ -54,6 +60,7 @@ def test_sigkill_then_rerun_resumes_without_loss_or_duplicates(tmp_path):
     assert len(after) == 6
     assert after[: len(before)] == before, "finished results are kept as they were"
     assert "resuming" in output
+    assert "refused" in output and "w5-144" in Path(f"{traces}.refused").read_text()
 
 
 def test_trace_file_drops_partial_line_and_keeps_complete_ones(tmp_path):

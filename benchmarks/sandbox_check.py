@@ -1,0 +1,94 @@
+"""Does real kernel work still run inside the worker's OS sandbox (worker/sandbox.py)? On a GPU machine:
+
+    python3 benchmarks/sandbox_check.py
+
+A child process enters the sandbox exactly as a worker does (private scratch and cache folders, the
+environment `orchestrator/process.py` sets), then runs: a CUDA matmul, a Triton kernel (compiled, its
+cache in the private folder), `torch.compile`, CUPTI's bindings if installed, and writes that must fail
+(the repository, the user's home). Prints one line per check and the mechanisms applied; exit 1 if any
+check failed. On a CPU machine the CUDA checks say "skipped".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+CHILD = r'''
+import json, os, sys
+from solbench.worker import sandbox
+sandbox.enter_from_env()
+import torch
+results = {"applied": sandbox.APPLIED}
+
+def check(name, fn):
+    try:
+        results[name] = "ok: " + str(fn())[:120]
+    except Exception as exc:  # noqa: BLE001 - reported
+        results[name] = f"FAILED: {type(exc).__name__}: {str(exc)[:200]}"
+
+def must_fail(path):
+    try:
+        open(path, "w").close()
+    except OSError as exc:
+        return f"refused ({exc.strerror})"
+    os.unlink(path)
+    raise RuntimeError(f"{path} was writable")
+
+cuda = torch.cuda.is_available()
+check("write_repository", lambda: must_fail(os.path.join(sys.argv[1], "sandbox_probe.txt")))
+check("write_home", lambda: must_fail(os.path.expanduser("~/sandbox_probe.txt")))
+check("write_scratch", lambda: open(os.path.join(os.environ["TMPDIR"], "x"), "w").close() or "written")
+if cuda:
+    check("cuda_matmul", lambda: float((torch.ones(256, 256, device="cuda") @ torch.ones(256, 256, device="cuda")).sum()))
+    def triton_kernel():
+        import triton
+        import triton.language as tl
+
+        @triton.jit
+        def double(x_ptr, n, BLOCK: tl.constexpr):
+            i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            tl.store(x_ptr + i, tl.load(x_ptr + i, mask=i < n) * 2, mask=i < n)
+
+        x = torch.ones(1000, device="cuda")
+        double[(4,)](x, 1000, BLOCK=256)
+        return float(x.sum())
+    check("triton", triton_kernel)
+    check("torch_compile", lambda: float(torch.compile(lambda t: (t * 2).relu().sum())(torch.ones(64, device="cuda"))))
+    def cupti():
+        from solbench.worker.probe import load_cupti
+        return "bound" if load_cupti() else "not installed"
+    check("cupti", cupti)
+else:
+    for name in ("cuda_matmul", "triton", "torch_compile", "cupti"):
+        results[name] = "skipped: no CUDA device"
+print(json.dumps(results))
+'''
+
+
+def main() -> int:
+    from solbench.orchestrator.process import run_folder, sandbox_env
+
+    scratch = tempfile.mkdtemp(prefix="check_", dir=run_folder())
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    sandbox_env(env, scratch, "solution", namespaces=False)  # as a GPU worker gets it
+    out = subprocess.run([sys.executable, "-P", "-c", CHILD, str(REPO)], env=env, capture_output=True, text=True,
+                         timeout=600)
+    if out.returncode != 0 or not out.stdout.strip():
+        print(out.stdout[-3000:], out.stderr[-3000:])
+        return 1
+    results = json.loads(out.stdout.strip().splitlines()[-1])
+    print("applied:", json.dumps(results.pop("applied")))
+    for name, verdict in results.items():
+        print(f"{name:16s} {verdict}")
+    return 1 if any(v.startswith("FAILED") for v in results.values()) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,32 @@
+"""Helper processes of the orchestrator die with it, whichever way it ends (issue 19, item 4).
+
+Workers take care of themselves (worker/sandbox.py: PR_SET_PDEATHSIG, a PID namespace). The analysis
+pool's processes are started by whichever thread submits first, and the kernel's parent-death signal
+follows that thread, not the process; so they watch their parent process instead. This module is
+imported by those processes before anything heavy: keep it light.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+PARENT_POLL_S = 0.5
+
+
+def _watch(parent_pid: int) -> None:
+    while True:
+        if os.getppid() != parent_pid:  # re-parented: the orchestrator is gone
+            os._exit(0)
+        time.sleep(PARENT_POLL_S)
+
+
+def pool_process_start(parent_pid: int) -> None:
+    """A pool process's initializer: Ctrl-C is the orchestrator's to handle (a pool process that took
+    it would print its own traceback), and the process ends when the orchestrator has."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if os.getppid() != parent_pid:
+        os._exit(0)
+    threading.Thread(target=_watch, args=(parent_pid,), name="solbench-parent-watch", daemon=True).start()
