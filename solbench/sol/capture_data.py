@@ -26,7 +26,6 @@ class MatmulEvent:
     flops: float
     dtype: str  # definition dtype name of the operands (narrowest origin)
     active: float = 1.0  # fraction of the work left once masks are applied
-    flops_solar: float | None = None  # the published convention's count, where it differs
     provable: bool = True  # both operands come from inputs and no input-dependent mask touched it
 
 

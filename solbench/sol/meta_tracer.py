@@ -315,8 +315,7 @@ class Tracer(BalancedRouting, ValueTracking, TorchDispatchMode):
         flops = opcost.MATMUL_OPS[name](args, outs[0])
         active = min([self.active.get(t, 1.0) for t in operands] or [1.0])
         provable = all(t in self.derived and t not in self.unknown_mask for t in operands)
-        self.matmuls.append(MatmulEvent(name, float(flops), dtype, active, opcost.solar_matmul_flops(name, args),
-                                        provable))
+        self.matmuls.append(MatmulEvent(name, float(flops), dtype, active, provable))
         if name in ("addmm", "baddbmm", "addbmm", "addmv", "_addmm_activation"):
             self.flops_other += outs[0].numel()  # the bias / accumulate add
         for o in outs[:1]:
