@@ -38,10 +38,12 @@ class InputUse:
     gathered: int = 0
     written_regions: dict = field(default_factory=dict)  # written in place: (offset, shape, stride) -> elements
     scattered: int = 0  # written in place by indexed / masked ops
+    read_cap: int | None = None  # at most this many are needed (a paged pool: the pages named, `paged`)
 
     @property
     def elements_read(self) -> int:
-        return min(self.numel, sum(self.regions.values()) + self.gathered)
+        read = min(self.numel, sum(self.regions.values()) + self.gathered)
+        return read if self.read_cap is None else min(read, self.read_cap)
 
     @property
     def elements_written(self) -> int:

@@ -26,6 +26,7 @@ from torch.utils.weak import WeakIdKeyDictionary
 
 from solbench.sol import inplace, opcost
 from solbench.sol.capture_data import BudgetExceeded, CaptureError, InputUse, MatmulEvent, WallClockLimit
+from solbench.sol.one_hot import OneHotRouting
 from solbench.sol.routing import BalancedRouting
 from solbench.sol.value_tracking import DTYPE_BITS, ValueTracking, dtype_family, is_float, torch_dtype_name
 
@@ -50,7 +51,7 @@ RANDOM_REAL_LIMIT = 1 << 16
 UNINITIALISED = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"})
 
 
-class Tracer(BalancedRouting, ValueTracking, TorchDispatchMode):
+class Tracer(OneHotRouting, BalancedRouting, ValueTracking, TorchDispatchMode):
     """Executes every aten op on meta (or for real, for small constants) and records its cost."""
 
     def __init__(self, max_ops: int | None = None, max_real_elements: int | None = None,
@@ -67,6 +68,7 @@ class Tracer(BalancedRouting, ValueTracking, TorchDispatchMode):
         self.unknown_mask = WeakIdKeyDictionary()  # tensors masked by something input-dependent
         self.value_bound = WeakIdKeyDictionary()  # integer meta tensor -> its values lie in [0, bound)
         self.selected = WeakIdKeyDictionary()  # `ids == v` mask -> elements assumed selected (routing)
+        self.one_hot = WeakIdKeyDictionary()  # one-hot routing mask -> (class dim, classes, ones)
         self.inputs: dict[str, InputUse] = {}
         self.matmuls: list[MatmulEvent] = []
         self.flops_other = 0.0
@@ -130,6 +132,11 @@ class Tracer(BalancedRouting, ValueTracking, TorchDispatchMode):
                 self.value_bound[values] = self.value_bound[t]
             return (values, torch.empty(tuple(t.shape), dtype=torch.int64, device="meta"),
                     torch.empty((n,), dtype=torch.int64, device="meta"))
+        counts = None if all_real else self.routed_counts(name, args, kwargs)
+        if counts is not None:  # a routing mask's counts: known values under the balanced rule
+            if self.recording:
+                self._record(func, name, args, kwargs, [counts])
+            return counts
         if name in ("index", "index_put", "_index_put_impl") and not all_real:
             args = self._bool_indices_as_long(name, args)
         if tensors and all_real and name not in opcost.MATMUL_OPS and all(
@@ -161,6 +168,7 @@ class Tracer(BalancedRouting, ValueTracking, TorchDispatchMode):
             if isinstance(first, torch.Tensor) and first.device.type != "meta":
                 self.tainted[first] = True  # a real tensor got input-dependent values
         if not all_real:
+            self.track_one_hot(name, args, kwargs, outs)
             self.track_bounds(name, func, args, kwargs, outs)
         if self.recording:
             self._record(func, name, args, kwargs, outs)
