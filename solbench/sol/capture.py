@@ -29,7 +29,7 @@ import math
 
 import torch
 
-from solbench.sol import paged
+from solbench.sol import loops, paged
 from solbench.sol.capture_data import (  # noqa: F401 - re-exported: the capture's public types
     BudgetExceeded,
     Capture,
@@ -54,7 +54,8 @@ def _meta_input(shape: tuple[int, ...], dtype_name: str) -> torch.Tensor:
 
 def compile_reference(source: str, name: str) -> dict:
     """Execute the reference module source; returns its namespace."""
-    namespace: dict = {"__name__": f"solbench_reference_{abs(hash(name))}"}
+    # `range` watched: a loop bound to exceed the trace budget stops after a few turns (`loops`)
+    namespace: dict = {"__name__": f"solbench_reference_{abs(hash(name))}", "range": loops.watched_range}
     code = compile(source, f"<reference {name}>", "exec")
     exec(code, namespace)  # noqa: S102 - the reference is trusted problem code, run only on meta tensors
     return namespace
@@ -89,7 +90,7 @@ def run_capture(definition, axis_values: dict[str, int], scalars: dict[str, floa
         tracer.add_input(name, t, spec.dtype)
         args.append(t)
     try:
-        with redirect, tracer, torch.no_grad():
+        with redirect, tracer, torch.no_grad(), loops.watching(tracer):
             result = run(*args)
     except CaptureError:
         raise
@@ -114,7 +115,8 @@ def _custom_values(definition, axis_values, scalars, namespace, tracer: Tracer) 
     helper = Tracer()
     helper.recording = False
     try:
-        with torch.random.fork_rng(devices=[]), MetaRedirect(helper), helper, torch.no_grad():
+        with torch.random.fork_rng(devices=[]), MetaRedirect(helper), helper, torch.no_grad(), \
+                loops.watching(helper):
             torch.manual_seed(CUSTOM_INPUT_SEED)  # the same routing every time: bounds are reproducible
             values = namespace[entry]({**axis_values, **scalars}, torch.device("cpu"))
     except Exception as exc:
