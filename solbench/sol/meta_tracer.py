@@ -96,7 +96,9 @@ class Tracer(OneHotRouting, BalancedRouting, ValueTracking, TorchDispatchMode):
         self.unknown_mask = WeakIdKeyDictionary()  # tensors masked by something input-dependent
         self.value_bound = WeakIdKeyDictionary()  # integer meta tensor -> its values lie in [0, bound)
         self.selected = WeakIdKeyDictionary()  # `ids == v` mask -> elements assumed selected (routing)
-        self.one_hot = WeakIdKeyDictionary()  # one-hot routing mask -> (class dim, classes, ones)
+        self.one_hot = WeakIdKeyDictionary()  # one-hot routing mask -> (class dim, classes, ones, counts)
+        self.counted = WeakIdKeyDictionary()  # `selected` masks whose count is known, not assumed
+        self.zero_filled = WeakIdKeyDictionary()  # made by `zeros` (one_hot's scatter form starts from one)
         self.inputs: dict[str, InputUse] = {}
         self.matmuls: list[MatmulEvent] = []
         self.flops_other = 0.0
@@ -171,6 +173,7 @@ class Tracer(OneHotRouting, BalancedRouting, ValueTracking, TorchDispatchMode):
                 t.numel() <= REAL_NUMEL_LIMIT for t in tensors):
             out = func(*args, **kwargs)  # small constants: real values (data-dependent ops work)
             self._count_real(func, name, out)
+            self.track_one_hot(name, args, kwargs, tensor_leaves(out))
             if self.recording:
                 self._record(func, name, args, kwargs,
                              tensor_leaves(out))
@@ -195,8 +198,8 @@ class Tracer(OneHotRouting, BalancedRouting, ValueTracking, TorchDispatchMode):
             first = args[0] if args else None
             if isinstance(first, torch.Tensor) and first.device.type != "meta":
                 self.tainted[first] = True  # a real tensor got input-dependent values
+        self.track_one_hot(name, args, kwargs, outs)
         if not all_real:
-            self.track_one_hot(name, args, kwargs, outs)
             self.track_bounds(name, func, args, kwargs, outs)
         if self.recording:
             self._record(func, name, args, kwargs, outs)

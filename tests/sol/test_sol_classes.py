@@ -88,3 +88,17 @@ def test_nvfp4_matmul_at_logical_k(sol_execbench_dir):
     for convention in ("strict", "solar"):
         cost = analyse_workload(problem.definition, w, convention=convention)
         assert cost.flops_matmul == {"float4_e2m1fn_x2": flops}, convention
+
+
+def test_one_hot_of_known_ids_counts_exactly(sol_execbench_dir):
+    """L2/013: ids from the custom-input entrypoint are real; the one-hot mask (too big to compute) keeps
+    their per-expert counts, so the expert loop is exact: N*k routed rows, plus the shared expert."""
+    problem = _problem(sol_execbench_dir, "L2/013_expert_weighted_aggregation_with_shared_expert")
+    w = problem.workloads[0]
+    ax = problem.definition.resolve_axes(w.axes)
+    n, h, k = ax["batch_seq_len"], ax["hidden_size"], ax["num_experts_per_tok"]
+    routed = 3 * 2 * (n * k) * h * ax["moe_intermediate_size"]
+    shared = 3 * 2 * n * h * ax["shared_expert_intermediate_size"] + 2 * n * h  # MLP and its 1-wide gate
+    cost = analyse_workload(problem.definition, w, convention="strict")
+    assert cost.method == "meta"
+    assert cost.flops_matmul_total == routed + shared
