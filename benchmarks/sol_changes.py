@@ -78,14 +78,21 @@ def sweep(args) -> int:
     return 0
 
 
-def _load(path: Path) -> tuple[dict, dict]:
+def _load(path: Path, names: dict[str, str]) -> tuple[dict, dict]:
+    """Records by (CATEGORY/NAME, uuid), and seconds per problem; reads `sweep` output or the JSON
+    lines of `solbench sol --json` (whose records name the problem without its category)."""
     records, seconds = {}, {}
     for line in path.read_text().splitlines():
         r = json.loads(line)
         if "seconds" in r:
             seconds[r["problem"]] = r["seconds"]
-        else:
-            records[(r["problem"], r["uuid"])] = r
+            continue
+        if "problem" not in r:  # solbench sol --json
+            r = {"problem": names.get(r["definition"], r["definition"]), "uuid": r["uuid"],
+                 **{c: {"t_sol_ms": r[c]["t_sol_ms"], "bytes": r[c]["bytes"],
+                        "flops_matmul": sum(r[c]["flops_matmul"].values()), "method": r["method"]}
+                    for c in ("strict", "solar")}}
+        records[(r["problem"], r["uuid"])] = r
     return records, seconds
 
 
@@ -112,8 +119,14 @@ def _agreement(records: dict, calibration: Path) -> str:
 
 
 def compare(args) -> int:
-    before, t_before = _load(args.before)
-    after, t_after = _load(args.after)
+    sys.path.insert(0, str(ROOT))
+    from solbench.spec.problem import discover_problems  # light, but after the path is set
+
+    names = {}
+    if args.calibration.parent.is_dir():
+        names = {p.name: f"{p.parent.name}/{p.name}" for p in discover_problems(args.calibration.parent)}
+    before, t_before = _load(args.before, names)
+    after, t_after = _load(args.after, names)
     counts: dict = defaultdict(lambda: [0, 0, 0, []])  # class -> [workloads, strict changed, solar changed, ratios]
     for key, new in after.items():
         old = before.get(key)
