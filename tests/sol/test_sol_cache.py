@@ -85,3 +85,13 @@ def test_default_location_follows_xdg(monkeypatch, tmp_path):
     monkeypatch.delenv(cache.ENV, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert cache.cache_dir() == tmp_path / "solbench" / "sol"
+
+
+def test_run_analysis_pool_reuses_cached_results(cache_root, gemm):
+    """`solbench run` analyses through the cache: what `solbench sol` stored is what a run gets."""
+    from solbench.orchestrator import analysis
+
+    cache.cached_analyse(gemm, {"M": 16})
+    [entry] = _entries(cache_root)
+    entry.write_text(json.dumps({**json.loads(entry.read_text()), "notes": ["marker: from solbench sol"]}))
+    assert analysis._analyse(gemm.to_dict(), {"M": 16}, {}).notes == ["marker: from solbench sol"]
