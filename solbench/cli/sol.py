@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import multiprocessing
-import os
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -57,16 +56,16 @@ def pick_hardware(name: str | None, err: Console) -> HardwareSpec:
         return load_spec(DEFAULT_SOL_HW)
 
 
-def workload_record(problem, workload, hw: HardwareSpec) -> dict:
+def workload_record(problem, workload, hw: HardwareSpec, use_cache: bool = True) -> dict:
     # torch (the analyser traces the reference): imported when a command needs it, not at start-up
-    from solbench.sol.analyser import sol_time_ms
+    from solbench.sol.analyser import analyse, sol_time_ms
     from solbench.sol.cache import cached_analyse  # see above
     from solbench.sol.reject import min_possible_time_ms  # see above
 
     record = {"definition": problem.name, "uuid": workload.uuid, "axes": dict(workload.axes), "hw": hw.name}
     for convention in CONVENTIONS:
-        cost = cached_analyse(problem.definition, workload.axes, convention=convention,
-                              scalars=workload.scalar_values())
+        cost = (cached_analyse if use_cache else analyse)(problem.definition, workload.axes,
+                                                          convention=convention, scalars=workload.scalar_values())
         bound = sol_time_ms(cost, hw)
         record[convention] = {
             "flops_matmul": cost.flops_matmul, "flops_other": cost.flops_other, "bytes": cost.bytes_min,
@@ -97,9 +96,7 @@ def sol_command(args) -> int:
     if args.jobs < 1:
         err.print("[red]error:[/red] --jobs must be at least 1")
         return EXIT_BAD_INPUT
-    if args.no_cache:
-        os.environ["SOLBENCH_SOL_CACHE"] = "off"  # solbench.sol.cache.ENV; inherited by --jobs processes
-    tasks = [(path, args.max_workloads, hw) for path in paths]
+    tasks = [(path, args.max_workloads, hw, not args.no_cache) for path in paths]
     if args.jobs == 1 or len(tasks) == 1:
         _emit(args, problems, map(_problem_records, tasks), hw)
     else:
@@ -121,10 +118,10 @@ def _emit(args, problems, results, hw: HardwareSpec) -> None:
 
 def _problem_records(task: tuple) -> list[dict]:
     """Every workload record of one problem (a unit of work for --jobs)."""
-    path, max_workloads, hw = task
+    path, max_workloads, hw, use_cache = task
     problem = load_problem(path)
     workloads = problem.workloads[:max_workloads] if max_workloads else problem.workloads
-    return [workload_record(problem, w, hw) for w in workloads]
+    return [workload_record(problem, w, hw, use_cache) for w in workloads]
 
 
 def print_table(problem, records: list[dict], hw: HardwareSpec, conv: str) -> None:
