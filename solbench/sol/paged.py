@@ -20,7 +20,7 @@ import math
 
 from solbench.spec import dtypes
 
-POOL_AXES = ("num_pages", "num_blocks", "total_pages", "num_kv_pages")
+POOL_AXES = ("num_pages", "total_pages", "num_kv_pages")
 
 
 def _page_lists(definition, shapes: dict) -> list[str]:
