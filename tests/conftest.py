@@ -23,6 +23,18 @@ if not HAS_CUDA:  # Triton decides at decoration time whether to interpret: set 
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _private_sol_cache(tmp_path_factory):
+    """Analyses cached by tests go to a private folder, never the user's ~/.cache (solbench.sol.cache)."""
+    previous = os.environ.get("SOLBENCH_SOL_CACHE")
+    os.environ["SOLBENCH_SOL_CACHE"] = str(tmp_path_factory.mktemp("sol-cache"))
+    yield
+    if previous is None:
+        os.environ.pop("SOLBENCH_SOL_CACHE", None)
+    else:
+        os.environ["SOLBENCH_SOL_CACHE"] = previous
+
+
 def pytest_collection_modifyitems(config, items):
     if HAS_CUDA:
         return

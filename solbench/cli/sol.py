@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import multiprocessing
 import sys
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from rich.console import Console
@@ -28,6 +30,9 @@ def register(subparsers) -> None:
                    help="convention shown in the table (--json gives both)")
     p.add_argument("--json", action="store_true", help="one JSON record per workload")
     p.add_argument("--max-workloads", type=int, help="only the first N workloads")
+    p.add_argument("--jobs", type=int, default=1, help="analyse N problems at once in separate processes")
+    p.add_argument("--no-cache", action="store_true",
+                   help="recompute every analysis (default: reuse $SOLBENCH_SOL_CACHE or ~/.cache/solbench/sol)")
     p.set_defaults(func=sol_command)
 
 
@@ -51,14 +56,16 @@ def pick_hardware(name: str | None, err: Console) -> HardwareSpec:
         return load_spec(DEFAULT_SOL_HW)
 
 
-def workload_record(problem, workload, hw: HardwareSpec) -> dict:
+def workload_record(problem, workload, hw: HardwareSpec, use_cache: bool = True) -> dict:
     # torch (the analyser traces the reference): imported when a command needs it, not at start-up
-    from solbench.sol.analyser import analyse_workload, sol_time_ms
+    from solbench.sol.analyser import analyse, sol_time_ms
+    from solbench.sol.cache import cached_analyse  # see above
     from solbench.sol.reject import min_possible_time_ms  # see above
 
     record = {"definition": problem.name, "uuid": workload.uuid, "axes": dict(workload.axes), "hw": hw.name}
     for convention in CONVENTIONS:
-        cost = analyse_workload(problem.definition, workload, convention=convention)
+        cost = (cached_analyse if use_cache else analyse)(problem.definition, workload.axes,
+                                                          convention=convention, scalars=workload.scalar_values())
         bound = sol_time_ms(cost, hw)
         record[convention] = {
             "flops_matmul": cost.flops_matmul, "flops_other": cost.flops_other, "bytes": cost.bytes_min,
@@ -86,15 +93,35 @@ def sol_command(args) -> int:
     if args.max_workloads is not None and args.max_workloads < 1:
         err.print("[red]error:[/red] --max-workloads must be at least 1")
         return EXIT_BAD_INPUT
-    for problem in problems:
-        workloads = problem.workloads[: args.max_workloads] if args.max_workloads else problem.workloads
-        records = [workload_record(problem, w, hw) for w in workloads]
+    if args.jobs < 1:
+        err.print("[red]error:[/red] --jobs must be at least 1")
+        return EXIT_BAD_INPUT
+    tasks = [(path, args.max_workloads, hw, not args.no_cache) for path in paths]
+    if args.jobs == 1 or len(tasks) == 1:
+        _emit(args, problems, map(_problem_records, tasks), hw)
+    else:
+        with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            _emit(args, problems, pool.map(_problem_records, tasks), hw)
+    return EXIT_OK
+
+
+def _emit(args, problems, results, hw: HardwareSpec) -> None:
+    """Each problem's records, in problem order, as soon as they are ready."""
+    for problem, records in zip(problems, results):
         if args.json:
             for r in records:
                 sys.stdout.write(json.dumps(r) + "\n")
+            sys.stdout.flush()
         else:
             print_table(problem, records, hw, args.convention)
-    return EXIT_OK
+
+
+def _problem_records(task: tuple) -> list[dict]:
+    """Every workload record of one problem (a unit of work for --jobs)."""
+    path, max_workloads, hw, use_cache = task
+    problem = load_problem(path)
+    workloads = problem.workloads[:max_workloads] if max_workloads else problem.workloads
+    return [workload_record(problem, w, hw, use_cache) for w in workloads]
 
 
 def print_table(problem, records: list[dict], hw: HardwareSpec, conv: str) -> None:

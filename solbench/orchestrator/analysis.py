@@ -18,12 +18,13 @@ import os
 from concurrent.futures import Future, ProcessPoolExecutor
 
 from solbench.orchestrator.lifetime import pool_process_start
-from solbench.sol.analyser import analyse
+from solbench.sol.cache import cached_analyse
 from solbench.spec.definition import Definition
 
 
 def _analyse(definition_data: dict, axes: dict, scalars: dict):
-    return analyse(Definition.from_dict(definition_data), axes, scalars=scalars)
+    # through the on-disk cache: a problem analysed before (by `solbench sol` or an earlier run) costs nothing
+    return cached_analyse(Definition.from_dict(definition_data), axes, scalars=scalars)
 
 
 class AnalysisPool:

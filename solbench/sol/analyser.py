@@ -191,8 +191,7 @@ def cost_from_capture(capture: Capture, convention: str) -> WorkloadCost:
         width = _solar_width(capture)
         flops_mm = {}
         for e in capture.matmuls:
-            flops = e.flops if e.flops_solar is None else e.flops_solar
-            flops_mm[e.dtype] = flops_mm.get(e.dtype, 0.0) + flops
+            flops_mm[e.dtype] = flops_mm.get(e.dtype, 0.0) + e.flops  # logical K, also for packed fp4
         for name, use in capture.inputs.items():
             by_tensor[name] = 0.0 if use.dtype == "bool" else use.elements_read * _values_per_element(use.dtype) * width
         for name, out in capture.outputs.items():

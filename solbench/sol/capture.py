@@ -29,6 +29,7 @@ import math
 
 import torch
 
+from solbench.sol import loops, paged
 from solbench.sol.capture_data import (  # noqa: F401 - re-exported: the capture's public types
     BudgetExceeded,
     Capture,
@@ -53,7 +54,8 @@ def _meta_input(shape: tuple[int, ...], dtype_name: str) -> torch.Tensor:
 
 def compile_reference(source: str, name: str) -> dict:
     """Execute the reference module source; returns its namespace."""
-    namespace: dict = {"__name__": f"solbench_reference_{abs(hash(name))}"}
+    # `range` watched: a loop bound to exceed the trace budget stops after a few turns (`loops`)
+    namespace: dict = {"__name__": f"solbench_reference_{abs(hash(name))}", "range": loops.watched_range}
     code = compile(source, f"<reference {name}>", "exec")
     exec(code, namespace)  # noqa: S102 - the reference is trusted problem code, run only on meta tensors
     return namespace
@@ -88,13 +90,14 @@ def run_capture(definition, axis_values: dict[str, int], scalars: dict[str, floa
         tracer.add_input(name, t, spec.dtype)
         args.append(t)
     try:
-        with redirect, tracer, torch.no_grad():
+        with redirect, tracer, torch.no_grad(), loops.watching(tracer):
             result = run(*args)
     except CaptureError:
         raise
     except Exception as exc:
         raise CaptureError(f"{type(exc).__name__}: {str(exc)[:300]}") from exc
     outputs = _match_outputs(definition, axis_values, result, tracer)
+    _cap_pools(tracer.inputs, paged.pool_reads(definition, axis_values), tracer.notes)
     method = "meta-approx" if tracer.fabricated else "meta"
     return Capture(method, tracer.matmuls, tracer.flops_other, tracer.inputs, outputs, dict(tracer.unknown),
                    sorted(set(tracer.fabricated)), tracer.notes, tracer.n_ops)
@@ -112,7 +115,8 @@ def _custom_values(definition, axis_values, scalars, namespace, tracer: Tracer) 
     helper = Tracer()
     helper.recording = False
     try:
-        with torch.random.fork_rng(devices=[]), MetaRedirect(helper), helper, torch.no_grad():
+        with torch.random.fork_rng(devices=[]), MetaRedirect(helper), helper, torch.no_grad(), \
+                loops.watching(helper):
             torch.manual_seed(CUSTOM_INPUT_SEED)  # the same routing every time: bounds are reproducible
             values = namespace[entry]({**axis_values, **scalars}, torch.device("cpu"))
     except Exception as exc:
@@ -131,6 +135,15 @@ def _custom_values(definition, axis_values, scalars, namespace, tracer: Tracer) 
     if any(isinstance(v, torch.Tensor) and v.is_floating_point() and k not in kept for k, v in values.items()):
         kept = {k: v for k, v in kept.items() if not (isinstance(v, torch.Tensor) and v.is_floating_point())}
     return kept
+
+
+def _cap_pools(inputs: dict[str, InputUse], pools: dict, notes: list[str]) -> None:
+    """A paged KV pool is read at most at the pages its index list names (`paged`), traced or not."""
+    for name, (elements, note) in pools.items():
+        use = inputs.get(name)
+        if use is not None and use.elements_read > elements:
+            use.read_cap = elements
+            notes.append(note)
 
 
 def _default_scalar(dtype_name: str):
@@ -172,8 +185,11 @@ def broadcast_distinct(value: torch.Tensor) -> int | None:
 
 
 def declared_io_capture(definition, axis_values: dict[str, int], reason: str) -> Capture:
-    """The fallback when tracing fails: every declared input read, every output written, FLOPs unknown."""
+    """The fallback when tracing fails: every declared input read (a paged KV pool only at the pages
+    its index list names, `paged`), every output written, FLOPs unknown."""
     inputs = {}
+    pools = paged.pool_reads(definition, axis_values)
+    notes = [f"not traced ({reason}); bytes are every declared input and output, FLOPs unknown"]
     for name, shape in definition.input_shapes(axis_values).items():
         if shape is None:
             continue
@@ -181,7 +197,7 @@ def declared_io_capture(definition, axis_values: dict[str, int], reason: str) ->
         use = InputUse(name, definition.inputs[name].dtype, numel)
         use.regions[("all",)] = numel
         inputs[name] = use
+    _cap_pools(inputs, pools, notes)
     outputs = {name: OutputInfo(name, definition.outputs[name].dtype, 0 if s is None else math.prod(s))
                for name, s in definition.output_shapes(axis_values).items()}
-    return Capture("declared-io", [], 0.0, inputs, outputs, {"<untraced reference>": 1}, [],
-                   [f"not traced ({reason}); bytes are every declared input and output, FLOPs unknown"], 0)
+    return Capture("declared-io", [], 0.0, inputs, outputs, {"<untraced reference>": 1}, [], notes, 0)

@@ -26,7 +26,6 @@ class MatmulEvent:
     flops: float
     dtype: str  # definition dtype name of the operands (narrowest origin)
     active: float = 1.0  # fraction of the work left once masks are applied
-    flops_solar: float | None = None  # the published convention's count, where it differs
     provable: bool = True  # both operands come from inputs and no input-dependent mask touched it
 
 
@@ -39,10 +38,12 @@ class InputUse:
     gathered: int = 0
     written_regions: dict = field(default_factory=dict)  # written in place: (offset, shape, stride) -> elements
     scattered: int = 0  # written in place by indexed / masked ops
+    read_cap: int | None = None  # at most this many are needed (a paged pool: the pages named, `paged`)
 
     @property
     def elements_read(self) -> int:
-        return min(self.numel, sum(self.regions.values()) + self.gathered)
+        read = min(self.numel, sum(self.regions.values()) + self.gathered)
+        return read if self.read_cap is None else min(read, self.read_cap)
 
     @property
     def elements_written(self) -> int:

@@ -24,6 +24,9 @@ FACTORY_FUNCS = frozenset({
 })
 
 
+LITERAL_LIMIT = 1 << 16  # `torch.tensor(list)` of at most this many numbers stays real
+
+
 class MetaRedirect(TorchFunctionMode):
     """Keeps everything on meta: factories and `.to(device)` never reach a real device; SDPA is
     costed as one op (its decomposition on meta would hide causal masking)."""
@@ -38,6 +41,8 @@ class MetaRedirect(TorchFunctionMode):
             return args[0]
         if func is torch.Tensor.to:
             args, kwargs = _strip_device(args, kwargs)
+        elif func in (torch.tensor, torch.as_tensor) and self._literal(args):
+            kwargs["device"] = torch.device("cpu")  # values written in the code (or built from real ones)
         elif func in FACTORY_FUNCS or "device" in kwargs:
             kwargs["device"] = torch.device("meta")
         t = args[0] if args else None
@@ -56,6 +61,16 @@ class MetaRedirect(TorchFunctionMode):
         if func is F.scaled_dot_product_attention:
             return self._sdpa(func, args, kwargs)
         return func(*args, **kwargs)
+
+    def _literal(self, args) -> bool:
+        """`torch.tensor(data)` of small Python data, before any value was invented: its values are
+        known (offsets such as `cu_seqlens` built from lengths), so it stays real rather than meta."""
+        if not args or isinstance(args[0], torch.Tensor) or self.tracer.fabricated:
+            return False
+        leaves = [x for x in _flatten(args[0])]
+        return len(leaves) <= LITERAL_LIMIT and all(
+            isinstance(x, (int, float, bool)) or (isinstance(x, torch.Tensor) and x.numel() == 1
+                                                   and self.tracer.is_real(x)) for x in leaves)
 
     def _sdpa(self, func, args, kwargs):
         tracer = self.tracer
@@ -86,7 +101,7 @@ class MetaRedirect(TorchFunctionMode):
             origins = [o for o in (tracer.origin_of(t) for t in (q, k, v)) if o]
             dtype = max(origins, key=lambda o: DTYPE_BITS.get(dtype_family(o), 32)) if origins else torch_dtype_name(q.dtype)
             provable = mask is None or (not isinstance(mask, torch.Tensor)) or mask not in tracer.derived
-            tracer.matmuls.append(MatmulEvent("scaled_dot_product_attention", flops, dtype, active, None,
+            tracer.matmuls.append(MatmulEvent("scaled_dot_product_attention", flops, dtype, active,
                                               provable and all(t in tracer.derived for t in (q, k, v))))
             tracer.flops_other += 4.0 * batch * lq * lk * active
         with tracer.suppressed():
@@ -96,6 +111,14 @@ class MetaRedirect(TorchFunctionMode):
             if origins:
                 tracer.origin[out] = max(origins, key=lambda o: DTYPE_BITS.get(dtype_family(o), 32))
         return out
+
+
+def _flatten(data):
+    if isinstance(data, (list, tuple)):
+        for x in data:
+            yield from _flatten(x)
+    else:
+        yield data
 
 
 def _strip_device(args, kwargs):

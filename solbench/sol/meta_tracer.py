@@ -20,12 +20,12 @@ from collections import Counter
 from contextlib import contextmanager
 
 import torch
-from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.weak import WeakIdKeyDictionary
 
 from solbench.sol import inplace, opcost
 from solbench.sol.capture_data import BudgetExceeded, CaptureError, InputUse, MatmulEvent, WallClockLimit
+from solbench.sol.one_hot import OneHotRouting
 from solbench.sol.routing import BalancedRouting
 from solbench.sol.value_tracking import DTYPE_BITS, ValueTracking, dtype_family, is_float, torch_dtype_name
 
@@ -50,7 +50,36 @@ RANDOM_REAL_LIMIT = 1 << 16
 UNINITIALISED = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"})
 
 
-class Tracer(BalancedRouting, ValueTracking, TorchDispatchMode):
+def tensor_leaves(obj) -> list[torch.Tensor]:
+    """The tensors in an op's arguments or outputs, in order (torch's pytree is 5x slower here)."""
+    found: list[torch.Tensor] = []
+    _collect(obj, found)
+    return found
+
+
+def _collect(obj, found: list) -> None:
+    if isinstance(obj, torch.Tensor):
+        found.append(obj)
+    elif isinstance(obj, (list, tuple)):
+        for x in obj:
+            _collect(x, found)
+    elif isinstance(obj, dict):
+        for x in obj.values():
+            _collect(x, found)
+
+
+def _map_leaves(fn, obj):
+    """`fn` applied to every leaf of nested lists, tuples and dicts (an op's arguments)."""
+    if isinstance(obj, list):
+        return [_map_leaves(fn, x) for x in obj]
+    if isinstance(obj, tuple):
+        return tuple(_map_leaves(fn, x) for x in obj)
+    if isinstance(obj, dict):
+        return {k: _map_leaves(fn, v) for k, v in obj.items()}
+    return fn(obj)
+
+
+class Tracer(OneHotRouting, BalancedRouting, ValueTracking, TorchDispatchMode):
     """Executes every aten op on meta (or for real, for small constants) and records its cost."""
 
     def __init__(self, max_ops: int | None = None, max_real_elements: int | None = None,
@@ -67,6 +96,9 @@ class Tracer(BalancedRouting, ValueTracking, TorchDispatchMode):
         self.unknown_mask = WeakIdKeyDictionary()  # tensors masked by something input-dependent
         self.value_bound = WeakIdKeyDictionary()  # integer meta tensor -> its values lie in [0, bound)
         self.selected = WeakIdKeyDictionary()  # `ids == v` mask -> elements assumed selected (routing)
+        self.one_hot = WeakIdKeyDictionary()  # one-hot routing mask -> (class dim, classes, ones, counts)
+        self.counted = WeakIdKeyDictionary()  # `selected` masks whose count is known, not assumed
+        self.zero_filled = WeakIdKeyDictionary()  # made by `zeros` (one_hot's scatter form starts from one)
         self.inputs: dict[str, InputUse] = {}
         self.matmuls: list[MatmulEvent] = []
         self.flops_other = 0.0
@@ -114,7 +146,7 @@ class Tracer(BalancedRouting, ValueTracking, TorchDispatchMode):
         self.n_ops += 1
         self._check_budget()
         name = opcost.packet_name(func)
-        tensors = [a for a in pytree.tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)]
+        tensors = tensor_leaves((args, kwargs))
         all_real = all(self.is_real(t) for t in tensors)
         if name in ("nonzero", "argwhere") and not all_real:
             t = args[0]
@@ -130,36 +162,43 @@ class Tracer(BalancedRouting, ValueTracking, TorchDispatchMode):
                 self.value_bound[values] = self.value_bound[t]
             return (values, torch.empty(tuple(t.shape), dtype=torch.int64, device="meta"),
                     torch.empty((n,), dtype=torch.int64, device="meta"))
+        counts = None if all_real else self.routed_counts(name, args, kwargs)
+        if counts is not None:  # a routing mask's counts: known values under the balanced rule
+            if self.recording:
+                self._record(func, name, args, kwargs, [counts])
+            return counts
         if name in ("index", "index_put", "_index_put_impl") and not all_real:
             args = self._bool_indices_as_long(name, args)
         if tensors and all_real and name not in opcost.MATMUL_OPS and all(
                 t.numel() <= REAL_NUMEL_LIMIT for t in tensors):
             out = func(*args, **kwargs)  # small constants: real values (data-dependent ops work)
             self._count_real(func, name, out)
+            self.track_one_hot(name, args, kwargs, tensor_leaves(out))
             if self.recording:
                 self._record(func, name, args, kwargs,
-                             [o for o in pytree.tree_leaves(out) if isinstance(o, torch.Tensor)])
+                             tensor_leaves(out))
             return out
-        m_args, m_kwargs = pytree.tree_map(self._to_meta, (args, kwargs))
+        m_args, m_kwargs = _map_leaves(self._to_meta, (args, kwargs))
         if "device" in m_kwargs:
             m_kwargs["device"] = torch.device("meta")
         try:
             out = func(*m_args, **m_kwargs)
         except Exception as exc:
             raise CaptureError(f"{func} failed on meta tensors: {type(exc).__name__}: {str(exc)[:200]}") from exc
-        outs = [o for o in pytree.tree_leaves(out) if isinstance(o, torch.Tensor)]
+        outs = tensor_leaves(out)
         if all_real and name not in UNINITIALISED and self._small(name, m_args, outs) and not (
                 name in RANDOM_FLOAT and any(o.numel() > RANDOM_REAL_LIMIT for o in outs)):
             r_kwargs = dict(kwargs)
             if "device" in r_kwargs:
                 r_kwargs["device"] = torch.device("cpu")
             out = func(*args, **r_kwargs)
-            outs = [o for o in pytree.tree_leaves(out) if isinstance(o, torch.Tensor)]
+            outs = tensor_leaves(out)
             self._count_real(func, name, outs)
         elif not all_real and func._schema.arguments and func._schema.arguments[0].is_write:
             first = args[0] if args else None
             if isinstance(first, torch.Tensor) and first.device.type != "meta":
                 self.tainted[first] = True  # a real tensor got input-dependent values
+        self.track_one_hot(name, args, kwargs, outs)
         if not all_real:
             self.track_bounds(name, func, args, kwargs, outs)
         if self.recording:
@@ -179,7 +218,7 @@ class Tracer(BalancedRouting, ValueTracking, TorchDispatchMode):
 
     def _count_real(self, func, name: str, out) -> None:
         if not (func.is_view or name in VIEW_LIKE):  # views compute nothing
-            self.real_elements += sum(o.numel() for o in pytree.tree_leaves(out) if isinstance(o, torch.Tensor))
+            self.real_elements += sum(o.numel() for o in tensor_leaves(out))
 
     def _bool_indices_as_long(self, name, args):
         """A boolean index on meta has an unknown number of hits: assume all, as long indices."""
@@ -238,7 +277,7 @@ class Tracer(BalancedRouting, ValueTracking, TorchDispatchMode):
     def _record(self, func, name, args, kwargs, outs) -> None:
         if self.suppress:
             return
-        tensor_args = [a for a in pytree.tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)]
+        tensor_args = tensor_leaves((args, kwargs))
         first = args[0] if args and isinstance(args[0], torch.Tensor) else None
         if any(t in self.derived for t in tensor_args):
             for o in outs:
@@ -315,8 +354,7 @@ class Tracer(BalancedRouting, ValueTracking, TorchDispatchMode):
         flops = opcost.MATMUL_OPS[name](args, outs[0])
         active = min([self.active.get(t, 1.0) for t in operands] or [1.0])
         provable = all(t in self.derived and t not in self.unknown_mask for t in operands)
-        self.matmuls.append(MatmulEvent(name, float(flops), dtype, active, opcost.solar_matmul_flops(name, args),
-                                        provable))
+        self.matmuls.append(MatmulEvent(name, float(flops), dtype, active, provable))
         if name in ("addmm", "baddbmm", "addbmm", "addmv", "_addmm_activation"):
             self.flops_other += outs[0].numel()  # the bias / accumulate add
         for o in outs[:1]:

@@ -84,17 +84,6 @@ def _sdpa_aten(args, out) -> float:
     return 2.0 * batch * q.shape[-2] * k.shape[-2] * (q.shape[-1] + v.shape[-1])
 
 
-def solar_matmul_flops(name: str, args) -> float | None:
-    """The published convention traces a block-scaled matmul as one contraction over the stored data
-    and its scale blocks together: 2 x M x N x (K stored + K scale blocks). None: same as ours."""
-    if name != "_scaled_mm":
-        return None
-    a, b, scale_a = args[0], args[1], args[2] if len(args) > 2 else None
-    m, n, k_stored = a.shape[0], b.shape[1], a.shape[1]
-    k_scales = scale_a.numel() // m if isinstance(scale_a, torch.Tensor) and scale_a.numel() > 1 and m else 0
-    return 2.0 * m * n * (k_stored + k_scales)
-
-
 # op packet name -> FLOPs function(args, first output)
 MATMUL_OPS = {
     "mm": _mm, "addmm": _addmm, "_addmm_activation": _addmm, "bmm": _bmm, "baddbmm": _baddbmm,

@@ -102,6 +102,8 @@ class BalancedRouting:
         if rows is None:
             self.fabricated.append(f"{name} of an input-dependent tensor {tuple(t.shape)}: assumed all nonzero")
             return t.numel()
+        if t in self.counted:
+            return rows  # the count is known (ids with real values): which positions does not matter
         self.fabricated.append(f"{name} of ids == v over {tuple(t.shape)}: balanced routing assumed, "
                                f"{rows} selected per id")
         return rows

@@ -156,8 +156,8 @@ def test_nvfp4_scaled_mm(definition_of):
     b200 = load_spec("B200")
     assert sol_time_ms(cost, b200).t_tensor_ms == pytest.approx(2 * m * n * k / 7245e12 * 1e3)
     solar = analyse(d, {}, convention="solar")
-    # the published convention contracts over stored K (32) plus the scale blocks per row (4)
-    assert solar.flops_matmul == {"float4_e2m1fn_x2": 2 * m * n * (32 + 4)}
+    # the tensor cores contract over the logical K (64 values), not the stored width plus scale blocks
+    assert solar.flops_matmul == {"float4_e2m1fn_x2": 2 * m * n * k}
     # one 0.5-byte width for every value: 64 fp4 values per row of a and b, scales and output too
     assert solar.bytes_min == (m * 64 + n * 64 + 512 + 512 + m * n) * 0.5
 

@@ -85,3 +85,14 @@ def test_tracer_counts_no_real_elements_for_views():
         a = torch.arange(100)
         a.view(10, 10).t()[2:]
     assert t.real_elements == 100
+
+
+def test_loop_bound_to_exceed_the_budget_stops_early(definition_of, monkeypatch):
+    """range(5000) at one op a turn against a budget of 500: stopped after a few turns, same fallback."""
+    monkeypatch.setattr(meta_tracer, "MAX_OPS", 500)
+    _fresh(monkeypatch)
+    cost = analyser.analyse(_loop(definition_of, 5000), {})
+    assert cost.method == "declared-io"
+    assert any("loops over range(5000)" in n and "stopped after 3 turns" in n for n in cost.notes)
+    _fresh(monkeypatch)
+    assert analyser.analyse(_loop(definition_of, 450), {}).method == "meta"  # predicted under: runs in full

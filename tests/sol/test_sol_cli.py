@@ -73,3 +73,26 @@ def test_sol_on_every_shipped_problem(capsys):
     moe_layers = {r["definition"] for r in records if r["definition"].startswith("decoder_layer_") and "_moe_" in
                   r["definition"]}
     assert set(untraced) <= moe_layers, sorted(set(untraced) - moe_layers)
+
+
+def test_sol_jobs_gives_the_same_records_in_order(tmp_path, capsys):
+    """--jobs 2 analyses problems in separate processes; output order and values as with one job."""
+    for name, m in (("a_gemm", 16), ("b_gemm", 8)):
+        problem = tmp_path / name
+        problem.mkdir()
+        (problem / "definition.json").write_text(json.dumps({
+            "name": name, "axes": {"M": {"type": "var"}, "N": {"type": "const", "value": 64},
+                                   "K": {"type": "const", "value": 32}},
+            "inputs": {"A": {"shape": ["M", "K"], "dtype": "float16"},
+                       "B": {"shape": ["N", "K"], "dtype": "float16"}},
+            "outputs": {"C": {"shape": ["M", "N"], "dtype": "float16"}},
+            "reference": "import torch\ndef run(A, B):\n    return A @ B.T\n"}))
+        (problem / "workload.jsonl").write_text(json.dumps({"uuid": f"w{m}", "axes": {"M": m}}) + "\n")
+    assert main(["sol", str(tmp_path), "--hw", "H100_SXM", "--json", "--jobs", "2", "--no-cache"]) == 0
+    parallel = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert main(["sol", str(tmp_path), "--hw", "H100_SXM", "--json"]) == 0
+    serial = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["definition"] for r in parallel] == ["a_gemm", "b_gemm"]
+    assert parallel == serial
+    assert parallel[1]["strict"]["flops_matmul"] == {"float16": 2 * 8 * 64 * 32}
+    assert main(["sol", str(tmp_path), "--jobs", "0"]) == 2

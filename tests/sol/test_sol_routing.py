@@ -60,3 +60,40 @@ def test_uneven_share_is_rounded_up_and_never_rejected(definition_of):
     assert cost.flops_matmul["float32"] == pytest.approx(2 * 10 * H * 8 + 8 * 3 * 2048)
     assert cost.flops_matmul_provable == 0  # approximate captures never feed the rejection bound
     assert min_possible_time_ms(cost, load_spec("H100_SXM")) == 0
+
+
+ONE_HOT = (
+    "import torch\n"
+    "import torch.nn.functional as F\n"
+    "def run(x, router, w1, w2):\n"
+    "    probs = torch.softmax((x @ router.T).float(), dim=-1)\n"
+    "    weights, ids = torch.topk(probs, 2, dim=-1)\n"
+    "    out = torch.zeros_like(x)\n"
+    "    mask = F.one_hot(ids, num_classes=router.shape[0]).permute(2, 1, 0)\n"
+    "    for e in range(router.shape[0]):\n"
+    "        if {guard}:\n"
+    "            slot, tok = torch.where(mask[e])\n"
+    "            h = torch.relu(x[tok] @ w1[e].T)\n"
+    "            out.index_add_(0, tok, (h @ w2[e].T) * weights[tok, slot, None])\n"
+    "    return out\n"
+)
+
+
+@pytest.mark.parametrize("guard", ["mask[e].sum() > 0", "True"])
+@pytest.mark.parametrize("tokens, experts", [(16, 4), (3, 8)])
+def test_one_hot_mask_routes_each_selection_once(definition_of, guard, tokens, experts):
+    """one_hot(top-2 ids) over E experts: tokens*2 rows in total, spread evenly; a guard on the
+    mask's sum runs exactly the experts that receive rows (decode: 6 of 8, prefill: all 4)."""
+    d = definition_of(
+        {"x": (["T", "H"], "float32"), "router": (["E", "H"], "float32"), "w1": (["E", "I", "H"], "float32"),
+         "w2": (["E", "H", "I"], "float32")},
+        {"out": (["T", "H"], "float32")}, ONE_HOT.format(guard=guard),
+        {"T": tokens, "E": experts, "H": H, "I": INTER}, name=f"onehot{tokens}{guard[:4]}")
+    cost = analyse(d, {})
+    router = 2 * tokens * H * experts
+    per_row = 2 * INTER * H + 2 * H * INTER
+    assert cost.flops_matmul == {"float32": router + tokens * 2 * per_row}
+    touched = min(experts, tokens * 2)
+    if guard != "True":  # experts without rows are skipped: their weights are not read
+        assert cost.bytes_by_tensor["w1"] == touched * INTER * H * 4
+    assert any("one_hot" in note and "balanced routing" in note for note in cost.notes)
