@@ -134,7 +134,9 @@ class ClusterRun:
                     self.ray.kill(actor)
                     return False
                 slot.actor = actor
-                slot.label = f"{slot.info['hostname']}/{slot.info['device']}#{slot.index}"
+                gpu = slot.info.get("cuda_visible_devices")
+                where = f"gpu{gpu}" if slot.info["device"] != "cpu" and gpu else f"{slot.info['device']}#{slot.index}"
+                slot.label = f"{slot.info['hostname']}/{where}"
                 return True
         self.ray.kill(actor)
         return False
@@ -155,6 +157,9 @@ class ClusterRun:
                 self.sink.accept(item.job, trace)
                 slot.finished_workloads += 1
         except self.ray.exceptions.RayActorError as exc:
+            if self.stop.is_set():  # killed by the run's own stop: nothing to re-queue or blame
+                self.queue.finish()
+                return
             slot.actor, slot.deaths = None, slot.deaths + 1
             for workload in self.queue.give_back(item, reported):
                 self.sink.accept(item.job, self.killer_trace(item.job, workload, slot, exc))

@@ -55,13 +55,9 @@ class SessionHost:
         self.stopping = False
 
     def describe(self) -> dict:
-        """Where this actor runs: node name, device, GPU name, process id (the driver's progress and tests)."""
-        gpu = None
-        if self.device.startswith("cuda"):
-            import torch  # inner: already imported by cuda_available; only for the GPU's name
-
-            gpu = torch.cuda.get_device_name(0)
-        return {"hostname": socket.gethostname(), "device": self.device, "gpu": gpu, "pid": os.getpid(),
+        """Where this actor runs: node name, device, process id (the driver's progress and tests). Like a
+        local orchestrator, the actor itself never initialises CUDA: its workers do."""
+        return {"hostname": socket.gethostname(), "device": self.device, "pid": os.getpid(),
                 "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
 
     def run(self, shipped: ShippedProblem, solution: Solution | None, workload_uuids: list[str],

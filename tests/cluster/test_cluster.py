@@ -203,3 +203,12 @@ def test_stop_event_ends_a_cluster_run_keeping_finished_traces(cluster, tmp_path
     traces = run_jobs(jobs, config(cluster="auto", cluster_actors=1), [], stop=stop,
                       on_trace=sink.on_trace)
     assert 1 <= len(traces) < 6
+
+
+def test_api_evaluate_on_the_cluster(cluster, tmp_path):
+    from solbench import api
+
+    problem = write_problem(tmp_path / "p", sizes=(64, 96))
+    traces = api.evaluate(problem, cluster="auto", cluster_actors=1, device="cpu", quick=True, seed=7)
+    assert [t.status.value for t in traces] == ["PASSED", "PASSED"]
+    assert all(t.evaluation.environment.hostname for t in traces), "the node is named in the environment"
