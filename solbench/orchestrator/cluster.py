@@ -11,6 +11,7 @@ written stay, and the next run with the same `-o` resumes. See docs/cluster.md.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -121,7 +122,8 @@ class ClusterRun:
     def start_actor(self, slot: Slot) -> bool:
         """A fresh actor in `slot`, waited for until it answers; False if none came up in time (no free
         resources, its node gone) or the run no longer needs it."""
-        actor = self._host.options(max_concurrency=2, **self._options).remote(self.config)
+        actor = self._host.options(max_concurrency=2, **self._options).remote(
+            self.config, os.environ.get("OMP_NUM_THREADS"))
         ready = actor.describe.remote()
         deadline = time.monotonic() + ACTOR_START_TIMEOUT_S
         while not self.stop.is_set() and not self.queue.idle() and time.monotonic() < deadline:

@@ -44,9 +44,13 @@ def node_device(config: RunConfig) -> str:
 class SessionHost:
     """One device of the cluster: a DeviceSession, its speed-of-light pool, its unpacked problems."""
 
-    def __init__(self, config: RunConfig):
+    def __init__(self, config: RunConfig, driver_omp_threads: str | None = None):
         self.config = replace(config, cluster=None)
         self.device = node_device(self.config)
+        if self.device != "cpu":  # Ray pins an actor without CPUs to one OpenMP thread; workers get the driver's
+            os.environ.pop("OMP_NUM_THREADS", None)
+            if driver_omp_threads is not None:
+                os.environ["OMP_NUM_THREADS"] = driver_omp_threads
         self.session = DeviceSession(self.device, self.config)
         self.session.analysis = AnalysisPool(workers=1)
         self.problems_dir = Path(tempfile.mkdtemp(prefix="solbench-cluster-"))
