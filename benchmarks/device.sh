@@ -21,9 +21,10 @@
 #
 # Environment: OUT (default /tmp/solbench-out), SHARED (the SOL-ExecBench dataset; default .gpu_data/
 # sol-execbench, a copy carried with the working tree), STEP_SECONDS (overrides every step's time box),
-# REPEAT (anticheat). Wheels in .whl/ (e.g. cupti-python for CUPTI activity) are installed to /tmp/site
-# first, and .whl/ray_bundle.tar.xz (benchmarks/ray_bundle.py build) unpacked there. Nothing here changes
-# the GPU's clocks, power or mode.
+# REPEAT (anticheat), PROBLEMS and RUN_ARGS (cluster and scaling steps: how many shared problems, and more
+# `solbench run` options such as "--trials 1 --timing-rounds 1"). Wheels in .whl/ (e.g. cupti-python for
+# CUPTI activity) are installed to /tmp/site first, and .whl/ray_bundle.tar.xz (benchmarks/ray_bundle.py
+# build) unpacked there. Nothing here changes the GPU's clocks, power or mode.
 set -u
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/solbench-out}; mkdir -p "$OUT"
@@ -100,7 +101,7 @@ step_scaling_local() {
 step_scaling_ray() { scaling ray 1,2,4 40 510 --json "$OUT/scaling_ray.json" --compare-to "$KEEP/scaling_local.json"; }
 step_scaling_kill() { scaling ray 2 20 400 --kill-after 8 --json "$OUT/scaling_kill.json"; }
 
-[ $# -gt 0 ] || { sed -n '2,26p' "$0"; exit 2; }
+[ $# -gt 0 ] || { sed -n "2,$(( $(grep -n '^set -u' "$0" | cut -d: -f1) - 1 ))p" "$0"; exit 2; }
 for name in "$@"; do
   fn="step_${name//-/_}"
   if ! declare -F "$fn" >/dev/null; then echo "unknown step: $name"; exit 2; fi
