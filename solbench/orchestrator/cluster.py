@@ -149,7 +149,8 @@ class ClusterRun:
         if self.on_job_start:
             self.on_job_start(item.job, slot.label)
         reported: set[str] = set()
-        stream = slot.actor.run.remote(self.shipped(item.job), item.job.solution, [w.uuid for w in item.workloads])
+        stream = slot.actor.run.options(num_returns="streaming").remote(  # each trace as soon as it is yielded
+            self.shipped(item.job), item.job.solution, [w.uuid for w in item.workloads])
         try:
             for ref in stream:
                 trace = Trace.from_dict(self.ray.get(ref))
