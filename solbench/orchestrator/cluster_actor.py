@@ -83,6 +83,7 @@ class SessionHost:
         for worker in (self.session.reference, self.session.candidate):
             with contextlib.suppress(Exception):
                 worker.kill()
+        shutil.rmtree(self.problems_dir, ignore_errors=True)  # the driver kills this actor next: no close()
 
     def close(self) -> None:
         """Stop both workers, the analysis pool and any clock lock; drop the unpacked problems."""
