@@ -13,11 +13,18 @@
 #   throughput     benchmarks/throughput.py (the 10 problems of docs/dataset_run.md, 4 workloads each)
 #   dataset        solbench run over the whole shared dataset, first workload of each problem (resumable)
 #   sol            benchmarks/sol_gpu_check.py (calibration, bounds against eager timings)
+#   ray-check      the carried Ray bundle: a 2-CPU local cluster runs a task (issue 17's packaging)
+#   cluster        issue 17: 10 shared problems, Ray on 1 GPU then local on 1 GPU, statuses and throughput
+#   scaling-local  issue 18: 40 shared problems, first 2 workloads, local --devices on 1, 2, 4 GPUs
+#   scaling-ray    issue 18: the same through a local Ray cluster (statuses compared with scaling-local's 1 GPU)
+#   scaling-kill   issue 18: 20 problems through Ray on 2 GPUs, one actor killed mid-run: none lost or duplicated
 #
 # Environment: OUT (default /tmp/solbench-out), SHARED (the SOL-ExecBench dataset; default .gpu_data/
 # sol-execbench, a copy carried with the working tree), STEP_SECONDS (overrides every step's time box),
-# REPEAT (anticheat). Wheels in .whl/ (e.g. cupti-python for CUPTI activity) are installed to /tmp/site
-# first. Nothing here changes the GPU's clocks, power or mode.
+# REPEAT (anticheat), PROBLEMS and RUN_ARGS (cluster and scaling steps: how many shared problems, and more
+# `solbench run` options such as "--trials 1 --timing-rounds 1"). Wheels in .whl/ (e.g. cupti-python for
+# CUPTI activity) are installed to /tmp/site first, and .whl/ray_bundle.tar.xz (benchmarks/ray_bundle.py
+# build) unpacked there. Nothing here changes the GPU's clocks, power or mode.
 set -u
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/solbench-out}; mkdir -p "$OUT"
@@ -25,6 +32,10 @@ SHARED=${SHARED:-.gpu_data/sol-execbench}
 if ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     && export PYTHONPATH=$PYTHONPATH:/tmp/site
+fi
+if [ -f .whl/ray_bundle.tar.xz ] && ! python3 -c "import ray" 2>/dev/null; then
+  python3 benchmarks/ray_bundle.py install .whl/ray_bundle.tar.xz /tmp/site | tail -1
+  case ":$PYTHONPATH:" in *:/tmp/site:*) ;; *) export PYTHONPATH=$PYTHONPATH:/tmp/site ;; esac
 fi
 
 box() { timeout "${STEP_SECONDS:-$1}" "${@:2}"; }
@@ -70,8 +81,28 @@ step_dataset() {
   python3 benchmarks/summarize_traces.py "$OUT/dataset.jsonl" --failures 40
 }
 step_sol() { box 200 python3 benchmarks/sol_gpu_check.py --shared "$SHARED" --out "$OUT/sol_check" 2>&1 | tail -20; }
+step_ray_check() {
+  box 120 python3 benchmarks/ray_bundle.py check /tmp/site 2>&1 | grep -v -e "^202.*WARNING" | tail -5
+}
+gpu_counts() {  # the GPU counts of $1 (comma-separated) that this machine has
+  local n; n=$(nvidia-smi -L 2>/dev/null | wc -l)
+  echo "$1" | tr , '\n' | awk -v n="$n" '$1 <= n' | paste -sd, -
+}
+scaling() {  # $1 engines, $2 GPU counts, $3 picked problems, $4 seconds, rest: more options
+  local counts; counts=$(gpu_counts "$2")
+  [ -n "$counts" ] || { echo "no GPU"; return; }
+  box "$(( $4 + 30 ))" python3 benchmarks/cluster_throughput.py "$SHARED" --pick "$3" --max-workloads 2 \
+    --engines "$1" --gpus "$counts" --budget-s "$4" "${@:5}" 2>&1 | tail -30
+}
+KEEP=/tmp/solbench-keep  # outlives one device command ($OUT does not): scaling-ray compares with scaling-local
+step_cluster() { scaling ray,local 1 10 510 --json "$OUT/cluster.json"; }
+step_scaling_local() {
+  mkdir -p $KEEP; scaling local 1,2,4 40 510 --json "$KEEP/scaling_local.json"; cp $KEEP/scaling_local.json "$OUT/" 2>/dev/null
+}
+step_scaling_ray() { scaling ray 1,2,4 40 510 --json "$OUT/scaling_ray.json" --compare-to "$KEEP/scaling_local.json"; }
+step_scaling_kill() { scaling ray 2 20 400 --kill-after 8 --json "$OUT/scaling_kill.json"; }
 
-[ $# -gt 0 ] || { sed -n '2,20p' "$0"; exit 2; }
+[ $# -gt 0 ] || { sed -n "2,$(( $(grep -n '^set -u' "$0" | cut -d: -f1) - 1 ))p" "$0"; exit 2; }
 for name in "$@"; do
   fn="step_${name//-/_}"
   if ! declare -F "$fn" >/dev/null; then echo "unknown step: $name"; exit 2; fi

@@ -7,7 +7,8 @@
 
 It is the same code path as `solbench run`: the same option names (`RunConfig` fields, through
 `solbench.orchestrator.config.configure`), the same device choice (every visible GPU unless `devices`
-or a single `device` says otherwise), worker subprocesses, the same checks, the same traces.
+or a single `device` says otherwise), worker subprocesses, the same checks, the same traces. With
+`cluster="auto"` (or a Ray address) the work runs over a Ray cluster instead (docs/cluster.md).
 """
 
 from __future__ import annotations

@@ -54,6 +54,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--solbench-no-strict", action="store_true",
                     help="judge with the official tolerance rules only; by default a CI gate also fails what the "
                          "numerics flags catch (far outliers, mismatches in whole rows/columns, systematic bias)")
+    group.addoption("--solbench-cluster", metavar="ADDRESS",
+                    help="run over a Ray cluster: auto, ray, ray://HOST:PORT or HOST:PORT (docs/cluster.md)")
     group.addoption("--solbench-quick", action="store_true",
                     help="smoke-test timing (1 trial, 3 iterations); timings are not meaningful")
 
@@ -166,7 +168,8 @@ class SolbenchState:
                                         max_workloads=self.option("solbench_max_workloads"),
                                         cuda_graphs=not self.option("solbench_no_cuda_graphs"),
                                         quick=self.option("solbench_quick"),
-                                        strict=not self.option("solbench_no_strict"))
+                                        strict=not self.option("solbench_no_strict"),
+                                        cluster=self.option("solbench_cluster"))
             if self.run_config.device != "auto":
                 self.devices = choose_devices(self.run_config, None)
         except SpecError as exc:
@@ -192,7 +195,8 @@ class SolbenchState:
         except SpecError as exc:
             self.device_error = str(exc)
             return None
-        if self.option("solbench_require_gpu") and not any(d.startswith("cuda") for d in devices):
+        if (self.option("solbench_require_gpu") and not self.run_config.cluster
+                and not any(d.startswith("cuda") for d in devices)):
             self.gpu_error = "--solbench-require-gpu is set but no CUDA GPU is visible; nothing was run"
             return None
         jobs, origin = [], {}

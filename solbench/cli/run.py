@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from solbench.orchestrator.config import RunConfig, auto_fallback_note, choose_devices, configure
@@ -33,6 +34,11 @@ def register(subparsers) -> None:
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default: auto)")
     p.add_argument("--devices", help="comma-separated CUDA device indices to spread the work over "
                                       "(default: all visible when --device is auto or cuda)")
+    p.add_argument("--cluster", metavar="ADDRESS",
+                   help="run over a Ray cluster, one actor per GPU: auto (a running cluster, else a local one), "
+                        "ray (a running one), ray://HOST:PORT or HOST:PORT; needs solbench[ray] (docs/cluster.md)")
+    p.add_argument("--cluster-actors", type=int, metavar="N",
+                   help="with --cluster: at most N session actors (default: one per GPU of the cluster)")
     p.add_argument("--max-workloads", type=int, help="only the first N workloads of each problem")
     p.add_argument("--trials", type=int, default=3, help="correctness trials per workload (default 3)")
     p.add_argument("--warmup", type=int, help="minimum warm-up calls per timed block")
@@ -88,7 +94,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
                      compile_timeout_s=args.compile_timeout, max_workloads=args.max_workloads,
                      data_roots=list(args.data_root), seed=args.seed, hw=args.hw, lock_clocks=args.lock_clocks,
                      baseline_shipped=not args.no_shipped_baseline, baseline_compile=args.baseline == "compile",
-                     baseline_csv=args.baseline_csv)
+                     baseline_csv=args.baseline_csv, cluster=args.cluster, cluster_actors=args.cluster_actors)
 
 
 def jobs_from_args(args: argparse.Namespace, config: RunConfig) -> list[Job]:
@@ -151,11 +157,11 @@ def run_command(args: argparse.Namespace) -> int:
         config = config_from_args(args)
         jobs = jobs_from_args(args, config)
         devices = choose_devices(config, args.devices)
-        if config.lock_clocks and not any(d.startswith("cuda") for d in devices):
+        if config.lock_clocks and not config.cluster and not any(d.startswith("cuda") for d in devices):
             raise SpecError("--lock-clocks needs a CUDA GPU")
         trace_file = open_trace_file(args.output, console)
     except (SpecError, OSError) as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
         return EXIT_BAD_INPUT
 
     note = auto_fallback_note(config, devices)
@@ -169,6 +175,8 @@ def run_command(args: argparse.Namespace) -> int:
                         console=console, transient=False, disable=args.json and not console.is_terminal)
     task = progress.add_task("evaluating", total=total, completed=done)
     finished: list = []
+    where: dict[int, str] = {}  # id(job) -> the node/device running it (a cluster run: one bar per node)
+    node_tasks: dict[str, int] = {}
 
     def on_trace(job, trace) -> None:
         finished.append(trace)
@@ -176,8 +184,13 @@ def run_command(args: argparse.Namespace) -> int:
             sys.stdout.write(json.dumps(trace.to_dict(), allow_nan=False) + "\n")
             sys.stdout.flush()
         progress.update(task, advance=1, description=f"{trace.definition[:40]} {trace.status.value}")
+        if id(job) in where and config.cluster:
+            progress.update(node_tasks[where[id(job)]], advance=1)
 
     def on_job_start(job, device) -> None:
+        where[id(job)] = device
+        if config.cluster and device not in node_tasks:
+            node_tasks[device] = progress.add_task(f"  {device}", total=None)
         progress.update(task, description=f"{job.problem.name[:40]} on {device}")
 
     # Heavy (torch, the workers' protocol): imported once the options are known to be good.
@@ -190,6 +203,11 @@ def run_command(args: argparse.Namespace) -> int:
                               on_job_start=on_job_start)
     except ClockLockError as exc:
         console.print(f"[red]error:[/red] --lock-clocks: {exc}")
+        return EXIT_BAD_INPUT
+    except SpecError as exc:  # a cluster that cannot be reached or has no actor left: what finished is kept
+        if finished:
+            report_results(finished, args.json, console, trace_file, interrupted=True)
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         report_results(finished, args.json, console, trace_file, interrupted=True)

@@ -59,6 +59,10 @@ class RunConfig:
     # On a GPU, solution outputs of at least this many bytes reach the reference worker by CUDA IPC
     # instead of as bytes through the orchestrator (solbench.worker.transfer); None: always bytes.
     ipc_min_bytes: int | None = 64 << 20
+    # Ray (docs/cluster.md): "auto" (a running cluster, else a local one), "ray" (a running one),
+    # "ray://HOST:PORT" (Ray client) or "HOST:PORT" (the head's GCS); None: this host's devices only.
+    cluster: str | None = None
+    cluster_actors: int | None = None  # at most this many session actors; None: one per GPU (CPU: one per node)
 
     def __post_init__(self) -> None:
         if self.trials < 1:
@@ -69,6 +73,8 @@ class RunConfig:
             raise SpecError("max workloads (--max-workloads) must be at least 1")
         if self.timed_input_sets < 1 or self.checked_timed_outputs < 0:
             raise SpecError("timed_input_sets must be at least 1 and checked_timed_outputs at least 0")
+        if self.cluster_actors is not None and self.cluster_actors < 1:
+            raise SpecError("cluster actors (--cluster-actors) must be at least 1")
 
     def resolved_device(self) -> str:
         if self.device != "auto":
@@ -116,7 +122,23 @@ def configure(base: RunConfig | None = None, *, quick: bool = False, baseline_cs
         except UnknownHardwareError as exc:
             raise SpecError(f"hardware spec (--hw): {exc}") from None
     config.timing_config(config.resolved_device())  # invalid timing overrides fail here, not in a worker
+    if config.cluster is not None:
+        check_cluster_option(config)
     return config
+
+
+def check_cluster_option(config: RunConfig) -> None:
+    """A cluster run needs Ray installed here and an address it understands (SpecError, one line, if not)."""
+    import importlib.util  # inner: only a cluster run asks
+
+    address = config.cluster
+    if not (address in ("auto", "ray") or address.startswith("ray://") or address.rpartition(":")[2].isdigit()):
+        raise SpecError(f"--cluster {address!r}: use auto, ray, ray://HOST:PORT or HOST:PORT")
+    if importlib.util.find_spec("ray") is None:
+        raise SpecError("--cluster needs Ray, which is not installed: pip install 'solbench[ray]'")
+    if config.device.startswith("cuda:"):
+        raise SpecError("--cluster gives each actor one GPU of its own: use --device cuda or auto, not "
+                        f"{config.device}")
 
 
 def choose_devices(config: RunConfig, devices: str | Sequence[str | int] | None = None) -> list[str]:
@@ -124,9 +146,13 @@ def choose_devices(config: RunConfig, devices: str | Sequence[str | int] | None 
     GPU for `device` "auto"/"cuda", else the one device named. Only "auto" falls back to the CPU when no
     GPU is visible (`auto_fallback_note` says so); an explicit CUDA device that is not there raises
     DeviceUnavailableError."""
-    device = config.resolved_device()
     if isinstance(devices, str):
         devices = [d.strip() for d in devices.split(",") if d.strip()]
+    if config.cluster:
+        if devices:
+            raise SpecError("--devices picks GPUs of this host; with --cluster use --cluster-actors N")
+        return [f"cluster {config.cluster}"]  # each actor picks its device on its own node
+    device = config.resolved_device()
     if device == "cpu":
         if devices:
             raise SpecError("--devices needs CUDA devices, but the run is on the CPU")

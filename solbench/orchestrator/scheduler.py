@@ -17,6 +17,7 @@ from solbench.orchestrator.config import RunConfig
 from solbench.orchestrator.evaluate import evaluate_problem
 from solbench.orchestrator.jobs import Job
 from solbench.orchestrator.session import DeviceSession
+from solbench.orchestrator.sink import TraceSink
 from solbench.report.traces import TraceFile
 from solbench.spec.trace import Trace
 from solbench.timing.clock_lock import ClockLock
@@ -49,13 +50,18 @@ def run_jobs(jobs: list[Job], config: RunConfig, devices: list[str], *, trace_fi
     `stop`, set from another thread (the pytest plugin's session ending), or Ctrl-C in the calling
     thread, ends the run early: no workload starts after it, the workers of workloads in flight are
     killed, and what those would have reported is dropped (a killed worker is no result); traces
-    already written stay. Ctrl-C is re-raised once that is done.
+    already written stay. Ctrl-C is re-raised once that is done. With `config.cluster` set the jobs go to
+    the Ray actors of `cluster.run_cluster_jobs` instead, through the same trace sink.
     """
     stop = stop or threading.Event()
+    sink = TraceSink(trace_file, on_trace)
+    if config.cluster:
+        from solbench.orchestrator.cluster import run_cluster_jobs  # inner: ray is an optional extra
+
+        return run_cluster_jobs(jobs, config, sink, on_job_start=on_job_start, stop=stop)
     pending: queue.Queue[Job] = queue.Queue()
     for job in jobs:
         pending.put(job)
-    results: list[Trace] = []
     lock = threading.Lock()
     errors: list[BaseException] = []
     sessions: list[DeviceSession] = []
@@ -77,8 +83,8 @@ def run_jobs(jobs: list[Job], config: RunConfig, devices: list[str], *, trace_fi
                 solution = job.resolved_solution()
                 digest = solution.content_hash()
 
-                def skip(workload, _name=job.problem.name, _digest=digest):
-                    return stop.is_set() or (trace_file is not None and trace_file.is_done(_name, _digest, workload.uuid))
+                def skip(workload, _job=job, _digest=digest):
+                    return stop.is_set() or sink.is_done(_job, workload, _digest)
 
                 with pending.mutex:
                     queued = list(pending.queue)
@@ -90,12 +96,7 @@ def run_jobs(jobs: list[Job], config: RunConfig, devices: list[str], *, trace_fi
                 for trace in evaluate_problem(session, job.problem, solution, config, job.workloads, skip=skip):
                     if stop.is_set():
                         break  # its workers may have been killed under it: not a result
-                    if trace_file is not None:
-                        trace_file.append(trace)
-                    with lock:
-                        results.append(trace)
-                    if on_trace:
-                        on_trace(job, trace)
+                    sink.accept(job, trace)
         except BaseException as exc:  # noqa: BLE001 - surfaced after the other devices finish
             if not stop.is_set():
                 errors.append(exc)
@@ -112,7 +113,7 @@ def run_jobs(jobs: list[Job], config: RunConfig, devices: list[str], *, trace_fi
         raise interrupted
     if errors:
         raise errors[0]
-    return results
+    return sink.results
 
 
 def wait_or_stop(threads: list[threading.Thread], stop: threading.Event, sessions: list[DeviceSession],

@@ -1,0 +1,215 @@
+"""The same problems through local `--devices` and through a Ray cluster, on 1..N GPUs (issues 17 and 18).
+
+    python benchmarks/cluster_throughput.py DATASET --pick 40 --gpus 1,2,4 --engines local,ray
+    python benchmarks/cluster_throughput.py DATASET --pick 10 --gpus 1 --engines ray,local
+    python benchmarks/cluster_throughput.py DATASET --pick 20 --gpus 2 --engines ray --kill-after 6
+    python benchmarks/cluster_throughput.py problem_defs --device cpu --gpus 1,2 --engines ray   (CPU slots)
+
+Each (engine, GPU count) is one `solbench run` of a copy of the problems, with the defaults and the first
+`--max-workloads` workloads: `local` spreads over `--devices 0..n-1`, `ray` starts a local Ray cluster
+(`--cluster auto --cluster-actors n`). Printed per run: wall time, workloads, workloads/min, speed-up
+(workloads/min) against the same engine on the fewest GPUs, idle GPU seconds (n x wall minus the harness seconds of
+every trace: start-up, tails and imbalance) and whether every status equals the first run's. With
+`--kill-after K`, the Ray run's session actors are found among this run's own processes and one is
+killed once K traces are on disk; the check is that every workload is reported exactly once.
+`--budget-s` caps the whole script: a run cut by it is reported as cut, with what it finished.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from solbench.orchestrator.jobs import load_problems  # noqa: E402 - the repository's copy, above
+from solbench.orchestrator.sizes import declared_set_bytes  # noqa: E402
+
+ACTOR_TITLE = "ray::SessionHost"  # how Ray names an actor's process (its command line)
+
+
+def pick_problems(root: Path, count: int | None, max_set_mib: float, max_workloads: int) -> list[Path]:
+    """`count` problems spread evenly over the dataset (by category and name) among those whose first
+    workloads draw every input at random (no blobs), have no FP4 tensors (Hopper cannot run their
+    references) and whose largest input+output set is at most `max_set_mib`."""
+    problems = sorted(load_problems(root), key=lambda p: (p.directory.parent.name, p.directory.name))
+    eligible = []
+    for problem in problems:
+        workloads = problem.workloads[:max_workloads]
+        kinds = {w.source_of(n).kind for w in workloads for n in problem.definition.inputs}
+        dtypes = {t.dtype for t in {**problem.definition.inputs, **problem.definition.outputs}.values()}
+        biggest = max(declared_set_bytes(problem, w, "inputs") + declared_set_bytes(problem, w, "outputs")
+                      for w in workloads)
+        if kinds <= {"random", "scalar"} and not any("fp4" in d for d in dtypes) and biggest <= max_set_mib * 2**20:
+            eligible.append(problem.directory)
+    if count is None or count >= len(eligible):
+        return eligible
+    return [eligible[i * len(eligible) // count] for i in range(count)]
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process started, directly or not, by `pid` (read from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def session_actors(pid: int) -> list[int]:
+    actors = []
+    for child in descendants(pid):
+        try:
+            title = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
+        except OSError:
+            continue
+        if title.startswith(ACTOR_TITLE):
+            actors.append(child)
+    return actors
+
+
+def count_lines(path: Path) -> int:
+    return sum(1 for line in path.read_text().splitlines() if line.strip()) if path.exists() else 0
+
+
+def killer(proc: subprocess.Popen, traces: Path, after: int, log: list[str]) -> None:
+    """Kill one session actor of this run once `after` traces are on disk."""
+    while proc.poll() is None:
+        if count_lines(traces) >= after:
+            actors = session_actors(proc.pid)
+            if actors:
+                os.kill(actors[0], signal.SIGKILL)
+                log.append(f"killed actor pid {actors[0]} after {count_lines(traces)} traces")
+                return
+        time.sleep(0.2)
+
+
+def run_once(dataset: Path, engine: str, gpus: int, args, traces: Path, timeout_s: float) -> dict:
+    command = [sys.executable, "-m", "solbench", "run", str(dataset), "--max-workloads", str(args.max_workloads),
+               "--device", args.device, "-o", str(traces), *args.extra]
+    if engine == "ray":
+        command += ["--cluster", "auto", "--cluster-actors", str(gpus)]
+    elif args.device != "cpu":
+        command += ["--devices", ",".join(str(i) for i in range(gpus))]
+    started = time.monotonic()
+    proc = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")},
+                            start_new_session=True)
+    kills: list[str] = []
+    if engine == "ray" and args.kill_after:
+        threading.Thread(target=killer, args=(proc, traces, args.kill_after, kills), daemon=True).start()
+    cut = False
+    try:
+        _, err = proc.communicate(timeout=max(1.0, timeout_s))
+    except subprocess.TimeoutExpired:
+        cut = True
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the run keeps what finished
+        try:
+            _, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            _, err = proc.communicate()
+    wall = time.monotonic() - started
+    lines = [json.loads(line) for line in traces.read_text().splitlines() if line.strip()] if traces.exists() else []
+    keys = [(t["definition"], t["workload"]["uuid"]) for t in lines]
+    return {"engine": engine, "gpus": gpus, "wall_s": round(wall, 1), "workloads": len(lines), "cut": cut,
+            "rc": proc.returncode, "busy_s": round(sum(t["evaluation"].get("seconds") or 0 for t in lines), 1),
+            "statuses": {f"{d}/{u}": t["evaluation"]["status"] for (d, u), t in zip(keys, lines)},
+            "duplicates": len(keys) - len(set(keys)), "kills": kills, "stderr_tail": (err or "")[-600:]}
+
+
+def row(result: dict, first: dict, fewest: dict | None) -> str:
+    wall, n = result["wall_s"], result["workloads"]
+    per_min = 60 * n / wall if wall else 0.0
+    idle = result["gpus"] * wall - result["busy_s"]
+    fewest_per_min = 60 * fewest["workloads"] / fewest["wall_s"] if fewest and fewest["wall_s"] else 0.0
+    speedup = per_min / fewest_per_min if fewest_per_min else 0.0  # throughput ratio: a cut run counts too
+    same = [k for k in first["statuses"] if k in result["statuses"]]
+    equal = all(result["statuses"][k] == first["statuses"][k] for k in same)
+    equal_text = ("yes" if equal and len(same) == len(first["statuses"]) == n else
+                  f"{'yes' if equal else 'NO'} ({len(same)}/{len(first['statuses'])} compared)")
+    return (f"{result['engine']:<6} {result['gpus']:>4} {wall:>8.1f} {n:>9} {per_min:>8.1f} {speedup:>7.2f}x "
+            f"{idle:>8.1f} {equal_text:<14} {result['duplicates']:>4} {'CUT' if result['cut'] else ''}"
+            f"{' rc=' + str(result['rc']) if result['rc'] not in (0, 1) and not result['cut'] else ''}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("dataset", type=Path)
+    parser.add_argument("--pick", type=int, help="this many problems spread over the dataset (default: all eligible)")
+    parser.add_argument("--max-set-mib", type=float, default=128.0, help="largest input+output set of a picked problem")
+    parser.add_argument("--max-workloads", type=int, default=2)
+    parser.add_argument("--gpus", default="1,2,4", help="GPU (or CPU slot) counts, comma-separated")
+    parser.add_argument("--engines", default="local,ray", help="local, ray, in the order they run")
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--kill-after", type=int, help="ray runs: kill one session actor once this many traces exist")
+    parser.add_argument("--budget-s", type=float, default=540.0, help="for the whole script")
+    parser.add_argument("--json", type=Path, help="write every run's figures here")
+    parser.add_argument("--compare-to", type=Path, help="a --json file of an earlier invocation: statuses are "
+                                                           "compared with its first run instead of this one's")
+    argv = sys.argv[1:]
+    cut = argv.index("--") if "--" in argv else len(argv)
+    args = parser.parse_args(argv[:cut])
+    args.extra = argv[cut + 1:]  # more `solbench run` options, after --
+    deadline = time.monotonic() + args.budget_s
+    problems = pick_problems(args.dataset, args.pick, args.max_set_mib, args.max_workloads)
+    print(f"{len(problems)} problems, first {args.max_workloads} workloads each: "
+          + " ".join(f"{p.parent.name}/{p.name}" for p in problems), flush=True)
+    header = f"{'engine':<6} {'gpus':>4} {'wall_s':>8} {'workloads':>9} {'wl/min':>8} {'speedup':>8} {'idle_s':>8} " \
+             f"{'statuses=1st':<14} {'dup':>4}"
+    expected = sum(min(args.max_workloads, count_lines(p / "workload.jsonl")) for p in problems)
+    print(header, flush=True)
+    results: list[dict] = []
+    first = json.loads(args.compare_to.read_text())[0] if args.compare_to and args.compare_to.is_file() else None
+    if first:
+        print(f"statuses compared with {first['engine']} on {first['gpus']} from {args.compare_to}")
+    with tempfile.TemporaryDirectory(prefix="solbench_cluster_bench_") as tmp:
+        dataset = Path(tmp) / "dataset"
+        for folder in problems:  # copies: problem discovery does not follow links
+            shutil.copytree(folder, dataset / folder.parent.name / folder.name)
+        plan = [(engine, int(g)) for engine in args.engines.split(",") for g in args.gpus.split(",")]
+        for index, (engine, gpus) in enumerate(plan):
+            left = deadline - time.monotonic()
+            if left < 20:
+                print(f"{engine} on {gpus}: not run, the time box is spent", flush=True)
+                continue
+            # The time left, shared by the runs still to come in proportion to 1/GPUs (their expected walls).
+            share = left * (1 / gpus) / sum(1 / g for _, g in plan[index:])
+            traces = Path(tmp) / f"{engine}_{gpus}.jsonl"
+            results.append(run_once(dataset, engine, gpus, args, traces, share - 2))
+            fewest = next(r for r in results if r["engine"] == engine)
+            print(row(results[-1], first or results[0], fewest), flush=True)
+            for note in results[-1]["kills"]:
+                print(f"       {note}", flush=True)
+            if results[-1]["rc"] not in (0, 1) or results[-1]["cut"]:
+                print("       stderr: " + results[-1]["stderr_tail"].strip().replace("\n", "\n       "))
+            if args.json:
+                args.json.write_text(json.dumps(results, indent=1))
+    if args.kill_after:
+        for r in results:
+            print(f"kill check ({r['engine']} {r['gpus']}): {r['workloads']} traces, {r['duplicates']} duplicated, "
+                  f"{'none lost' if len(r['statuses']) == expected else f'INCOMPLETE ({expected} expected)'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
