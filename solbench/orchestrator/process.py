@@ -42,10 +42,13 @@ def run_folder() -> str:
     return _RUN_FOLDER[0]
 
 
-def worker_cache(role: str) -> str:
-    """The compiler caches and temporary folder of one worker role, kept across runs as the user's own
-    caches were (Triton kernels, Inductor's precompiled headers: seconds to minutes to rebuild). The
-    reference worker's are its own: no solution can plant into what the trusted reference loads."""
+def worker_cache(role: str, scratch: str) -> str:
+    """The compiler caches and temporary folder of one worker. The reference role's are kept across runs
+    (Triton kernels, Inductor's precompiled headers: seconds to minutes to rebuild) and only the trusted
+    reference worker may write them. A solution's live in its own scratch folder and go with it: a cache
+    shared by solutions would let one plant compiled kernels that a later solution, or a later run, loads."""
+    if role != "reference":
+        return os.path.join(scratch, "cache")
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "solbench", "workers", role)
 
@@ -56,7 +59,7 @@ def sandbox_env(env: dict[str, str], scratch: str, role: str, namespaces: bool =
     `namespaces`: a PID namespace per worker; off for GPU workers, since a legacy CUDA IPC handle cannot be
     opened across PID namespaces (large outputs travel that way); Landlock's signal scope and ptrace rule
     then keep the solution away from other processes."""
-    cache = worker_cache(role)
+    cache = worker_cache(role, scratch)
     for name in ("triton", "inductor", "cuda", "xdg", "tmp"):
         os.makedirs(os.path.join(cache, name), mode=0o700, exist_ok=True)
     # Inductor keeps its precompiled headers below the temporary folder whatever its cache variable says.

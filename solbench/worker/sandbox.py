@@ -128,7 +128,8 @@ class _PathBeneath(ctypes.Structure):
 
 def restrict_writes(writable: list[str], device_dirs: list[str]) -> int:
     """Landlock: every write-like right only below `writable`; writing existing files below
-    `device_dirs` (/dev/null, /dev/nvidia*). Needs no_new_privs set. Returns the ABI used."""
+    `device_dirs` (/dev/null, /dev/nvidia*, the worker's own /proc entry). Needs no_new_privs set.
+    Returns the ABI used."""
     abi = landlock_abi()
     if abi < 1:
         raise OSError("Landlock is not available in this kernel")
@@ -221,7 +222,9 @@ def enter(parent_pid: int, writable: list[str], namespaces: bool = True) -> None
     _step("no_new_privs", lambda: _prctl(PR_SET_NO_NEW_PRIVS, 1))
     # /dev/shm: POSIX shared memory (torch's share_memory_, multiprocessing) lives there, a tmpfs.
     # Landlock also keeps ptrace and /proc/<pid>/mem from reaching outside the domain, and from ABI 6 signals.
-    _step("landlock", lambda: restrict_writes([*writable, "/dev/shm"], ["/dev"])
+    # The worker's own /proc entry: the CUDA driver writes there (thread names, settings) and fails to
+    # initialise without it (error 304 on the H100); other processes' entries stay out of reach.
+    _step("landlock", lambda: restrict_writes([*writable, "/dev/shm"], ["/dev", f"/proc/{os.getpid()}"])
           and f"writes only below {len(writable)} private folders and /dev/shm"
               f"{'; signals only inside' if landlock_abi() >= 6 else ''} (ABI {landlock_abi()})")
     _step("seccomp", lambda: "refused: " + ", ".join(install_seccomp()))

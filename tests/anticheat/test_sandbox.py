@@ -148,7 +148,7 @@ def test_no_residue_and_no_reach_outside_the_run(tmp_path):
 
 
 INSIDE = r'''
-import ctypes, errno, json, os, signal, sys
+import ctypes, errno, json, os, signal, sys, threading
 from solbench.worker import sandbox
 sandbox.enter_from_env()
 out = {"applied": sandbox.APPLIED, "pid": os.getpid()}
@@ -159,6 +159,12 @@ for name, path in (("repo", sys.argv[1]), ("scratch", sys.argv[2])):
         out[name] = "written"
     except OSError as exc:
         out[name] = errno.errorcode[exc.errno]
+try:  # the CUDA driver writes its own /proc entry (thread names): without it, no GPU inside the sandbox
+    with open(f"/proc/self/task/{threading.get_native_id()}/comm", "w") as f:
+        f.write("sandboxed")
+    out["own_proc"] = "written"
+except OSError as exc:
+    out["own_proc"] = errno.errorcode[exc.errno]
 libc = ctypes.CDLL(None, use_errno=True)
 out["ptrace"] = "ok" if libc.ptrace(0, 0, None, None) == 0 else errno.errorcode[ctypes.get_errno()]  # TRACEME
 try:
@@ -186,7 +192,7 @@ def test_inside_the_sandbox_what_the_machine_allows_is_enforced(tmp_path, namesp
     seen = json.loads(out.stdout.strip().splitlines()[-1])
     applied = seen["applied"]
     assert set(MECHANISMS) <= set(applied), applied
-    assert seen["scratch"] == "written"
+    assert seen["scratch"] == "written" and seen["own_proc"] == "written"
     if str(applied["landlock"]).startswith("writes only"):
         assert seen["repo"] == "EACCES" and not (target / "probe.txt").exists()
     if str(applied["seccomp"]).startswith("refused"):
@@ -197,3 +203,19 @@ def test_inside_the_sandbox_what_the_machine_allows_is_enforced(tmp_path, namesp
         assert seen["signal_outside"] == "EPERM"
     else:  # the audit hook and the orchestrator's checks remain; the trace says why
         assert not namespaces or applied["namespaces"].startswith("denied")
+
+
+def test_a_solutions_compiler_caches_are_its_own_and_go_with_it(tmp_path):
+    """A cache shared by solutions (or kept for the next run) would let one plant compiled kernels that a
+    later solution loads; only the trusted reference keeps its caches across runs."""
+    from solbench.orchestrator.process import sandbox_env
+
+    seen = {}
+    for role in ("solution", "reference"):
+        scratch = tmp_path / role
+        scratch.mkdir()
+        env: dict[str, str] = {}
+        sandbox_env(env, str(scratch), role)
+        seen[role] = [env[k] for k in ("TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "CUDA_CACHE_PATH", "TMPDIR")]
+    assert all(path.startswith(str(tmp_path / "solution") + os.sep) for path in seen["solution"])
+    assert not any(path.startswith(str(tmp_path)) for path in seen["reference"])
