@@ -68,7 +68,7 @@ step_dataset() {
   echo "solbench run exit: $?"; tail -3 "$OUT/dataset.err"
   python3 benchmarks/summarize_traces.py "$OUT/dataset.jsonl" --failures 40
 }
-step_sol() { box 200 python3 benchmarks/sol_gpu_check.py --shared "$SHARED" --out "$OUT/sol_check" 2>&1 | tail -20; }
+step_sol() { box 200 python3 benchmarks/sol_gpu_check.py --shared "$SHARED" --out "$OUT/sol_check" 2>&1 | tail -45; }
 
 [ $# -gt 0 ] || { sed -n '2,20p' "$0"; exit 2; }
 for name in "$@"; do
