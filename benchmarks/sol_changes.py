@@ -35,7 +35,7 @@ CLASSES = {
     "paged-kv": ["FlashInfer-Bench/012", "FlashInfer-Bench/013", "FlashInfer-Bench/014", "FlashInfer-Bench/015",
                  "FlashInfer-Bench/018", "FlashInfer-Bench/019"],
     "moe-one-hot": ["L1/044", "L2/008", "L2/009", "L2/010", "L2/016", "L2/029", "L2/081", "L2/082",
-                    "L2/013", "L2/025"],  # the last two: one_hot's scatter form of known ids
+                    "L2/013", "L2/025", "L2/061"],  # 013, 025: one_hot's scatter form of known ids
     "tolist-inputs": ["L1/021", "L1/023", "L2/017", "L2/018", "Quant/031"],
 }
 
