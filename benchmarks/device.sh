@@ -80,7 +80,7 @@ step_dataset() {
   echo "solbench run exit: $?"; tail -3 "$OUT/dataset.err"
   python3 benchmarks/summarize_traces.py "$OUT/dataset.jsonl" --failures 40
 }
-step_sol() { box 200 python3 benchmarks/sol_gpu_check.py --shared "$SHARED" --out "$OUT/sol_check" 2>&1 | tail -20; }
+step_sol() { box 200 python3 benchmarks/sol_gpu_check.py --shared "$SHARED" --out "$OUT/sol_check" 2>&1 | tail -45; }
 step_ray_check() {
   box 120 python3 benchmarks/ray_bundle.py check /tmp/site 2>&1 | grep -v -e "^202.*WARNING" | tail -5
 }

@@ -34,7 +34,8 @@ CHANGE = 0.10
 CLASSES = {
     "paged-kv": ["FlashInfer-Bench/012", "FlashInfer-Bench/013", "FlashInfer-Bench/014", "FlashInfer-Bench/015",
                  "FlashInfer-Bench/018", "FlashInfer-Bench/019"],
-    "moe-one-hot": ["L1/044", "L2/008", "L2/009", "L2/010", "L2/016", "L2/029", "L2/081", "L2/082"],
+    "moe-one-hot": ["L1/044", "L2/008", "L2/009", "L2/010", "L2/016", "L2/029", "L2/081", "L2/082",
+                    "L2/013", "L2/025", "L2/061"],  # 013, 025: one_hot's scatter form of known ids
     "tolist-inputs": ["L1/021", "L1/023", "L2/017", "L2/018", "Quant/031"],
 }
 
@@ -128,6 +129,7 @@ def compare(args) -> int:
     before, t_before = _load(args.before, names)
     after, t_after = _load(args.after, names)
     counts: dict = defaultdict(lambda: [0, 0, 0, []])  # class -> [workloads, strict changed, solar changed, ratios]
+    others: dict = defaultdict(int)  # changed problems outside the known classes
     for key, new in after.items():
         old = before.get(key)
         if old is None:
@@ -140,10 +142,14 @@ def compare(args) -> int:
                 row[i] += 1
                 if convention == "strict":
                     row[3].append(b / a)
+                    if _class_of(key[0]) == "other":
+                        others[key[0]] += 1
     print(f"{'class':15s} {'workloads':>9s} {'strict >10%':>11s} {'solar >10%':>10s}  median new/old (strict, changed)")
     for name, (n, s, o, ratios) in sorted(counts.items()):
         med = f"{statistics.median(ratios):.3g}" if ratios else "-"
         print(f"{name:15s} {n:9d} {s:11d} {o:10d}  {med}")
+    if others:
+        print("changed outside the classes: " + ", ".join(f"{k} ({v})" for k, v in sorted(others.items())))
     for label, records in (("before", before), ("after", after)):
         methods = defaultdict(int)
         for r in records.values():

@@ -9,9 +9,9 @@ So the reference's `range` is watched: `compile_reference` puts `watched_range` 
 and each turn of a loop over it notes the trace's op count. After `SAMPLE_TURNS` turns the cheapest
 turn seen so far predicts the rest: when `ops so far + turns left x cheapest turn` exceeds
 `MARGIN` times the budget, the trace stops at once with the same `BudgetExceeded` the budget would
-raise. Only a loop whose remaining turns are all much cheaper than its first ones could have fit;
-the margin keeps that from happening in practice, and the prediction depends only on op counts, so
-the outcome is as deterministic as the budget itself.
+raise. Only a loop whose remaining turns are all cheaper than the cheapest of its first ones could
+have fit; the prediction depends only on op counts, so the outcome is as deterministic as the
+budget itself.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from solbench.sol.capture_data import BudgetExceeded
 
 SAMPLE_TURNS = 3  # turns measured before predicting
-MARGIN = 2.0  # stop only when the prediction exceeds the budget this many times
+MARGIN = 1.0  # stop when the prediction (at the cheapest turn seen) exceeds the budget this many times
 _active: list = []  # the tracers of the captures running now (innermost last)
 
 

@@ -11,14 +11,15 @@ from solbench.sol import analyser, meta_tracer
 LOOP = ("import torch\n"
         "def run(x):\n"
         "    y = x\n"
-        "    for _ in range({n}):\n"
+        "    for _ in {over}:\n"
         "        y = y + 1\n"
         "    return y\n")
 
 
-def _loop(definition_of, n: int):
-    return definition_of({"x": (["N"], "float32")}, {"y": (["N"], "float32")}, LOOP.format(n=n), {"N": 16},
-                         name=f"loop{n}")
+def _loop(definition_of, n: int, over: str = "[None] * {n}"):
+    """A loop of n ops; over a list by default (a `range` is watched and may stop early, `loops`)."""
+    return definition_of({"x": (["N"], "float32")}, {"y": (["N"], "float32")},
+                         LOOP.format(over=over.format(n=n)), {"N": 16}, name=f"loop{n}{over[:3]}")
 
 
 def _fresh(monkeypatch):
@@ -91,8 +92,8 @@ def test_loop_bound_to_exceed_the_budget_stops_early(definition_of, monkeypatch)
     """range(5000) at one op a turn against a budget of 500: stopped after a few turns, same fallback."""
     monkeypatch.setattr(meta_tracer, "MAX_OPS", 500)
     _fresh(monkeypatch)
-    cost = analyser.analyse(_loop(definition_of, 5000), {})
+    cost = analyser.analyse(_loop(definition_of, 5000, "range({n})"), {})
     assert cost.method == "declared-io"
     assert any("loops over range(5000)" in n and "stopped after 3 turns" in n for n in cost.notes)
     _fresh(monkeypatch)
-    assert analyser.analyse(_loop(definition_of, 450), {}).method == "meta"  # predicted under: runs in full
+    assert analyser.analyse(_loop(definition_of, 450, "range({n})"), {}).method == "meta"  # under: runs in full
