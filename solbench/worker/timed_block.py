@@ -53,17 +53,24 @@ class TimedBlock:
     """The state of one timed block: argument slots, the input rotation and the sampled outputs."""
 
     def __init__(self, state: WorkerState, request: msg.Time):
-        started = _perf_counter()
+        started, seeds = _perf_counter(), list(request.seeds)
         self.state, self.request = state, request
-        seeds = list(request.seeds)
         for seed in [s for s in state.inputs_cache if s not in seeds]:
             state.inputs_cache.pop(seed)  # e.g. the trials' inputs: not needed by a timed block, and maybe GBs
-        generated = [make_call_inputs(state, request.workload, seed, fresh_copy=False) for seed in seeds]
+        self.budget_s = FRESH_INPUTS_BUDGET_S if request.fresh_inputs_budget_s is None else request.fresh_inputs_budget_s
+        first_call = first_fresh_set(state, request, seeds, self.budget_s)
+        generated = [make_call_inputs(state, request.workload, seed, fresh_copy=False)
+                     for seed in (seeds[:1] if first_call is not None else seeds)]
         self.axes = generated[0][1]
         sets = [args for _, _, args in generated]
         del generated
-        self.budget_s = FRESH_INPUTS_BUDGET_S if request.fresh_inputs_budget_s is None else request.fresh_inputs_budget_s
-        self.fresh = self.budget_s > 0 and (len(sets) < 2 or changed_tensors(sets[0], sets[1]) != [])
+        if first_call is not None:  # compared with the first set instead of a second requested one
+            self.fresh = changed_tensors(sets[0], first_call[1]) != []
+            if not self.fresh:
+                first_call = None
+                sets += [make_call_inputs(state, request.workload, seed, fresh_copy=False)[2] for seed in seeds[1:]]
+        else:
+            self.fresh = self.budget_s > 0 and (len(sets) < 2 or changed_tensors(sets[0], sets[1]) != [])
         if self.fresh:
             # Calls draw their own inputs: the other sets only served the check above (the first is the
             # slots' template). The judge rebuilds kept calls' inputs in the reference worker, not here.
@@ -93,6 +100,8 @@ class TimedBlock:
         self.poisoned: list[list] = []  # per graph: its outputs that are not views of its slot's inputs
         self.key = block_key(state, request)
         self.begin(request)
+        if first_call is not None and tensor_bytes(first_call[1]) <= trim_threshold_bytes(state):
+            self.first_call = first_call
         self.phases_s["setup"] = _perf_counter() - started
 
     def begin(self, request: msg.Time) -> None:
@@ -107,6 +116,7 @@ class TimedBlock:
         self.threads = ThreadWatch(self.state)
         self.aliased: set[str] = set()
         self.generation_s, self.reused, self.recent = 0.0, False, []
+        self.first_call: tuple[int, list, float] | None = None  # call 0's fresh set, drawn during setup
         self.phases_s: dict[str, float] = {}
 
     def checked(self, result, slot_inputs) -> list:
@@ -152,7 +162,12 @@ class TimedBlock:
         self.threads.call_returned()
         self.stash_last()
         slot_inputs, slot_outputs = self.slots[i % len(self.slots)]
-        if self.fresh and self.generation_s < self.budget_s:
+        if self.fresh and self.first_call is not None:
+            seed, source, spent_s = self.first_call
+            self.first_call = None
+            self.generation_s += spent_s
+            self.recent.append((seed, source))
+        elif self.fresh and self.generation_s < self.budget_s:
             started = _perf_counter()
             seed = entropy_bits(62)
             while len(self.recent) >= self.recent_limit:  # room first: the new set counts against the budget too
@@ -232,6 +247,19 @@ class TimedBlock:
         flags += ["checked_outputs_capped"] if self.keep > 0 and len(self.stashed) < min(self.keep, self.seen) else []
         flags += ["timed_inputs_single_slot"] if len(self.slots) < 2 else []  # every call saw one address
         return flags
+
+
+def first_fresh_set(state: WorkerState, request: msg.Time, seeds: list[int], budget_s: float) -> tuple | None:
+    """On a CPU (slow draws): call 0's fresh set (seed, inputs, seconds), drawn now and compared with the first
+    requested set to see whether inputs depend on the seed, instead of a second requested set drawn only for
+    that. Not on a GPU: cheap draws there, and graph capture runs the solution before call 0."""
+    if state.is_cuda or budget_s <= 0 or len(seeds) < 2:
+        return None
+    started = _perf_counter()
+    seed = entropy_bits(62)
+    inputs = make_call_inputs(state, request.workload, seed, fresh_copy=False)[2]
+    state.inputs_cache.pop(seed, None)  # used once: not worth caching
+    return seed, inputs, _perf_counter() - started
 
 
 def block_key(state: WorkerState, request: msg.Time) -> str:

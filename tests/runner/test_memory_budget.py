@@ -3,6 +3,7 @@ fresh sets, and the `trim` request that drops a worker's input cache while the o
 
 from __future__ import annotations
 
+import json
 import sys
 from types import SimpleNamespace
 
@@ -262,3 +263,48 @@ def test_a_failed_graph_capture_restarts_the_worker_and_times_again_as_launched(
     assert "cuda_graph_unavailable" in reply.flags and "launch_bound" in reply.flags
     again = session.ask_timed(session.candidate, message, 60)  # the same code: not captured again
     assert sent == [True, False, False] and again.samples_ms == [3.0] and len(events) == 2
+
+
+def _spy_draws(monkeypatch) -> list[int]:
+    drawn: list[int] = []
+    original = timed_block.make_call_inputs
+
+    def make_call_inputs(state, workload, seed, **kwargs):
+        drawn.append(seed)
+        return original(state, workload, seed, **kwargs)
+
+    monkeypatch.setattr(timed_block, "make_call_inputs", make_call_inputs)
+    return drawn
+
+
+def test_on_cpu_the_first_calls_fresh_set_decides_the_seed_check_and_no_second_set_is_drawn(loaded, monkeypatch):
+    """Whether inputs depend on the seed is seen by comparing the first timed set with call 0's own fresh
+    set (drawn in setup, then used by call 0): one draw per call, and none only for the check."""
+    state, wdata = loaded
+    drawn = _spy_draws(monkeypatch)
+    reply = time_block(state, wdata)
+    assert "timed_inputs_fixed" not in reply.flags and 22 not in drawn and drawn.count(21) == 1
+    fresh = [s for s in drawn if s != 21]
+    assert len(fresh) == len(set(fresh)) == 1 + 6  # warm-up and timed calls, each its own set
+    assert reply.sampled and all(seed in fresh for _, seed, _ in reply.sampled)
+    for _, seed, outputs in reply.sampled:  # each kept output belongs to the set its seed rebuilds
+        x, y = calls.make_call_inputs(state, wdata, seed)[2]
+        assert torch.equal(outputs[0], x * 2.0 + y)
+
+
+def test_inputs_that_ignore_the_seed_still_rotate_the_requested_sets(tmp_path, monkeypatch):
+    folder = write_problem(tmp_path / "p", sizes=(64,))
+    workload = {"uuid": "w0-64", "axes": {"n": 64}, "tolerance": {"max_atol": 1e-5, "max_rtol": 1e-5},
+                "inputs": {"x": {"type": "scalar", "value": 1.5}, "y": {"type": "scalar", "value": -2.0}}}
+    (folder / "workload.jsonl").write_text(json.dumps(workload) + "\n")
+    problem = load_problem(folder)
+    solution = load_solution(write_solution(tmp_path, GOOD), problem.definition)
+    monkeypatch.setattr(timed_block, "background_activity", lambda state: None)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    state = WorkerState("cpu")
+    calls.handle_load(state, msg.Load(definition=problem.definition.to_dict(), solution=solution.to_dict(),
+                                      work_dir=str(tmp_path / "w")))
+    drawn = _spy_draws(monkeypatch)
+    reply = time_block(state, problem.workloads[0].to_dict())
+    assert "timed_inputs_fixed" in reply.flags and {21, 22} <= set(drawn)
+    assert all(seed in (21, 22) for _, seed, _ in reply.sampled)
