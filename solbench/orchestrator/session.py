@@ -234,7 +234,7 @@ class DeviceSession:
 
     def ask_timed(self, worker: WorkerProcess, request: msg.Time, timeout_s: float) -> msg.Timed:
         """A timed-block request. With CUDA graphs asked for, a call that cannot be captured ends the
-        block (`worker.timed_block.capture_graphs`): a failed capture can leave its process broken (the
+        block (`worker.graphs.capture_graphs`): a failed capture can leave its process broken (the
         CUDA RNG left in capture mode, a graph pool never freed: seen on an H100 with an MoE
         reference). That worker is restarted and the block timed in the clean process, as launched;
         later blocks of the same code are not captured again."""

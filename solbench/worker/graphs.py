@@ -1,0 +1,86 @@
+"""CUDA graphs of a timed block: one per argument slot, kept only when a replay does the call's whole work.
+
+A graph replays exactly the work captured on the capturing stream; work the call launches elsewhere
+(other threads, unjoined streams) is missing from it. Timing such a graph would fail a legit kernel on
+its outputs, or hide a hostile one's work: `replay_reproduces` decides, and a graph that does not
+reproduce the eager call is not timed (the block is timed as launched instead).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from solbench.check.outputs import byte_span
+from solbench.worker.calls import as_list, invoke, refill_outputs
+from solbench.worker.state import WorkerState
+
+
+def capture_graphs(state: WorkerState, slots: list) -> tuple[list | None, str | None]:
+    """One CUDA graph per argument slot, capturing the call on that slot's tensors, sharing one
+    memory pool (they are replayed in capture order). Each slot is called once on a side stream
+    first (lazy initialisation, autotuning, allocator warm-up), as capture requires. A call that
+    cannot be captured (a host sync, the legacy default stream, CPU work on data) gives (None, why)
+    and is timed as launched, in a new process (`orchestrator.session.DeviceSession.ask_timed`).
+    """
+    try:
+        first_inputs = [t.clone() if isinstance(t, torch.Tensor) else t for t in slots[0][0]]
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for k, (slot_inputs, slot_outputs) in enumerate(slots):
+                result = invoke(state, slot_inputs, slot_outputs)
+                if k == 0:
+                    eager = [t.clone() for t in unaliased_outputs(result, slot_inputs)]
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+        pool = torch.cuda.graph_pool_handle()
+        graphs = []
+        for slot_inputs, slot_outputs in slots:
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, pool=pool):
+                result = invoke(state, slot_inputs, slot_outputs)
+            graphs.append((graph, result))
+        torch.cuda.synchronize()
+        if not replay_reproduces(graphs[0], slots[0][0], first_inputs, eager):
+            del graphs
+            return None, ("not captured whole (a replay of the graph did not reproduce the call's own output: "
+                          "work outside the capturing stream, e.g. in other threads); timed as launched")
+    except Exception as exc:  # noqa: BLE001 - the solution's call is not capturable: time it as launched
+        try:
+            torch.cuda.synchronize()
+        except Exception:  # noqa: BLE001, S110 - a broken capture may leave an error behind; the block reports it
+            pass
+        return None, f"not captured ({type(exc).__name__}: {str(exc)[:300]}); timed as launched"
+    return graphs, None
+
+
+def replay_reproduces(captured: tuple, slot_inputs: list, first_inputs: list, eager: list) -> bool:
+    """Whether replaying a graph, on the inputs its eager call saw and with its outputs poisoned, writes
+    the eager call's output bit for bit. A capture can succeed and still miss work (kernels launched by
+    other threads run eagerly while the main thread captures): timing such a graph would fail a legit
+    kernel with "wrong output", so it is timed as launched instead. Differences from nondeterministic
+    kernels only cost the graph, never a verdict."""
+    graph, result = captured
+    for dst, src in zip(slot_inputs, first_inputs):
+        if isinstance(dst, torch.Tensor):
+            dst.copy_(src)
+    outputs = unaliased_outputs(result, slot_inputs)
+    refill_outputs(outputs)
+    graph.replay()
+    torch.cuda.synchronize()
+    if len(outputs) != len(eager):
+        return False
+    return all(a.shape == b.shape and a.dtype == b.dtype
+               and torch.equal(a.reshape(-1).view(torch.uint8), b.reshape(-1).view(torch.uint8))
+               for a, b in zip(outputs, eager))
+
+
+def unaliased_outputs(result, inputs: list) -> list:
+    """A graph's output tensors that share no memory with its slot's inputs (those may be poisoned)."""
+    spans = [byte_span(t) for t in inputs if isinstance(t, torch.Tensor)]
+    out = []
+    for t in as_list(result):
+        span = byte_span(t) if isinstance(t, torch.Tensor) else None
+        if span is not None and not any(s is not None and s[0] < span[1] and span[0] < s[1] for s in spans):
+            out.append(t)
+    return out
