@@ -21,7 +21,7 @@ from collections import deque
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from solbench.protocol import codec, framing
+from solbench.protocol import codec
 from solbench.protocol import messages as msg
 
 LOG_CAP_BYTES = 64 * 1024
@@ -158,6 +158,8 @@ class WorkerProcess:
     def request(self, request: msg.Request, timeout_s: float) -> msg.Reply:
         """Send one request and wait for its reply; kill the worker on timeout, death or a reply the
         harness never writes (`WorkerProtocolError`)."""
+        from solbench.protocol import framing  # inner: torch, kept off `start` (cluster_actor)
+
         if not self.alive:
             self.start()
         assert self.conn is not None and self.proc is not None
@@ -194,6 +196,8 @@ class WorkerProcess:
     def _receive(self, request: msg.Request, request_id: int, deadline: float) -> msg.Reply:
         """One reply, decoded without running code; it must answer `request_id`, arrive whole before
         `deadline` and be a well-formed reply to `request`."""
+        from solbench.protocol import framing  # inner: torch, as in `request`
+
         try:
             data = framing.recv(self.conn, deadline)
         except framing.WireError as exc:  # the harness never writes a malformed message
