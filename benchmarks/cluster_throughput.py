@@ -123,6 +123,8 @@ def start_ray_head(args, gpus: int) -> tuple[subprocess.Popen, str, float]:
                "--node-ip-address=127.0.0.1"]
     if args.device == "cpu":
         command += [f"--num-cpus={gpus}", "--num-gpus=0"]
+    if "RAY_AUTH_MODE" not in os.environ and (Path.home() / ".ray" / "auth_token").is_file():
+        os.environ["RAY_AUTH_MODE"] = "token"  # the runs' ray.init uses that token: the head must ask for it too
     started = time.monotonic()
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)

@@ -34,7 +34,7 @@ def node_device(config: RunConfig, gpu: bool = False) -> str:
     or the CPU where the run asks for it or (with device "auto") where the node has no GPU."""
     if config.device == "cpu":
         return "cpu"
-    if gpu:
+    if gpu and os.environ.get("CUDA_VISIBLE_DEVICES"):  # Ray names the GPU it gave this actor there
         return "cuda:0"
     if cuda_available():
         return "cuda:0"
@@ -69,8 +69,10 @@ class SessionHost:
     def describe(self) -> dict:
         """Where this actor runs: node name, device, process id (the driver's progress and tests). Like a
         local orchestrator, the actor itself never initialises CUDA: its workers do."""
+        workers = (self.session.reference, self.session.candidate)
         return {"hostname": socket.gethostname(), "device": self.device, "pid": os.getpid(),
-                "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
+                "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+                "worker_pids": [w.proc.pid if w.alive else None for w in workers]}
 
     def run(self, shipped: ShippedProblem, solution: Solution | None, workload_uuids: list[str],
             run_seed: int | None = None) -> Iterator[dict]:
