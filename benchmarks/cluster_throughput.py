@@ -13,6 +13,11 @@ every trace: start-up, tails and imbalance) and whether every status equals the 
 `--kill-after K`, the Ray run's session actors are found among this run's own processes and one is
 killed once K traces are on disk; the check is that every workload is reported exactly once.
 `--budget-s` caps the whole script: a run cut by it is reported as cut, with what it finished.
+
+`ray_s` is the Ray start-up (or connection) inside each Ray run, as the run reports it. By default every Ray
+run starts its own local Ray (`--cluster auto` finds none), so its wall time includes that start-up. A real
+cluster is started once, not per run: `--ray-head` starts one head (`ray start --head`, timed and printed
+once) before the runs and ends it after, and every Ray run connects to it with `--cluster auto`.
 """
 
 from __future__ import annotations
@@ -20,8 +25,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -36,6 +43,7 @@ from solbench.orchestrator.jobs import load_problems  # noqa: E402 - the reposit
 from solbench.orchestrator.sizes import declared_set_bytes  # noqa: E402
 
 ACTOR_TITLE = "ray::SessionHost"  # how Ray names an actor's process (its command line)
+RAY_STARTUP = re.compile(r"Ray (?:started|connected) in ([0-9.]+) s")  # the line `solbench run --cluster` prints
 
 
 def pick_problems(root: Path, count: int | None, max_set_mib: float, max_workloads: int) -> list[Path]:
@@ -103,6 +111,52 @@ def killer(proc: subprocess.Popen, traces: Path, after: int, log: list[str]) -> 
         time.sleep(0.2)
 
 
+def start_ray_head(args, gpus: int) -> tuple[subprocess.Popen, str, float]:
+    """A Ray head on this machine, in its own process group and temp folder (so `--cluster auto` of other
+    Ray users here does not find it): (the blocking `ray start` process, its address, seconds to start)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    temp = tempfile.mkdtemp(prefix="sbray")  # short: Ray's socket paths live under it
+    command = [sys.executable, "-c", "from ray.scripts.scripts import main; main()", "start", "--head", "--block",
+               f"--port={port}", "--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={temp}",
+               "--node-ip-address=127.0.0.1"]
+    if args.device == "cpu":
+        command += [f"--num-cpus={gpus}", "--num-gpus=0"]
+    if "RAY_AUTH_MODE" not in os.environ and (Path.home() / ".ray" / "auth_token").is_file():
+        os.environ["RAY_AUTH_MODE"] = "token"  # the runs' ray.init uses that token: the head must ask for it too
+    started = time.monotonic()
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    for line in proc.stdout:  # `ray start --block` says so once the head is up, then blocks
+        if "Ray runtime started" in line:
+            break
+    else:
+        raise SystemExit(f"ray start --head failed (exit {proc.wait()})")
+    threading.Thread(target=proc.stdout.read, daemon=True).start()  # keep its pipe drained
+    proc.temp_dir = temp
+    return proc, f"127.0.0.1:{port}", time.monotonic() - started
+
+
+def stop_ray_head(proc: subprocess.Popen) -> None:
+    """End the head this script started: its whole process group, and nothing else."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            proc.wait(timeout=15)
+            time.sleep(1)  # its children (GCS, raylet) end with it; give them a moment before the check
+        except subprocess.TimeoutExpired:
+            continue
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # any member of the group still there
+    except ProcessLookupError:
+        pass
+    shutil.rmtree(proc.temp_dir, ignore_errors=True)
+
+
 def run_once(dataset: Path, engine: str, gpus: int, args, traces: Path, timeout_s: float) -> dict:
     command = [sys.executable, "-m", "solbench", "run", str(dataset), "--max-workloads", str(args.max_workloads),
                "--device", args.device, "-o", str(traces), *args.extra]
@@ -111,9 +165,11 @@ def run_once(dataset: Path, engine: str, gpus: int, args, traces: Path, timeout_
     elif args.device != "cpu":
         command += ["--devices", ",".join(str(i) for i in range(gpus))]
     started = time.monotonic()
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    if engine == "ray" and args.ray_address:
+        env["RAY_ADDRESS"] = args.ray_address  # what `--cluster auto` connects to first
     proc = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")},
-                            start_new_session=True)
+                            env=env, start_new_session=True)
     kills: list[str] = []
     if engine == "ray" and args.kill_after:
         threading.Thread(target=killer, args=(proc, traces, args.kill_after, kills), daemon=True).start()
@@ -131,7 +187,9 @@ def run_once(dataset: Path, engine: str, gpus: int, args, traces: Path, timeout_
     wall = time.monotonic() - started
     lines = [json.loads(line) for line in traces.read_text().splitlines() if line.strip()] if traces.exists() else []
     keys = [(t["definition"], t["workload"]["uuid"]) for t in lines]
+    startup = RAY_STARTUP.search(err or "")
     return {"engine": engine, "gpus": gpus, "wall_s": round(wall, 1), "workloads": len(lines), "cut": cut,
+            "ray_s": float(startup.group(1)) if startup else None,
             "rc": proc.returncode, "busy_s": round(sum(t["evaluation"].get("seconds") or 0 for t in lines), 1),
             "statuses": {f"{d}/{u}": t["evaluation"]["status"] for (d, u), t in zip(keys, lines)},
             "duplicates": len(keys) - len(set(keys)), "kills": kills, "stderr_tail": (err or "")[-600:]}
@@ -139,6 +197,7 @@ def run_once(dataset: Path, engine: str, gpus: int, args, traces: Path, timeout_
 
 def row(result: dict, first: dict, fewest: dict | None) -> str:
     wall, n = result["wall_s"], result["workloads"]
+    ray_s = f"{result['ray_s']:.1f}" if result.get("ray_s") is not None else "-"
     per_min = 60 * n / wall if wall else 0.0
     idle = result["gpus"] * wall - result["busy_s"]
     fewest_per_min = 60 * fewest["workloads"] / fewest["wall_s"] if fewest and fewest["wall_s"] else 0.0
@@ -148,7 +207,7 @@ def row(result: dict, first: dict, fewest: dict | None) -> str:
     equal_text = ("yes" if equal and len(same) == len(first["statuses"]) == n else
                   f"{'yes' if equal else 'NO'} ({len(same)}/{len(first['statuses'])} compared)")
     return (f"{result['engine']:<6} {result['gpus']:>4} {wall:>8.1f} {n:>9} {per_min:>8.1f} {speedup:>7.2f}x "
-            f"{idle:>8.1f} {equal_text:<14} {result['duplicates']:>4} {'CUT' if result['cut'] else ''}"
+            f"{idle:>8.1f} {ray_s:>6} {equal_text:<14} {result['duplicates']:>4} {'CUT' if result['cut'] else ''}"
             f"{' rc=' + str(result['rc']) if result['rc'] not in (0, 1) and not result['cut'] else ''}")
 
 
@@ -163,6 +222,8 @@ def main() -> int:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--kill-after", type=int, help="ray runs: kill one session actor once this many traces exist")
     parser.add_argument("--budget-s", type=float, default=540.0, help="for the whole script")
+    parser.add_argument("--ray-head", action="store_true", help="start one Ray head before the runs (timed) and "
+                                                                 "connect every Ray run to it, as on a real cluster")
     parser.add_argument("--json", type=Path, help="write every run's figures here")
     parser.add_argument("--compare-to", type=Path, help="a --json file of an earlier invocation: statuses are "
                                                            "compared with its first run instead of this one's")
@@ -175,13 +236,27 @@ def main() -> int:
     print(f"{len(problems)} problems, first {args.max_workloads} workloads each: "
           + " ".join(f"{p.parent.name}/{p.name}" for p in problems), flush=True)
     header = f"{'engine':<6} {'gpus':>4} {'wall_s':>8} {'workloads':>9} {'wl/min':>8} {'speedup':>8} {'idle_s':>8} " \
-             f"{'statuses=1st':<14} {'dup':>4}"
-    expected = sum(min(args.max_workloads, count_lines(p / "workload.jsonl")) for p in problems)
+             f"{'ray_s':>6} {'statuses=1st':<14} {'dup':>4}"
     print(header, flush=True)
-    results: list[dict] = []
     first = json.loads(args.compare_to.read_text())[0] if args.compare_to and args.compare_to.is_file() else None
     if first:
         print(f"statuses compared with {first['engine']} on {first['gpus']} from {args.compare_to}")
+    args.ray_address, head = None, None
+    if args.ray_head and "ray" in args.engines.split(","):
+        head, args.ray_address, head_s = start_ray_head(args, max(int(g) for g in args.gpus.split(",")))
+        print(f"Ray head started in {head_s:.1f} s at {args.ray_address}; every Ray run connects to it", flush=True)
+    try:
+        run_all(args, problems, first, deadline)
+    finally:
+        if head is not None:
+            stop_ray_head(head)
+    return 0
+
+
+def run_all(args, problems: list[Path], first: dict | None, deadline: float) -> None:
+    """Every (engine, GPU count) run on copies of the problems, one table row each."""
+    expected = sum(min(args.max_workloads, count_lines(p / "workload.jsonl")) for p in problems)
+    results: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="solbench_cluster_bench_") as tmp:
         dataset = Path(tmp) / "dataset"
         for folder in problems:  # copies: problem discovery does not follow links
@@ -208,7 +283,6 @@ def main() -> int:
         for r in results:
             print(f"kill check ({r['engine']} {r['gpus']}): {r['workloads']} traces, {r['duplicates']} duplicated, "
                   f"{'none lost' if len(r['statuses']) == expected else f'INCOMPLETE ({expected} expected)'}")
-    return 0
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@
 #   sol            benchmarks/sol_gpu_check.py (calibration, bounds against eager timings)
 #   ray-check      the carried Ray bundle: a 2-CPU local cluster runs a task (issue 17's packaging)
 #   cluster        issue 17: 10 shared problems, Ray on 1 GPU then local on 1 GPU, statuses and throughput
+#   cluster-head   the same, every Ray run connecting to one Ray head started before it (as on a real cluster)
 #   scaling-local  issue 18: 40 shared problems, first 2 workloads, local --devices on 1, 2, 4 GPUs
 #   scaling-ray    issue 18: the same through a local Ray cluster (statuses compared with scaling-local's 1 GPU)
 #   scaling-kill   issue 18: 20 problems through Ray on 2 GPUs, one actor killed mid-run: none lost or duplicated
@@ -96,6 +97,7 @@ scaling() {  # $1 engines, $2 GPU counts, $3 picked problems, $4 seconds, rest: 
 }
 KEEP=/tmp/solbench-keep  # outlives one device command ($OUT does not): scaling-ray compares with scaling-local
 step_cluster() { scaling ray,local 1 10 510 --json "$OUT/cluster.json"; }
+step_cluster_head() { scaling ray,local 1 10 510 --ray-head --json "$OUT/cluster_head.json"; }
 step_scaling_local() {
   mkdir -p $KEEP; scaling local 1,2,4 40 510 --json "$KEEP/scaling_local.json"; cp $KEEP/scaling_local.json "$OUT/" 2>/dev/null
 }

@@ -97,8 +97,9 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
                      baseline_csv=args.baseline_csv, cluster=args.cluster, cluster_actors=args.cluster_actors)
 
 
-def jobs_from_args(args: argparse.Namespace, config: RunConfig) -> list[Job]:
-    """The jobs the command line asks for (no PROBLEM: the shipped solutions on the shipped problems)."""
+def job_target(args: argparse.Namespace) -> tuple[Path, list[Path] | None]:
+    """(problem or dataset folder, solutions) the command line names; no PROBLEM: the shipped solutions on
+    the shipped problems. A target that does not exist stops here, before a cluster is started."""
     if args.problem is None:
         target, solutions = repo_default("problem_defs"), args.solution or [repo_default("solutions")]
         if not target.is_dir():
@@ -107,7 +108,23 @@ def jobs_from_args(args: argparse.Namespace, config: RunConfig) -> list[Job]:
         target, solutions = args.problem, args.solution
     if not target.exists():
         raise SpecError(f"{target} does not exist")
+    return target, solutions
+
+
+def jobs_from_args(args: argparse.Namespace, config: RunConfig) -> list[Job]:
+    """The jobs the command line asks for."""
+    target, solutions = job_target(args)
     return build_jobs(target, solutions, config.max_workloads)
+
+
+def begin_cluster(config: RunConfig):
+    """With --cluster: connect (or start a local Ray) and start the session actors now, so they come up
+    while the jobs are built; None without --cluster."""
+    if not config.cluster:
+        return None
+    from solbench.orchestrator.cluster import ClusterLaunch  # inner: ray is an optional extra
+
+    return ClusterLaunch(config)
 
 
 def open_trace_file(output: Path | None, console: Console) -> TraceFile | None:
@@ -153,17 +170,29 @@ def shown_path(path: Path) -> str:
 
 def run_command(args: argparse.Namespace) -> int:
     console = Console(stderr=True, soft_wrap=True)  # messages never broken at 80 columns in a log
+    launch = None
     try:
-        config = config_from_args(args)
-        jobs = jobs_from_args(args, config)
-        devices = choose_devices(config, args.devices)
-        if config.lock_clocks and not config.cluster and not any(d.startswith("cuda") for d in devices):
-            raise SpecError("--lock-clocks needs a CUDA GPU")
-        trace_file = open_trace_file(args.output, console)
-    except (SpecError, OSError) as exc:
-        console.print(f"[red]error:[/red] {escape(str(exc))}")
-        return EXIT_BAD_INPUT
+        try:
+            config = config_from_args(args)
+            devices = choose_devices(config, args.devices)
+            job_target(args)
+            launch = begin_cluster(config)
+            jobs = jobs_from_args(args, config)
+            if config.lock_clocks and not config.cluster and not any(d.startswith("cuda") for d in devices):
+                raise SpecError("--lock-clocks needs a CUDA GPU")
+            trace_file = open_trace_file(args.output, console)
+        except (SpecError, OSError) as exc:
+            console.print(f"[red]error:[/red] {escape(str(exc))}")
+            return EXIT_BAD_INPUT
+        return run_and_report(args, config, jobs, devices, trace_file, console, launch)
+    finally:
+        if launch is not None:  # a run that ended early (bad input, Ctrl-C) before the cluster run took it
+            launch.close()
 
+
+def run_and_report(args: argparse.Namespace, config: RunConfig, jobs: list[Job], devices: list[str],
+                   trace_file: TraceFile | None, console: Console, launch) -> int:
+    """Run the jobs with a progress display, then the tables; the exit code."""
     note = auto_fallback_note(config, devices)
     if note:
         console.print(note)
@@ -171,6 +200,9 @@ def run_command(args: argparse.Namespace) -> int:
     if done:
         console.print(f"resuming: {done} of {total} workloads already in {shown_path(trace_file.path)}")
     console.print(f"{len(jobs)} job(s), {total} workload(s) on {', '.join(devices)}")
+    if launch is not None:
+        console.print(f"Ray {'started' if launch.started_ray else 'connected'} in {launch.connect_s:.1f} s; "
+                      f"{len(launch.slots)} session actor(s) starting")
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         console=console, transient=False, disable=args.json and not console.is_terminal)
     task = progress.add_task("evaluating", total=total, completed=done)
@@ -193,14 +225,14 @@ def run_command(args: argparse.Namespace) -> int:
             node_tasks[device] = progress.add_task(f"  {device}", total=None)
         progress.update(task, description=f"{job.problem.name[:40]} on {device}")
 
-    # Heavy (torch, the workers' protocol): imported once the options are known to be good.
+    # Imported once the options are known to be good (a local run's scheduler imports torch when it runs).
     from solbench.orchestrator.scheduler import run_jobs
     from solbench.timing.clock_lock import ClockLockError
 
     try:
         with progress:
             traces = run_jobs(jobs, config, devices, trace_file=trace_file, on_trace=on_trace,
-                              on_job_start=on_job_start)
+                              on_job_start=on_job_start, launch=launch)
     except ClockLockError as exc:
         console.print(f"[red]error:[/red] --lock-clocks: {exc}")
         return EXIT_BAD_INPUT

@@ -87,18 +87,61 @@ class Slot:
 
     index: int
     actor: object = None
+    pending: tuple | None = None  # (actor, its `describe` ref): created by the launch, not yet answered
     label: str = ""
     info: dict = field(default_factory=dict)
     deaths: int = 0
     finished_workloads: int = 0
 
 
+class ClusterLaunch:
+    """Connecting and creating the session actors, begun as soon as the run's options are known: the actors
+    start (a Ray worker process, its imports, the session's two workers) while the driver builds its jobs.
+    Whoever finishes with it calls `close`: the actors that never got work go, and a Ray this started ends."""
+
+    def __init__(self, config: RunConfig):
+        self.config = config
+        began = time.monotonic()
+        self.ray = import_ray()
+        self.started_ray = connect(config.cluster or "auto")
+        self.connect_s = time.monotonic() - began  # the Ray start-up (or connection) alone
+        self._closed, self.slots = False, []
+        try:
+            count, self.options = actor_plan(config)
+            self._host = self.ray.remote(SessionHost)
+            self.slots = [Slot(i) for i in range(count)]
+            for slot in self.slots:
+                slot.pending = self.create_actor()
+        except BaseException:
+            self.close()
+            raise
+
+    def create_actor(self) -> tuple:
+        """A new session actor (Ray starts it in the background) and the ref its first answer will fill."""
+        actor = self._host.options(max_concurrency=2, **self.options).remote(
+            self.config, os.environ.get("OMP_NUM_THREADS"), "num_gpus" in self.options)
+        return actor, actor.describe.remote()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for slot in self.slots:
+            if slot.pending is not None:
+                self.ray.kill(slot.pending[0])
+                slot.pending = None
+        if self.started_ray:
+            self.ray.shutdown()
+
+
 class ClusterRun:
     """The driver's side of one cluster run (see the module's docstring); `slots` are open to callers."""
 
     def __init__(self, jobs: list[Job], config: RunConfig, sink: TraceSink, *,
-                 on_job_start: Callable[[Job, str], None] | None = None, stop: threading.Event | None = None):
-        self.ray = import_ray()
+                 on_job_start: Callable[[Job, str], None] | None = None, stop: threading.Event | None = None,
+                 launch: ClusterLaunch | None = None):
+        self.launch = launch or ClusterLaunch(config)
+        self.ray = self.launch.ray
         self.config, self.sink, self.on_job_start = config, sink, on_job_start
         self.stop = stop or threading.Event()
         items = [WorkItem(job, tuple(w for w in job.workloads if not sink.is_done(job, w))) for job in jobs]
@@ -107,9 +150,7 @@ class ClusterRun:
         self.errors: list[BaseException] = []
         self._shipped: dict[int, object] = {}  # id(problem) -> object ref of its packed folder
         self._lock = threading.Lock()
-        count, self._options = actor_plan(config)
-        self._host = self.ray.remote(SessionHost)
-        self.slots = [Slot(i) for i in range(count)]
+        self.slots = self.launch.slots
 
     def shipped(self, job: Job):
         """The object ref of the job's problem folder, packed and put once per problem."""
@@ -122,9 +163,8 @@ class ClusterRun:
     def start_actor(self, slot: Slot) -> bool:
         """A fresh actor in `slot`, waited for until it answers; False if none came up in time (no free
         resources, its node gone) or the run no longer needs it."""
-        actor = self._host.options(max_concurrency=2, **self._options).remote(
-            self.config, os.environ.get("OMP_NUM_THREADS"))
-        ready = actor.describe.remote()
+        actor, ready = slot.pending or self.launch.create_actor()
+        slot.pending = None
         deadline = time.monotonic() + ACTOR_START_TIMEOUT_S
         while not self.stop.is_set() and not self.queue.idle() and time.monotonic() < deadline:
             done, _ = self.ray.wait([ready], timeout=1.0)
@@ -233,8 +273,10 @@ class ClusterRun:
                 self.ray.wait([a.close.remote() for a in actors], num_returns=len(actors), timeout=60)
             except Exception:  # noqa: BLE001 - an actor already gone needs no closing
                 pass
-        for actor in actors:
+        for actor in actors + [s.pending[0] for s in self.slots if s.pending is not None]:
             self.ray.kill(actor)
+        for slot in self.slots:
+            slot.pending = None
         for t in threads:
             t.join(timeout=30)
 
@@ -246,11 +288,11 @@ def _first_line(exc: BaseException) -> str:
 
 def run_cluster_jobs(jobs: list[Job], config: RunConfig, sink: TraceSink, *,
                      on_job_start: Callable[[Job, str], None] | None = None,
-                     stop: threading.Event | None = None) -> list[Trace]:
-    """Evaluate the jobs on the cluster `config.cluster` names; traces go through `sink` as they finish."""
-    started = connect(config.cluster or "auto")
+                     stop: threading.Event | None = None, launch: ClusterLaunch | None = None) -> list[Trace]:
+    """Evaluate the jobs on the cluster `config.cluster` names; traces go through `sink` as they finish.
+    `launch`, if given, is the connection and actors begun earlier (this run closes it)."""
+    launch = launch or ClusterLaunch(config)
     try:
-        return ClusterRun(jobs, config, sink, on_job_start=on_job_start, stop=stop).run()
+        return ClusterRun(jobs, config, sink, on_job_start=on_job_start, stop=stop, launch=launch).run()
     finally:
-        if started:
-            import_ray().shutdown()
+        launch.close()

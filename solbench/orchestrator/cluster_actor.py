@@ -5,7 +5,9 @@ without GPUs). Ray makes the actor's GPU the only one it sees, so its session ru
 two workers inherit that view. The host unpacks shipped problems into a private folder, evaluates a
 job's workloads with `evaluate.evaluate_problem` exactly as a device thread of a local run does, and
 yields each trace (as a dict) the moment it exists, so the driver can append it before the next starts.
-This module does not import ray: it is plain Python the actor wraps.
+The actor starts its two workers first thing, before it imports torch (the judging needs it), so their
+start-up overlaps its own and the first problem does not wait for them. This module does not import ray
+(or torch) at import time: it is plain Python the actor wraps, and the driver imports it too.
 """
 
 from __future__ import annotations
@@ -19,21 +21,21 @@ from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
-from solbench.orchestrator.analysis import AnalysisPool
 from solbench.orchestrator.config import RunConfig, cuda_available, no_gpu_reason
-from solbench.orchestrator.evaluate import evaluate_problem
+from solbench.orchestrator.process import WorkerProcess
 from solbench.orchestrator.scheduler import lock_device_clocks
-from solbench.orchestrator.session import DeviceSession
 from solbench.orchestrator.shipping import ShippedProblem, unpack_problem
 from solbench.spec.errors import SpecError
 from solbench.spec.solution import Solution
 
 
-def node_device(config: RunConfig) -> str:
-    """The device this actor runs on: its one visible GPU, or the CPU where the run asks for it or (with
-    device "auto") where the node has no GPU."""
+def node_device(config: RunConfig, gpu: bool = False) -> str:
+    """The device this actor runs on: its one visible GPU (`gpu`: Ray gave it one, no need to ask torch),
+    or the CPU where the run asks for it or (with device "auto") where the node has no GPU."""
     if config.device == "cpu":
         return "cpu"
+    if gpu and os.environ.get("CUDA_VISIBLE_DEVICES"):  # Ray names the GPU it gave this actor there
+        return "cuda:0"
     if cuda_available():
         return "cuda:0"
     if config.device == "auto":
@@ -44,14 +46,20 @@ def node_device(config: RunConfig) -> str:
 class SessionHost:
     """One device of the cluster: a DeviceSession, its speed-of-light pool, its unpacked problems."""
 
-    def __init__(self, config: RunConfig, driver_omp_threads: str | None = None):
+    def __init__(self, config: RunConfig, driver_omp_threads: str | None = None, gpu: bool = False):
         self.config = replace(config, cluster=None)
-        self.device = node_device(self.config)
+        self.device = node_device(self.config, gpu)
         if self.device != "cpu":  # Ray pins an actor without CPUs to one OpenMP thread; workers get the driver's
             os.environ.pop("OMP_NUM_THREADS", None)
             if driver_omp_threads is not None:
                 os.environ["OMP_NUM_THREADS"] = driver_omp_threads
-        self.session = DeviceSession(self.device, self.config)
+        workers = (WorkerProcess(self.device, role="reference"), WorkerProcess(self.device, role="solution"))
+        for worker in workers:  # their torch imports run while this process imports its own below
+            worker.start()
+        from solbench.orchestrator.analysis import AnalysisPool  # inner: torch, after the workers started
+        from solbench.orchestrator.session import DeviceSession  # inner: torch (judging), as above
+
+        self.session = DeviceSession(self.device, self.config, workers)
         self.session.analysis = AnalysisPool(workers=1)
         self.problems_dir = Path(tempfile.mkdtemp(prefix="solbench-cluster-"))
         self.clocks = (lock_device_clocks([self.device]) if self.config.lock_clocks and self.device != "cpu"
@@ -61,13 +69,17 @@ class SessionHost:
     def describe(self) -> dict:
         """Where this actor runs: node name, device, process id (the driver's progress and tests). Like a
         local orchestrator, the actor itself never initialises CUDA: its workers do."""
+        workers = (self.session.reference, self.session.candidate)
         return {"hostname": socket.gethostname(), "device": self.device, "pid": os.getpid(),
-                "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
+                "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+                "worker_pids": [w.proc.pid if w.alive else None for w in workers]}
 
     def run(self, shipped: ShippedProblem, solution: Solution | None, workload_uuids: list[str],
             run_seed: int | None = None) -> Iterator[dict]:
         """Evaluate `solution` (None: the reference) on the named workloads of the shipped problem, in
         that order; yield each trace as a dict as soon as it is made."""
+        from solbench.orchestrator.evaluate import evaluate_problem  # inner: torch (see __init__)
+
         problem = unpack_problem(shipped, self.problems_dir)
         by_uuid = {w.uuid: w for w in problem.workloads}
         workloads = [by_uuid[u] for u in workload_uuids if u in by_uuid]

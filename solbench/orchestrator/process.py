@@ -24,7 +24,7 @@ from collections import deque
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from solbench.protocol import codec, framing
+from solbench.protocol import codec
 from solbench.protocol import messages as msg
 
 LOG_CAP_BYTES = 64 * 1024
@@ -201,7 +201,7 @@ class WorkerProcess:
     def adopt(self, other: WorkerProcess) -> None:
         """Take over `other`'s started process, channel and output (a pre-spawned spare); `other` is left empty."""
         self.__dict__.update(other.__dict__)
-        other.__dict__.update(WorkerProcess(other.device).__dict__)
+        other.__dict__.update(WorkerProcess(other.device, role=other.role).__dict__)
 
     @staticmethod
     def _drain(stream, tail: OutputTail) -> None:
@@ -214,6 +214,8 @@ class WorkerProcess:
     def request(self, request: msg.Request, timeout_s: float) -> msg.Reply:
         """Send one request and wait for its reply; kill the worker on timeout, death or a reply the
         harness never writes (`WorkerProtocolError`)."""
+        from solbench.protocol import framing  # inner: torch, kept off `start` (cluster_actor)
+
         if self.proc is not None and not self.alive:
             # Never a silent restart: a worker that died since its last reply (killed, crashed) is a failure
             # of this request; only a load (session.load) starts a fresh process, with the code it names.
@@ -255,6 +257,8 @@ class WorkerProcess:
     def _receive(self, request: msg.Request, request_id: int, deadline: float) -> msg.Reply:
         """One reply, decoded without running code; it must answer `request_id`, arrive whole before
         `deadline` and be a well-formed reply to `request`."""
+        from solbench.protocol import framing  # inner: torch, as in `request`
+
         try:
             data = framing.recv(self.conn, deadline)
         except framing.WireError as exc:  # the harness never writes a malformed message

@@ -11,16 +11,17 @@ import contextlib
 import queue
 import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from solbench.orchestrator.analysis import AnalysisPool
 from solbench.orchestrator.config import RunConfig
-from solbench.orchestrator.evaluate import evaluate_problem
 from solbench.orchestrator.jobs import Job
-from solbench.orchestrator.session import DeviceSession
 from solbench.orchestrator.sink import TraceSink
 from solbench.report.traces import TraceFile
 from solbench.spec.trace import Trace
 from solbench.timing.clock_lock import ClockLock
+
+if TYPE_CHECKING:
+    from solbench.orchestrator.session import DeviceSession
 
 
 def lock_device_clocks(devices: list[str], make_lock=None) -> contextlib.ExitStack:
@@ -44,21 +45,26 @@ def lock_device_clocks(devices: list[str], make_lock=None) -> contextlib.ExitSta
 def run_jobs(jobs: list[Job], config: RunConfig, devices: list[str], *, trace_file: TraceFile | None = None,
              on_trace: Callable[[Job, Trace], None] | None = None,
              on_job_start: Callable[[Job, str], None] | None = None,
-             stop: threading.Event | None = None) -> list[Trace]:
+             stop: threading.Event | None = None, launch=None) -> list[Trace]:
     """Evaluate every job; traces are written as they finish and also returned.
 
     `stop`, set from another thread (the pytest plugin's session ending), or Ctrl-C in the calling
     thread, ends the run early: no workload starts after it, the workers of workloads in flight are
     killed, and what those would have reported is dropped (a killed worker is no result); traces
     already written stay. Ctrl-C is re-raised once that is done. With `config.cluster` set the jobs go to
-    the Ray actors of `cluster.run_cluster_jobs` instead, through the same trace sink.
+    the Ray actors of `cluster.run_cluster_jobs` instead, through the same trace sink (`launch`: a
+    `cluster.ClusterLaunch` the caller began early, so its actors start while the jobs were being built).
     """
     stop = stop or threading.Event()
     sink = TraceSink(trace_file, on_trace)
     if config.cluster:
         from solbench.orchestrator.cluster import run_cluster_jobs  # inner: ray is an optional extra
 
-        return run_cluster_jobs(jobs, config, sink, on_job_start=on_job_start, stop=stop)
+        return run_cluster_jobs(jobs, config, sink, on_job_start=on_job_start, stop=stop, launch=launch)
+    from solbench.orchestrator.analysis import AnalysisPool  # inner: torch, not for a cluster driver
+    from solbench.orchestrator.evaluate import evaluate_problem  # inner: torch (judging), as above
+    from solbench.orchestrator.session import DeviceSession  # inner: torch (judging), as above
+
     pending: queue.Queue[Job] = queue.Queue()
     for job in jobs:
         pending.put(job)

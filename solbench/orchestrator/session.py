@@ -49,11 +49,14 @@ class StepFailed(Exception):
 class DeviceSession:
     """The two workers of one device: the reference's and the solution's."""
 
-    def __init__(self, device: str, config: RunConfig):
+    def __init__(self, device: str, config: RunConfig,
+                 workers: tuple[WorkerProcess, WorkerProcess] | None = None):
         self.device = device
         self.config = config
-        self.reference = WorkerProcess(device, role="reference")
-        self.candidate = WorkerProcess(device, role="solution")
+        # `workers`: (reference's, solution's) already started by the caller (a cluster actor starts them
+        # before it imports this module, so their imports overlap its own).
+        self.reference, self.candidate = workers or (WorkerProcess(device, role="reference"),
+                                                     WorkerProcess(device, role="solution"))
         self._loaded: dict[int, tuple] = {}  # id(worker) -> (what is loaded there, whether it is trusted)
         self._loads = 0
         self.environment: dict | None = None

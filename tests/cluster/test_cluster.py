@@ -25,7 +25,7 @@ from solbench.report.traces import TraceFile
 from tests.runner.conftest import write_problem, write_solution
 
 ray = pytest.importorskip("ray")
-from solbench.orchestrator.cluster import ClusterRun  # noqa: E402 - needs ray, checked just above
+from solbench.orchestrator.cluster import ClusterLaunch, ClusterRun  # noqa: E402 - needs ray, checked just above
 
 REPO = Path(__file__).resolve().parents[2]
 WRONG = "import torch\n\ndef run(x, y):\n    return x * 2.0 + y + 1.0\n"
@@ -212,3 +212,16 @@ def test_api_evaluate_on_the_cluster(cluster, tmp_path):
     traces = api.evaluate(problem, cluster="auto", cluster_actors=1, device="cpu", quick=True, seed=7)
     assert [t.status.value for t in traces] == ["PASSED", "PASSED"]
     assert all(t.evaluation.environment.hostname for t in traces), "the node is named in the environment"
+
+
+def test_actors_start_their_workers_as_they_are_created(cluster):
+    """Before any work is given: the first problem must not wait for the workers' start-up."""
+    launch = ClusterLaunch(config(cluster="auto", cluster_actors=1))
+    try:
+        _actor, ready = launch.slots[0].pending
+        info = ray.get(ready, timeout=300)
+        assert len(info["worker_pids"]) == 2 and all(info["worker_pids"]), info
+        assert all(Path(f"/proc/{pid}").exists() for pid in info["worker_pids"])
+    finally:
+        launch.close()
+    assert launch.slots[0].pending is None and not launch.started_ray, "the test's cluster stays up"

@@ -1,12 +1,22 @@
-"""The cluster's work queue and problem shipping, without Ray: order, re-queue, strikes, content transfer."""
+"""The cluster's work queue, problem shipping and start-up, without Ray: order, re-queue, strikes, content
+transfer, the actor's device, and a driver that never imports torch."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
+import pytest
+
+from solbench.orchestrator.cluster_actor import node_device
+from solbench.orchestrator.config import RunConfig
 from solbench.orchestrator.jobs import build_jobs, make_job
 from solbench.orchestrator.shipping import pack_problem, unpack_problem
 from solbench.orchestrator.work_queue import MAX_STRIKES, WorkItem, WorkQueue
+from solbench.spec.errors import SpecError
 from solbench.spec.problem import load_problem
 from tests.runner.conftest import write_problem
 
@@ -76,3 +86,24 @@ def test_problem_travels_by_content_with_its_external_baseline(tmp_path):
     assert unpack_problem(shipped, node).directory == problem.directory, "unpacked once per content"
     (folder / "workload.jsonl").write_text((folder / "workload.jsonl").read_text().splitlines()[0] + "\n")
     assert pack_problem(load_problem(folder)).digest != shipped.digest
+
+
+def test_actor_device_from_the_gpu_ray_gave_it(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")  # what Ray sets for an actor holding GPU 3
+    assert node_device(RunConfig(device="auto"), gpu=True) == "cuda:0"
+    assert node_device(RunConfig(device="cpu"), gpu=True) == "cpu"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # no GPU given: not trusted, and none is visible
+    assert node_device(RunConfig(device="auto"), gpu=True) == "cpu"
+    with pytest.raises(SpecError, match="was asked for"):
+        node_device(RunConfig(device="cuda"), gpu=True)
+
+
+def test_cluster_driver_never_imports_torch():
+    """The driver's start-up is on every cluster run's wall time; torch is the actors' (and workers') business."""
+    code = ("import sys\nimport solbench.cli.run, solbench.orchestrator.scheduler, solbench.orchestrator.cluster\n"
+            "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.'))[:3])")
+    repo = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, PYTHONPATH=str(repo)))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
