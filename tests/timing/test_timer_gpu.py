@@ -19,13 +19,16 @@ def _dev() -> torch.device:
 def test_matmul_timing_is_sane():
     a = torch.randn(4096, 4096, device=_dev(), dtype=torch.float16)
     b = torch.randn(4096, 4096, device=_dev(), dtype=torch.float16)
-    result = time_iterations(lambda i: a @ b, None, _dev(), TimingConfig.cuda(max_time_s=3.0))
+    config = TimingConfig.cuda(max_time_s=3.0)
+    result = time_iterations(lambda i: a @ b, None, _dev(), config)
     tflops = 2 * 4096**3 / (result.stats.median_ms * 1e-3) / 1e12
     assert 1.0 < tflops < 5000.0  # no GPU does 5 PFLOP/s of fp16; anything below 1 means we timed junk
     assert result.stats.method == "cuda_events" and len(result.samples_ms) >= 50
     assert "events_exceed_wall" not in result.flags
     assert result.events_total_ms <= result.wall_s * 1e3
-    assert result.warmup_done >= 10
+    # at least the configured warm-up calls (the first chunk also absorbs cuBLAS's start-up, so a warm
+    # clock may end warm-up right after it: the count is the configured floor, not a fixed 10)
+    assert result.warmup_done >= config.warmup and result.clock_warmup in ("reached", "plateau", "timeout")
 
 
 def test_prepare_sync_work_not_in_window():
