@@ -43,3 +43,18 @@ def test_same_name_different_definition_is_refused(llama_and_mistral):
     altered = type(clash)(**{**clash.__dict__, "code": clash.code.replace("F.silu", "F.gelu")})
     with pytest.raises(SpecError, match="differs between models"):
         emit.merge([(llama.config, llama.drafts), (mistral.config, [altered])])
+
+
+def test_a_newer_library_version_alone_is_no_drift():
+    """CI installs the newest transformers: provenance naming versions may differ, the problem may not."""
+    import json
+
+    from solbench.extract.emit import same_extraction
+
+    shipped = {"name": "p", "axes": {"n": {"type": "var"}}, "solbench": {"transformers_version": "5.23.0", "models": []}}
+    newer = json.loads(json.dumps(shipped))
+    newer["solbench"]["transformers_version"] = "5.24.0"
+    assert same_extraction(json.dumps(shipped), json.dumps(newer))
+    newer["axes"]["n"]["type"] = "const"
+    assert not same_extraction(json.dumps(shipped), json.dumps(newer))
+    assert not same_extraction("def run(x):\n    return x\n", "def run(x):\n    return x + 1\n")
