@@ -157,7 +157,7 @@ def unscored_note(traces: list[Trace]) -> str:
         return ""
     hardware = ", ".join(sorted({str(t.evaluation.sol.get("hw")) for t in unscored}))
     return (f'<p class="warn">T_SOL here is each workload\'s bound on {escape(hardware)}: these traces were '
-            f"measured with no GPU and no --hw, so the bound shown is the problem's target GPU (B200 where it "
+            f"measured with no GPU and no --hw, so the bound shown is the solution's target GPU (B200 where it "
             f"declares none). Their latencies are not scored: a SOL score compares a GPU kernel's time with "
             f"that GPU's bound, and a CPU time says nothing about it. The charts below show how far each "
             f"measured time is from that GPU's speed of light, for scale only.</p>")

@@ -122,8 +122,8 @@ def sol_note(traces: list[Trace]) -> str | None:
     if not unscored:
         return None
     hardware = ", ".join(sorted({str(t.evaluation.sol.get("hw")) for t in unscored}))
-    return (f"Speed of light: T_SOL is each workload's bound on {hardware} (the problem's target GPU; B200 "
-            f"where a problem declares none), because this run has no GPU and no --hw. CPU latencies are not "
+    return (f"Speed of light: T_SOL is each workload's bound on {hardware} (the solution's target GPU; B200 "
+            f"where a solution declares none), because this run has no GPU and no --hw. CPU latencies are not "
             f"scored: a SOL score compares a GPU kernel's time with that GPU's bound, and a CPU time says "
             f"nothing about it. Run on a GPU for scores (--hw NAME picks the GPU whose bounds are shown).")
 
