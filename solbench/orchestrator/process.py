@@ -142,6 +142,9 @@ class WorkerProcess:
         self._alarm_backlog: list[str] = []
         self._alarm_closed = False
         self.requests = 0
+        # kill() runs from the device's thread (closing its session) and from the thread that stops a run
+        # (Ctrl-C): one at a time, or the second finds the channel half closed
+        self._kill_lock = threading.RLock()
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -313,6 +316,10 @@ class WorkerProcess:
 
     def kill(self) -> None:
         """Kill the worker and everything it started (its process group and any descendants)."""
+        with self._kill_lock:
+            self._kill()
+
+    def _kill(self) -> None:
         if self.proc is not None:
             for pid in descendants(self.proc.pid):
                 try:
