@@ -107,11 +107,6 @@ class BackgroundRun:
                 self.changed.wait(timeout=0.5)
             return self.traces.get(key)
 
-    def wait_all(self) -> None:
-        with self.changed:
-            while not self.finished:
-                self.changed.wait(timeout=0.5)
-
     def stop(self) -> None:
         self.stop_event.set()
         if self.thread.is_alive():

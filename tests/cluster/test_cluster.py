@@ -146,7 +146,8 @@ def uuids(path: Path) -> list[str]:
     return [json.loads(line)["workload"]["uuid"] for line in path.read_text().splitlines() if line.strip()]
 
 
-def test_resume_after_driver_sigkill(cluster, tmp_path):
+def start_slow_run(tmp_path: Path, cluster: str) -> tuple[subprocess.Popen, list[str], Path]:
+    """`solbench run --cluster` of six slow workloads, returned once two traces are on disk (mid-run)."""
     problem = write_problem(tmp_path / "p", sizes=(64, 80, 96, 112, 128, 144))
     solution = write_solution(tmp_path, SLOW)
     traces = tmp_path / "traces.jsonl"
@@ -159,6 +160,11 @@ def test_resume_after_driver_sigkill(cluster, tmp_path):
         if traces.exists() and len(uuids(traces)) >= 2:
             break
         time.sleep(0.1)
+    return proc, args, traces
+
+
+def test_resume_after_driver_sigkill(cluster, tmp_path):
+    proc, args, traces = start_slow_run(tmp_path, cluster)
     os.killpg(proc.pid, signal.SIGKILL)
     output = proc.communicate()[0].decode()
     before = uuids(traces) if traces.exists() else []
