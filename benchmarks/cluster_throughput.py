@@ -225,6 +225,8 @@ def main() -> int:
     parser.add_argument("--ray-head", action="store_true", help="start one Ray head before the runs (timed) and "
                                                                  "connect every Ray run to it, as on a real cluster")
     parser.add_argument("--json", type=Path, help="write every run's figures here")
+    parser.add_argument("--keep-traces", type=Path, help="copy each run's traces (ENGINE_GPUS.jsonl) into this folder, "
+                                                          "e.g. to compare phases_s between GPU counts")
     parser.add_argument("--compare-to", type=Path, help="a --json file of an earlier invocation: statuses are "
                                                            "compared with its first run instead of this one's")
     argv = sys.argv[1:]
@@ -271,6 +273,9 @@ def run_all(args, problems: list[Path], first: dict | None, deadline: float) -> 
             share = left * (1 / gpus) / sum(1 / g for _, g in plan[index:])
             traces = Path(tmp) / f"{engine}_{gpus}.jsonl"
             results.append(run_once(dataset, engine, gpus, args, traces, share - 2))
+            if args.keep_traces and traces.exists():
+                args.keep_traces.mkdir(parents=True, exist_ok=True)
+                shutil.copy(traces, args.keep_traces / traces.name)
             fewest = next(r for r in results if r["engine"] == engine)
             print(row(results[-1], first or results[0], fewest), flush=True)
             for note in results[-1]["kills"]:

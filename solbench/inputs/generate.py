@@ -30,6 +30,11 @@ Sources:
     because a cast would change meaning;
   - tensors are detached and moved to `device`.
 
+`out` (the timed block's argument slot on a GPU): every tensor input is written into the given tensor
+instead of a new one, with the same values as without `out` (plain random values and fillable heuristics
+are drawn in place, others drawn and copied in). Only for inputs that depend on nothing but the seed
+(`fillable`): random and scalar sources, no random Python numbers (a captured CUDA graph holds those).
+
 Notes on conversions are appended to `notes` when the caller passes a list (the runner puts them
 in the trace log).
 """
@@ -47,7 +52,7 @@ import torch
 from solbench.inputs import heuristics, profiles
 from solbench.inputs.custom import call_entrypoint
 from solbench.inputs.errors import InputError
-from solbench.inputs.random_tensors import random_scalar, random_tensor
+from solbench.inputs.random_tensors import fill_random, random_scalar, random_tensor
 from solbench.inputs.safetensors_blobs import load_blob
 from solbench.inputs.seeds import derive_seed, make_generator
 from solbench.spec import dtypes
@@ -60,9 +65,12 @@ FILLS = ("nan", "alt", "zeros", "empty")
 def make_inputs(definition: Definition, workload: Workload, axis_values: dict[str, int], *, seed: int,
                 device: torch.device | str, data_roots: Sequence[Path] = (),
                 custom_entrypoint: Callable | None = None, notes: list[str] | None = None,
-                profile: str = profiles.STANDARD) -> list:
-    """The arguments for `definition.reference`'s `run`, in input order, for one trial."""
+                profile: str = profiles.STANDARD, out: Sequence | None = None) -> list:
+    """The arguments for `definition.reference`'s `run`, in input order, for one trial (written into
+    `out`'s tensors when given; see the module docstring)."""
     device = torch.device(device)
+    if out is not None and not fillable(definition, workload):
+        raise InputError("inputs other than random and scalar ones cannot be drawn into given tensors")
     if profiles.check_profile(profile) != profiles.STANDARD:
         seed = derive_seed(seed, "profile", profile)
     notes = notes if notes is not None else []
@@ -85,8 +93,19 @@ def make_inputs(definition: Definition, workload: Workload, axis_values: dict[st
                              blame="reference")
 
     values = []
-    for name, spec in definition.inputs.items():
+    for index, (name, spec) in enumerate(definition.inputs.items()):
         src, shape = sources[name], shapes[name]
+        target = out[index] if out is not None and shape is not None else None
+        if target is not None:
+            if not (isinstance(target, torch.Tensor) and tuple(target.shape) == tuple(shape)
+                    and target.dtype == dtypes.torch_dtype(spec.dtype)):
+                raise InputError(f"input {name!r}: the given tensor is not of shape {tuple(shape)} and dtype {spec.dtype}")
+            if src.kind == "scalar":
+                _fill_scalar(target, name, src.value, spec)
+            else:
+                _random_into(target, name, spec, device, definition.op_type, seed, profile)
+            values.append(target)
+            continue
         if src.kind == "custom":
             value = _conform_custom(name, custom[name], spec, shape, device, notes)
         elif src.kind == "scalar":
@@ -120,6 +139,42 @@ def _random(name: str, spec: TensorSpec, shape: tuple[int, ...] | None, device: 
     if profile == profiles.STRUCTURED and device.type != "meta" and profiles.applies(spec.dtype, shape):
         return profiles.structured_tensor(shape, spec.dtype, generator, device)
     return random_tensor(shape, spec.dtype, generator, device)
+
+
+def fillable(definition: Definition, workload: Workload) -> bool:
+    """Whether `make_inputs(out=...)` can serve this workload: every input random or a literal, and no
+    random Python number (it would differ per seed, and a slot or a captured graph holds one value)."""
+    for name, spec in definition.inputs.items():
+        kind = workload.source_of(name).kind
+        if kind not in ("random", "scalar") or (kind == "random" and spec.shape is None):
+            return False
+    return True
+
+
+def _random_into(out: torch.Tensor, name: str, spec: TensorSpec, device: torch.device, op_type: str | None,
+                 seed: int, profile: str) -> None:
+    """`_random`'s values, written into `out`: drawn in place where the draw allows it (a contiguous
+    tensor, so element i gets the i-th value as in a new one), else drawn and copied."""
+    if not out.is_contiguous() or profile != profiles.STANDARD:
+        out.copy_(_random(name, spec, tuple(out.shape), device, op_type, seed, profile))
+        return
+    generator = make_generator(derive_seed(seed, "input", name), device)
+
+    def shared(key: str) -> torch.Generator:
+        return make_generator(derive_seed(seed, "shared", key), device)
+
+    ctx = heuristics.InputContext(name=name, dtype_name=spec.dtype, shape=tuple(out.shape), device=device,
+                                  generator=generator, shared_generator=shared,
+                                  description=spec.description or "", op_type=op_type)
+    if not heuristics.generate_into(ctx, out):
+        fill_random(out, spec.dtype, generator)
+
+
+def _fill_scalar(out: torch.Tensor, name: str, value: Any, spec: TensorSpec) -> None:
+    """`_scalar`'s broadcast tensor, written into `out` (a call may have written into its inputs)."""
+    if spec.dtype == "float4_e2m1fn_x2":
+        raise InputError(f"input {name!r}: a scalar cannot fill a packed fp4 tensor")
+    out.fill_(python_number(name, value, spec.dtype))
 
 
 def python_number(name: str, value: Any, dtype_name: str) -> int | float | bool:

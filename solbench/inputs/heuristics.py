@@ -24,11 +24,12 @@ In precedence order (first match wins; each is a small function below, each has 
 | `ssm_dt` | float `dt` described as a time step | U(0.001, 0.1) |
 | `decay_gate` | float `g` described as a decay | log-sigmoid of N(0,1) (negative) |
 | `probabilities` | float `probs`/`probabilities`/`attn_weights`/`attention_weights`/`attn_probs`/`attention_probs`/`routing_weights`/`p_attn`, any input when `op_type == "sampling"` and named `*probs`, or described as a softmax output; never when described as logits / before softmax | softmax of N(0,1) over the last dim (rows sum to 1) |
-| `weight_matrix` | float ≥2-D `weight`, `weight<digits>`, `*_weight(s)`, `*_proj(s)`, `*_weight_matrix` (not `grad_*`, not the attention/routing names above, not described as logits) | N(0,1)/sqrt(fan_in); fan_in = prod(shape[1:]) for convolutions, else shape[-1] |
+| `weight_matrix` | float ≥2-D `weight`, `weight<digits>`, `*_weight(s)`, `*_proj(s)`, `*_weight_matrix` (not `grad_*`, not the attention/routing names above, not described as logits) | N(0, 1/fan_in) drawn in the declared dtype (fp8: in float32, then cast); fan_in = prod(shape[1:]) for convolutions, else shape[-1] |
 | `position_ids` | integer `position_ids`/`positions`/`pos_ids` | arange along the last dim plus a random offset in [0, 1024) per row |
 | `index_like` | integer `*ids`/`*idx`/`*index`/`*indices` | U[0, 1024) (never negative) |
 
-Float heuristics compute in float32 (float64 for float64 inputs) and cast; fp8 values are clamped to
+Float heuristics compute in float32 (float64 for float64 inputs) and cast (`weight_matrix` draws in the
+declared dtype: one pass, one rounding); fp8 values are clamped to
 the finite range first. fp4 inputs never get a heuristic (their codes are already bounded).
 """
 
@@ -79,6 +80,10 @@ class Heuristic:
     name: str
     applies: Callable[[InputContext], bool]
     make: Callable[[InputContext], torch.Tensor]  # values in ctx.work_dtype (floats) or the dtype (ints/bool)
+    # Writes the values straight into a contiguous tensor of the declared dtype and returns True, or returns
+    # False when it cannot for that dtype (then `make` is used). When given, `generate` uses it too, so both
+    # ways give the same bits: a multi-GB weight is one pass on the device instead of four and a copy.
+    fill: Callable[[InputContext, torch.Tensor], bool] | None = None
 
 
 # -- drawing helpers ---------------------------------------------------------------------------
@@ -322,11 +327,22 @@ def _weight_matrix_applies(ctx: InputContext) -> bool:
             and not ctx.name.startswith("grad") and ctx.name not in _PROB_NAMES and "logit" not in ctx.desc)
 
 
+def _fan_in(ctx: InputContext) -> int:
+    conv = "conv" in ctx.name.lower() or "conv" in ctx.desc
+    return max(math.prod(ctx.shape[1:]) if conv and len(ctx.shape) >= 3 else ctx.shape[-1], 1)
+
+
 def weight_matrix(ctx: InputContext) -> torch.Tensor:
     """Scaled like an initialised layer so activations keep unit scale through deep references."""
-    conv = "conv" in ctx.name.lower() or "conv" in ctx.desc
-    fan_in = math.prod(ctx.shape[1:]) if conv and len(ctx.shape) >= 3 else ctx.shape[-1]
-    return _normal(ctx) / math.sqrt(max(fan_in, 1))
+    return _normal(ctx) / math.sqrt(_fan_in(ctx))
+
+
+def fill_weight_matrix(ctx: InputContext, out: torch.Tensor) -> bool:
+    """`weight_matrix` drawn in the declared dtype: N(0, 1/fan_in), each value rounded once."""
+    if out.dtype not in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
+        return False  # fp8: drawn in float32, clamped and cast by `generate`
+    out.normal_(0.0, 1.0 / math.sqrt(_fan_in(ctx)), generator=ctx.generator)
+    return True
 
 
 def _position_ids_applies(ctx: InputContext) -> bool:
@@ -370,7 +386,7 @@ HEURISTICS: tuple[Heuristic, ...] = (
     Heuristic("ssm_dt", _ssm_dt_applies, ssm_dt),
     Heuristic("decay_gate", _decay_gate_applies, decay_gate),
     Heuristic("probabilities", _probabilities_applies, probabilities),
-    Heuristic("weight_matrix", _weight_matrix_applies, weight_matrix),
+    Heuristic("weight_matrix", _weight_matrix_applies, weight_matrix, fill_weight_matrix),
     Heuristic("position_ids", _position_ids_applies, position_ids),
     Heuristic("index_like", _index_like_applies, index_like),
 )
@@ -388,9 +404,24 @@ def generate(ctx: InputContext) -> torch.Tensor | None:
     heuristic = choose(ctx)
     if heuristic is None:
         return None
-    values = heuristic.make(ctx)
     dtype = dtypes.torch_dtype(ctx.dtype_name)
+    if heuristic.fill is not None:
+        out = torch.empty(ctx.shape, dtype=dtype, device=ctx.device)
+        if heuristic.fill(ctx, out):
+            return out
+    values = heuristic.make(ctx)
     if values.is_floating_point() and dtype.is_floating_point and ctx.dtype_name.startswith("float8"):
         limit = torch.finfo(dtype).max
         values = values.clamp(-limit, limit)
     return values.to(dtype).contiguous()
+
+
+def generate_into(ctx: InputContext, out: torch.Tensor) -> bool:
+    """`generate`'s values written into `out` (contiguous, declared dtype and shape); False when no
+    heuristic applies (nothing written)."""
+    heuristic = choose(ctx)
+    if heuristic is None:
+        return False
+    if heuristic.fill is None or not heuristic.fill(ctx, out):
+        out.copy_(generate(ctx))
+    return True

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from solbench.check.outputs import normalize_outputs, returned_views, structural_check
-from solbench.inputs.generate import allocate_outputs
+from solbench.inputs.generate import allocate_outputs, fillable, make_inputs
 from solbench.protocol import messages as msg
 from solbench.timing.timer import TimingResult, integrity_violations, time_iterations
 from solbench.worker import transfer
@@ -62,7 +62,7 @@ class TimedBlock:
         first_call = first_fresh_set(state, request, seeds, self.budget_s)
         generated = [make_call_inputs(state, request.workload, seed, fresh_copy=False)
                      for seed in (seeds[:1] if first_call is not None else seeds)]
-        self.axes = generated[0][1]
+        workload, self.axes = generated[0][0], generated[0][1]
         sets = [args for _, _, args in generated]
         del generated
         if first_call is not None:  # compared with the first set instead of a second requested one
@@ -89,6 +89,10 @@ class TimedBlock:
             state.inputs_cache.pop(seeds[0], None)  # a multi-GB template the slots now hold a copy of
             sets = []
         self.seeds, self.sets = seeds, sets
+        # On a GPU, a call's fresh inputs are drawn straight into its slot (the values `make_inputs` gives
+        # for the seed, as the judge rebuilds them): one write of the set, not a new set plus a copy.
+        self.workload = workload
+        self.fill_in_place = self.fresh and state.is_cuda and fillable(state.definition, workload)
         # A uniform random sample (reservoir) of the calls in this block has its outputs kept for the
         # judge, and the last call's always. The choice for call i is made after it returns, from the
         # OS's entropy: the call cannot know.
@@ -168,6 +172,12 @@ class TimedBlock:
             self.first_call = None
             self.generation_s += spent_s
             self.recent.append((seed, source))
+        elif self.fill_in_place:
+            started = _perf_counter()
+            seed, source = entropy_bits(62), None
+            make_inputs(self.state.definition, self.workload, self.axes, seed=seed, device=self.state.device,
+                        out=slot_inputs)
+            self.generation_s += _perf_counter() - started
         elif self.fresh and self.generation_s < self.budget_s:
             started = _perf_counter()
             seed = entropy_bits(62)
@@ -184,7 +194,7 @@ class TimedBlock:
             seed, source = self.recent[entropy_below(len(self.recent))]
         else:
             seed, source = self.seeds[i % len(self.sets)], self.sets[i % len(self.sets)]
-        for dst, src in zip(slot_inputs, source):
+        for dst, src in zip(slot_inputs, source or ()):
             if isinstance(dst, torch.Tensor):
                 dst.copy_(src)
         if slot_outputs is not None:
