@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from solbench.orchestrator.config import RunConfig
 from solbench.orchestrator.jobs import Job
 from solbench.orchestrator.sink import TraceSink
+from solbench.orchestrator.timeline import RunTimeline
 from solbench.report.traces import TraceFile
 from solbench.spec.trace import Trace
 from solbench.timing.clock_lock import ClockLock
@@ -45,7 +46,7 @@ def lock_device_clocks(devices: list[str], make_lock=None) -> contextlib.ExitSta
 def run_jobs(jobs: list[Job], config: RunConfig, devices: list[str], *, trace_file: TraceFile | None = None,
              on_trace: Callable[[Job, Trace], None] | None = None,
              on_job_start: Callable[[Job, str], None] | None = None,
-             stop: threading.Event | None = None, launch=None) -> list[Trace]:
+             stop: threading.Event | None = None, launch=None, timeline: RunTimeline | None = None) -> list[Trace]:
     """Evaluate every job; traces are written as they finish and also returned.
 
     `stop`, set from another thread (the pytest plugin's session ending), or Ctrl-C in the calling
@@ -54,13 +55,18 @@ def run_jobs(jobs: list[Job], config: RunConfig, devices: list[str], *, trace_fi
     already written stay. Ctrl-C is re-raised once that is done. With `config.cluster` set the jobs go to
     the Ray actors of `cluster.run_cluster_jobs` instead, through the same trace sink (`launch`: a
     `cluster.ClusterLaunch` the caller began early, so its actors start while the jobs were being built).
+    `timeline`, if given, notes the run's stages (`orchestrator.timeline`).
     """
     stop = stop or threading.Event()
-    sink = TraceSink(trace_file, on_trace)
+    timeline = timeline or RunTimeline()
+    sink = TraceSink(trace_file, on_trace, timeline)
     if config.cluster:
         from solbench.orchestrator.cluster import run_cluster_jobs  # inner: ray is an optional extra
 
-        return run_cluster_jobs(jobs, config, sink, on_job_start=on_job_start, stop=stop, launch=launch)
+        try:
+            return run_cluster_jobs(jobs, config, sink, on_job_start=on_job_start, stop=stop, launch=launch)
+        finally:
+            timeline.mark("closed")
     from solbench.orchestrator.analysis import AnalysisPool  # inner: torch, not for a cluster driver
     from solbench.orchestrator.evaluate import evaluate_problem  # inner: torch (judging), as above
     from solbench.orchestrator.session import DeviceSession  # inner: torch (judging), as above
@@ -76,6 +82,7 @@ def run_jobs(jobs: list[Job], config: RunConfig, devices: list[str], *, trace_fi
     analysis = AnalysisPool(workers=min(2, len(devices)))
 
     def device_loop(device: str) -> None:
+        timeline.mark("first_spawn")
         session = DeviceSession(device, config)
         session.analysis = analysis
         with lock:
@@ -115,6 +122,7 @@ def run_jobs(jobs: list[Job], config: RunConfig, devices: list[str], *, trace_fi
     interrupted = wait_or_stop(threads, stop, sessions, lock)
     analysis.close()
     clocks.close()
+    timeline.mark("closed")
     if interrupted is not None:
         raise interrupted
     if errors:
