@@ -21,7 +21,6 @@ import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
 from multiprocessing.connection import Connection
 from pathlib import Path
 
@@ -358,29 +357,6 @@ class WorkerProcess:
             except (WorkerDied, WorkerTimeout):
                 pass
         self.kill()
-
-
-def at_once(steps: list[Callable[[], None]]) -> None:
-    """Run `steps` together, each but the first in a thread of its own, and wait for all of them; then
-    re-raise the first exception any raised. Stopping workers this way pays the seconds a process takes
-    to exit (a CUDA context torn down) once, not once per worker."""
-    errors: list[BaseException] = []
-
-    def run(step: Callable[[], None]) -> None:
-        try:
-            step()
-        except BaseException as exc:  # noqa: BLE001 - re-raised below, once every step is done
-            errors.append(exc)
-
-    threads = [threading.Thread(target=run, args=(step,), name="solbench-stop", daemon=True) for step in steps[1:]]
-    for thread in threads:
-        thread.start()
-    if steps:
-        run(steps[0])
-    for thread in threads:
-        thread.join()
-    if errors:
-        raise errors[0]
 
 
 def descendants(pid: int) -> list[int]:

@@ -23,6 +23,7 @@ from solbench.spec.trace import Trace
 from solbench.timing.clock_lock import ClockLock
 
 if TYPE_CHECKING:
+    from solbench.orchestrator.analysis import AnalysisPool
     from solbench.orchestrator.session import DeviceSession
 
 
@@ -103,30 +104,14 @@ def run_jobs(jobs: list[Job], config: RunConfig, devices: list[str], *, trace_fi
         finally:
             timeline.mark("closed")
     # A device beyond the number of jobs would never get one: its workers are not started at all.
-    active = devices[:max(1, len(jobs))]
-    kill_workers(pairs[len(active):])
-    del pairs[len(active):]
-    try:
-        # Every device's workers first, so their start-up overlaps this process's torch import below.
-        pairs += start_device_workers(active[len(pairs):], timeline)
-        from solbench.orchestrator.analysis import AnalysisPool  # inner: torch, not for a cluster driver
-        from solbench.orchestrator.evaluate import evaluate_problem  # inner: torch (judging), as above
-        from solbench.orchestrator.session import DeviceSession  # inner: torch (judging), as above
-
-        clocks = lock_device_clocks(devices) if config.lock_clocks else contextlib.ExitStack()
-    except BaseException:
-        kill_workers(pairs)
-        raise
+    sessions, analysis, clocks = open_sessions(config, devices, devices[:max(1, len(jobs))], pairs, timeline)
+    from solbench.orchestrator.evaluate import evaluate_problem  # inner: torch (judging), imported already
 
     pending: queue.Queue[Job] = queue.Queue()
     for job in jobs:
         pending.put(job)
     lock = threading.Lock()
     errors: list[BaseException] = []
-    analysis = AnalysisPool(workers=min(2, len(active)))
-    sessions: list[DeviceSession] = [DeviceSession(device, config, pair) for device, pair in zip(active, pairs)]
-    for session in sessions:
-        session.analysis = analysis
 
     def device_loop(session: DeviceSession) -> None:
         device = session.device
@@ -159,20 +144,7 @@ def run_jobs(jobs: list[Job], config: RunConfig, devices: list[str], *, trace_fi
         finally:
             session.close()
 
-    threads = [threading.Thread(target=device_loop, args=(s,), name=f"solbench-{s.device}", daemon=True)
-               for s in sessions]
-    interrupted: BaseException | None = None
-    try:
-        for t in threads:
-            t.start()
-    except BaseException as exc:  # Ctrl-C while starting them: a session whose thread never ran closes here
-        interrupted = exc
-        stop.set()
-        for session, t in zip(sessions, threads):
-            if t.ident is None:
-                session.close()
-    started = [t for t in threads if t.ident is not None]
-    interrupted = wait_or_stop(started, stop, sessions, lock) or interrupted
+    interrupted = run_device_threads(sessions, device_loop, stop, lock)
     analysis.close()
     clocks.close()
     timeline.mark("closed")
@@ -181,6 +153,49 @@ def run_jobs(jobs: list[Job], config: RunConfig, devices: list[str], *, trace_fi
     if errors:
         raise errors[0]
     return sink.results
+
+
+def open_sessions(config: RunConfig, devices: list[str], active: list[str], pairs: list[WorkerPair],
+                  timeline: RunTimeline) -> tuple[list[DeviceSession], AnalysisPool, contextlib.ExitStack]:
+    """A session per device of `active`, on the given worker pairs (the rest started here, before the
+    torch import that follows, so the two overlap), sharing one analysis pool; and the clock lock. Pairs
+    beyond `active`, and every pair if this fails, are killed."""
+    kill_workers(pairs[len(active):])
+    del pairs[len(active):]
+    try:
+        pairs += start_device_workers(active[len(pairs):], timeline)
+        from solbench.orchestrator.analysis import AnalysisPool  # inner: torch, not for a cluster driver
+        from solbench.orchestrator.session import DeviceSession  # inner: torch (judging), as above
+
+        clocks = lock_device_clocks(devices) if config.lock_clocks else contextlib.ExitStack()
+    except BaseException:
+        kill_workers(pairs)
+        raise
+    analysis = AnalysisPool(workers=max(1, min(2, len(active))))
+    sessions = [DeviceSession(device, config, pair) for device, pair in zip(active, pairs)]
+    for session in sessions:
+        session.analysis = analysis
+    return sessions, analysis, clocks
+
+
+def run_device_threads(sessions: list[DeviceSession], device_loop: Callable[[DeviceSession], None],
+                       stop: threading.Event, lock: threading.Lock) -> BaseException | None:
+    """One thread per session running `device_loop`, waited for (`wait_or_stop`); the interrupt to
+    re-raise, if there was one. A session whose thread never started (Ctrl-C meanwhile) is closed here."""
+    threads = [threading.Thread(target=device_loop, args=(s,), name=f"solbench-{s.device}", daemon=True)
+               for s in sessions]
+    interrupted: BaseException | None = None
+    try:
+        for t in threads:
+            t.start()
+    except BaseException as exc:  # noqa: BLE001 - re-raised by the caller once the others are stopped
+        interrupted = exc
+        stop.set()
+        for session, t in zip(sessions, threads):
+            if t.ident is None:
+                session.close()
+    started = [t for t in threads if t.ident is not None]
+    return wait_or_stop(started, stop, sessions, lock) or interrupted
 
 
 def wait_or_stop(threads: list[threading.Thread], stop: threading.Event, sessions: list[DeviceSession],

@@ -16,13 +16,8 @@ from dataclasses import replace
 from solbench import languages
 from solbench.check.anticheat import check_time_reply, screen_failure
 from solbench.orchestrator.config import RunConfig
-from solbench.orchestrator.process import (
-    WorkerDied,
-    WorkerProcess,
-    WorkerProtocolError,
-    WorkerTimeout,
-    at_once,
-)
+from solbench.orchestrator.lifetime import at_once
+from solbench.orchestrator.process import WorkerDied, WorkerProcess, WorkerProtocolError, WorkerTimeout
 from solbench.protocol import messages as msg
 from solbench.spec.definition import Definition
 from solbench.spec.problem import Problem

@@ -10,7 +10,8 @@ from solbench.cli import main as solbench_main
 from solbench.orchestrator.analysis import AnalysisPool
 from solbench.orchestrator.config import devices_from_options
 from solbench.orchestrator.jobs import make_job
-from solbench.orchestrator.process import WorkerProcess, at_once
+from solbench.orchestrator.lifetime import at_once
+from solbench.orchestrator.process import WorkerProcess
 from solbench.orchestrator.scheduler import run_jobs, start_device_workers
 from solbench.orchestrator.session import DeviceSession
 from solbench.sol.cache import cached_analyse
