@@ -13,6 +13,9 @@ every trace: start-up, tails and imbalance) and whether every status equals the 
 `--kill-after K`, the Ray run's session actors are found among this run's own processes and one is
 killed once K traces are on disk; the check is that every workload is reported exactly once.
 `--budget-s` caps the whole script: a run cut by it is reported as cut, with what it finished.
+Under each row, the run's timeline (`solbench run --timeline`): the seconds from one stage of the driver
+to the next (interpreter start to the CLI, devices known, jobs built, first worker spawned, first and last
+trace, workers closed, report printed, exit) and `after_exit`, the interpreter's own exit (wall minus exit).
 
 `ray_s` is the Ray start-up (or connection) inside each Ray run, as the run reports it. By default every Ray
 run starts its own local Ray (`--cluster auto` finds none), so its wall time includes that start-up. A real
@@ -41,6 +44,7 @@ sys.path.insert(0, str(REPO))
 
 from solbench.orchestrator.jobs import load_problems  # noqa: E402 - the repository's copy, above
 from solbench.orchestrator.sizes import declared_set_bytes  # noqa: E402
+from solbench.orchestrator.timeline import parse_line  # noqa: E402
 
 ACTOR_TITLE = "ray::SessionHost"  # how Ray names an actor's process (its command line)
 RAY_STARTUP = re.compile(r"Ray (?:started|connected) in ([0-9.]+) s")  # the line `solbench run --cluster` prints
@@ -159,7 +163,7 @@ def stop_ray_head(proc: subprocess.Popen) -> None:
 
 def run_once(dataset: Path, engine: str, gpus: int, args, traces: Path, timeout_s: float) -> dict:
     command = [sys.executable, "-m", "solbench", "run", str(dataset), "--max-workloads", str(args.max_workloads),
-               "--device", args.device, "-o", str(traces), *args.extra]
+               "--device", args.device, "-o", str(traces), "--timeline", *args.extra]
     if engine == "ray":
         command += ["--cluster", "auto", "--cluster-actors", str(gpus)]
     elif args.device != "cpu":
@@ -189,7 +193,7 @@ def run_once(dataset: Path, engine: str, gpus: int, args, traces: Path, timeout_
     keys = [(t["definition"], t["workload"]["uuid"]) for t in lines]
     startup = RAY_STARTUP.search(err or "")
     return {"engine": engine, "gpus": gpus, "wall_s": round(wall, 1), "workloads": len(lines), "cut": cut,
-            "ray_s": float(startup.group(1)) if startup else None,
+            "ray_s": float(startup.group(1)) if startup else None, "timeline": parse_line(err or ""),
             "rc": proc.returncode, "busy_s": round(sum(t["evaluation"].get("seconds") or 0 for t in lines), 1),
             "statuses": {f"{d}/{u}": t["evaluation"]["status"] for (d, u), t in zip(keys, lines)},
             "duplicates": len(keys) - len(set(keys)), "kills": kills, "stderr_tail": (err or "")[-600:]}
@@ -209,6 +213,20 @@ def row(result: dict, first: dict, fewest: dict | None) -> str:
     return (f"{result['engine']:<6} {result['gpus']:>4} {wall:>8.1f} {n:>9} {per_min:>8.1f} {speedup:>7.2f}x "
             f"{idle:>8.1f} {ray_s:>6} {equal_text:<14} {result['duplicates']:>4} {'CUT' if result['cut'] else ''}"
             f"{' rc=' + str(result['rc']) if result['rc'] not in (0, 1) and not result['cut'] else ''}")
+
+
+def stage_line(result: dict) -> str | None:
+    """The run's stages as seconds since the previous one (the first: since the process started)."""
+    stages = result.get("timeline")
+    if not stages:
+        return None
+    parts, previous = [], 0.0
+    for stage, at in stages.items():
+        parts.append(f"{stage} +{at - previous:.2f}")
+        previous = at
+    if "exit" in stages:
+        parts.append(f"after_exit +{max(0.0, result['wall_s'] - stages['exit']):.2f}")
+    return "timeline: " + " | ".join(parts)
 
 
 def main() -> int:
@@ -278,6 +296,9 @@ def run_all(args, problems: list[Path], first: dict | None, deadline: float) -> 
                 shutil.copy(traces, args.keep_traces / traces.name)
             fewest = next(r for r in results if r["engine"] == engine)
             print(row(results[-1], first or results[0], fewest), flush=True)
+            stages = stage_line(results[-1])
+            if stages:
+                print(f"       {stages}", flush=True)
             for note in results[-1]["kills"]:
                 print(f"       {note}", flush=True)
             if results[-1]["rc"] not in (0, 1) or results[-1]["cut"]:

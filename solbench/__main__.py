@@ -1,5 +1,3 @@
-import sys
+from solbench.cli import console_main
 
-from solbench.cli import main
-
-sys.exit(main())
+console_main()

@@ -11,8 +11,15 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from solbench.orchestrator.config import RunConfig, auto_fallback_note, choose_devices, configure
+from solbench.orchestrator.config import (
+    RunConfig,
+    auto_fallback_note,
+    choose_devices,
+    configure,
+    devices_from_options,
+)
 from solbench.orchestrator.jobs import Job, build_jobs, repo_default
+from solbench.orchestrator.timeline import RunTimeline
 from solbench.report.table import output_console, print_results
 from solbench.report.traces import TraceFile, default_trace_path
 from solbench.spec.errors import SpecError
@@ -81,6 +88,9 @@ def register(subparsers) -> None:
                                                      "reference")
     p.add_argument("--lock-clocks", action="store_true",
                    help="lock each GPU's clocks (NVML presets) for the run and restore them after; needs root")
+    p.add_argument("--timeline", action="store_true",
+                   help="print, at the end (stderr), when the run reached each stage: seconds since the process "
+                        "started, to see the start-up and tear-down outside the progress bar")
     p.set_defaults(func=run_command)
 
 
@@ -170,28 +180,70 @@ def shown_path(path: Path) -> str:
 
 def run_command(args: argparse.Namespace) -> int:
     console = Console(stderr=True, soft_wrap=True)  # messages never broken at 80 columns in a log
+    timeline = RunTimeline()
+    timeline.mark("cli")
     launch = None
+    workers: list = []  # the devices' worker pairs, started early; the run takes them, else killed below
     try:
         try:
+            workers = start_workers_early(args, devices_from_options(args.device, args.devices, args.cluster),
+                                          timeline)
             config = config_from_args(args)
             devices = choose_devices(config, args.devices)
+            timeline.mark("devices")
             job_target(args)
             launch = begin_cluster(config)
+            if launch is not None:
+                timeline.mark("first_spawn")  # the session actors are starting
+            elif [w[0].device for w in workers] != devices:  # not the devices the run is on after all
+                workers = swap_workers(workers, devices, timeline)
             jobs = jobs_from_args(args, config)
             if config.lock_clocks and not config.cluster and not any(d.startswith("cuda") for d in devices):
                 raise SpecError("--lock-clocks needs a CUDA GPU")
             trace_file = open_trace_file(args.output, console)
+            timeline.mark("jobs")
         except (SpecError, OSError) as exc:
             console.print(f"[red]error:[/red] {escape(str(exc))}")
             return EXIT_BAD_INPUT
-        return run_and_report(args, config, jobs, devices, trace_file, console, launch)
+        return run_and_report(args, config, jobs, devices, trace_file, console, launch, timeline, workers)
     finally:
+        if workers:  # the run stops the workers it took; these are the ones it never got (or already stopped)
+            from solbench.orchestrator.scheduler import kill_workers
+
+            kill_workers(workers)
         if launch is not None:  # a run that ended early (bad input, Ctrl-C) before the cluster run took it
             launch.close()
+        timeline.mark("exit")
+        if args.timeline:
+            console.print(timeline.line(), markup=False, highlight=False)
+
+
+def start_workers_early(args: argparse.Namespace, devices: list[str] | None, timeline: RunTimeline) -> list:
+    """A local run's worker pairs, started before this process imports torch or builds the jobs (seconds
+    of start-up that then overlap those), where the options alone name the devices; else none yet."""
+    if not devices:
+        return []
+    try:
+        job_target(args)  # a target that does not exist is reported below, with no worker started for it
+    except SpecError:
+        return []
+    from solbench.orchestrator.scheduler import start_device_workers  # light: no torch
+
+    return start_device_workers(devices, timeline)
+
+
+def swap_workers(workers: list, devices: list[str], timeline: RunTimeline) -> list:
+    """The worker pairs for `devices`, started now (before the jobs are built), in place of any started
+    for a guess that turned out wrong."""
+    from solbench.orchestrator.scheduler import kill_workers, start_device_workers
+
+    kill_workers(workers)
+    return start_device_workers(devices, timeline)
 
 
 def run_and_report(args: argparse.Namespace, config: RunConfig, jobs: list[Job], devices: list[str],
-                   trace_file: TraceFile | None, console: Console, launch) -> int:
+                   trace_file: TraceFile | None, console: Console, launch, timeline: RunTimeline,
+                   workers: list) -> int:
     """Run the jobs with a progress display, then the tables; the exit code."""
     note = auto_fallback_note(config, devices)
     if note:
@@ -232,7 +284,8 @@ def run_and_report(args: argparse.Namespace, config: RunConfig, jobs: list[Job],
     try:
         with progress:
             traces = run_jobs(jobs, config, devices, trace_file=trace_file, on_trace=on_trace,
-                              on_job_start=on_job_start, launch=launch)
+                              on_job_start=on_job_start, launch=launch, timeline=timeline,
+                              workers=workers)
     except ClockLockError as exc:
         console.print(f"[red]error:[/red] --lock-clocks: {exc}")
         return EXIT_BAD_INPUT
@@ -244,7 +297,9 @@ def run_and_report(args: argparse.Namespace, config: RunConfig, jobs: list[Job],
     except KeyboardInterrupt:
         report_results(finished, args.json, console, trace_file, interrupted=True)
         return EXIT_INTERRUPTED
-    return report_results(traces, args.json, console, trace_file)
+    code = report_results(traces, args.json, console, trace_file)
+    timeline.mark("report")
+    return code
 
 
 def report_results(traces: list, as_json: bool, console: Console, trace_file: TraceFile | None, *,

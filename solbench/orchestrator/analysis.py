@@ -18,7 +18,7 @@ import os
 from concurrent.futures import Future, ProcessPoolExecutor
 
 from solbench.orchestrator.lifetime import pool_process_start
-from solbench.sol.cache import cached_analyse
+from solbench.sol.cache import cached_analyse, cached_only
 from solbench.spec.definition import Definition
 
 
@@ -35,7 +35,16 @@ class AnalysisPool:
                                          initializer=pool_process_start, initargs=(os.getpid(),))
 
     def submit(self, definition: Definition, axes: dict, scalars: dict) -> Future:
-        return self._pool.submit(_analyse, definition.to_dict(), dict(axes), dict(scalars))
+        """The workload's analysis: read here when the on-disk cache has it (a run of problems analysed
+        before then starts no pool process, whose torch import would compete with the workers' start-up),
+        else computed in the pool."""
+        data = definition.to_dict()
+        cost = cached_only(Definition.from_dict(data), dict(axes), scalars=dict(scalars))
+        if cost is not None:
+            done: Future = Future()
+            done.set_result(cost)
+            return done
+        return self._pool.submit(_analyse, data, dict(axes), dict(scalars))
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -172,6 +173,28 @@ def choose_devices(config: RunConfig, devices: str | Sequence[str | int] | None 
     if device not in visible:
         raise SpecError(f"device {device} is not visible (visible: {visible or 'none'})")
     return [device]
+
+
+def devices_from_options(device: str, devices: str | Sequence[str | int] | None,
+                         cluster: str | None = None) -> list[str] | None:
+    """The devices `choose_devices` returns for these options when the options alone decide it (the CPU,
+    CUDA devices named by index), known before torch is imported or CUDA asked; None where only the machine
+    can tell (every visible GPU) or the options are not plainly valid. A guess to start workers early on:
+    the caller still compares it with `choose_devices`'s answer and uses it only where the two are equal."""
+    if isinstance(devices, str):
+        devices = [d.strip() for d in devices.split(",") if d.strip()]
+    if cluster:
+        return None
+    if device == "cpu":
+        return None if devices else ["cpu"]
+    if not (device in ("auto", "cuda") or re.fullmatch(r"cuda:\d+", device)):
+        return None
+    if not devices:
+        return [device] if device.startswith("cuda:") else None
+    named = [str(d) for d in devices]
+    if not all(re.fullmatch(r"(cuda:)?\d+", d) for d in named):
+        return None
+    return [d if d.startswith("cuda") else f"cuda:{d}" for d in named]
 
 
 def auto_fallback_note(config: RunConfig, devices: list[str]) -> str | None:

@@ -15,12 +15,15 @@ from typing import TYPE_CHECKING
 
 from solbench.orchestrator.config import RunConfig
 from solbench.orchestrator.jobs import Job
+from solbench.orchestrator.process import WorkerProcess
 from solbench.orchestrator.sink import TraceSink
+from solbench.orchestrator.timeline import RunTimeline
 from solbench.report.traces import TraceFile
 from solbench.spec.trace import Trace
 from solbench.timing.clock_lock import ClockLock
 
 if TYPE_CHECKING:
+    from solbench.orchestrator.analysis import AnalysisPool
     from solbench.orchestrator.session import DeviceSession
 
 
@@ -42,10 +45,40 @@ def lock_device_clocks(devices: list[str], make_lock=None) -> contextlib.ExitSta
     return stack
 
 
+WorkerPair = tuple[WorkerProcess, WorkerProcess]  # one device's (reference's, solution's) worker processes
+
+
+def start_device_workers(devices: list[str], timeline: RunTimeline | None = None) -> list[WorkerPair]:
+    """Start each device's two workers now, one pair per entry of `devices`: their start-up (Python, torch,
+    CUDA) is seconds that overlap whatever the caller does next (its own torch import, building the jobs)
+    instead of delaying each device's first workload. A failure kills what was started."""
+    pairs: list[WorkerPair] = []
+    try:
+        for device in devices:
+            pair = (WorkerProcess(device, role="reference"), WorkerProcess(device, role="solution"))
+            pairs.append(pair)
+            for worker in pair:
+                if timeline is not None:
+                    timeline.mark("first_spawn")
+                worker.start()
+    except BaseException:
+        kill_workers(pairs)
+        raise
+    return pairs
+
+
+def kill_workers(pairs: list[WorkerPair]) -> None:
+    """Kill started workers that no session took (a run that ended before its devices ran anything)."""
+    for pair in pairs:
+        for worker in pair:
+            worker.kill()
+
+
 def run_jobs(jobs: list[Job], config: RunConfig, devices: list[str], *, trace_file: TraceFile | None = None,
              on_trace: Callable[[Job, Trace], None] | None = None,
              on_job_start: Callable[[Job, str], None] | None = None,
-             stop: threading.Event | None = None, launch=None) -> list[Trace]:
+             stop: threading.Event | None = None, launch=None, timeline: RunTimeline | None = None,
+             workers: list[WorkerPair] | None = None) -> list[Trace]:
     """Evaluate every job; traces are written as they finish and also returned.
 
     `stop`, set from another thread (the pytest plugin's session ending), or Ctrl-C in the calling
@@ -54,32 +87,34 @@ def run_jobs(jobs: list[Job], config: RunConfig, devices: list[str], *, trace_fi
     already written stay. Ctrl-C is re-raised once that is done. With `config.cluster` set the jobs go to
     the Ray actors of `cluster.run_cluster_jobs` instead, through the same trace sink (`launch`: a
     `cluster.ClusterLaunch` the caller began early, so its actors start while the jobs were being built).
+    `timeline`, if given, notes the run's stages (`orchestrator.timeline`). `workers`: the devices' worker
+    pairs the caller already started (`start_device_workers(devices)`, same order); this run owns them
+    from here on and stops them, whatever happens.
     """
     stop = stop or threading.Event()
-    sink = TraceSink(trace_file, on_trace)
+    timeline = timeline or RunTimeline()
+    sink = TraceSink(trace_file, on_trace, timeline)
+    pairs = list(workers or [])
     if config.cluster:
+        kill_workers(pairs)  # never asked for with a cluster; owned here all the same
         from solbench.orchestrator.cluster import run_cluster_jobs  # inner: ray is an optional extra
 
-        return run_cluster_jobs(jobs, config, sink, on_job_start=on_job_start, stop=stop, launch=launch)
-    from solbench.orchestrator.analysis import AnalysisPool  # inner: torch, not for a cluster driver
-    from solbench.orchestrator.evaluate import evaluate_problem  # inner: torch (judging), as above
-    from solbench.orchestrator.session import DeviceSession  # inner: torch (judging), as above
+        try:
+            return run_cluster_jobs(jobs, config, sink, on_job_start=on_job_start, stop=stop, launch=launch)
+        finally:
+            timeline.mark("closed")
+    # A device beyond the number of jobs would never get one: its workers are not started at all.
+    sessions, analysis, clocks = open_sessions(config, devices, devices[:max(1, len(jobs))], pairs, timeline)
+    from solbench.orchestrator.evaluate import evaluate_problem  # inner: torch (judging), imported already
 
     pending: queue.Queue[Job] = queue.Queue()
     for job in jobs:
         pending.put(job)
     lock = threading.Lock()
     errors: list[BaseException] = []
-    sessions: list[DeviceSession] = []
 
-    clocks = lock_device_clocks(devices) if config.lock_clocks else contextlib.ExitStack()
-    analysis = AnalysisPool(workers=min(2, len(devices)))
-
-    def device_loop(device: str) -> None:
-        session = DeviceSession(device, config)
-        session.analysis = analysis
-        with lock:
-            sessions.append(session)
+    def device_loop(session: DeviceSession) -> None:
+        device = session.device
         try:
             while not stop.is_set():
                 try:
@@ -109,17 +144,58 @@ def run_jobs(jobs: list[Job], config: RunConfig, devices: list[str], *, trace_fi
         finally:
             session.close()
 
-    threads = [threading.Thread(target=device_loop, args=(d,), name=f"solbench-{d}", daemon=True) for d in devices]
-    for t in threads:
-        t.start()
-    interrupted = wait_or_stop(threads, stop, sessions, lock)
+    interrupted = run_device_threads(sessions, device_loop, stop, lock)
     analysis.close()
     clocks.close()
+    timeline.mark("closed")
     if interrupted is not None:
         raise interrupted
     if errors:
         raise errors[0]
     return sink.results
+
+
+def open_sessions(config: RunConfig, devices: list[str], active: list[str], pairs: list[WorkerPair],
+                  timeline: RunTimeline) -> tuple[list[DeviceSession], AnalysisPool, contextlib.ExitStack]:
+    """A session per device of `active`, on the given worker pairs (the rest started here, before the
+    torch import that follows, so the two overlap), sharing one analysis pool; and the clock lock. Pairs
+    beyond `active`, and every pair if this fails, are killed."""
+    kill_workers(pairs[len(active):])
+    del pairs[len(active):]
+    try:
+        pairs += start_device_workers(active[len(pairs):], timeline)
+        from solbench.orchestrator.analysis import AnalysisPool  # inner: torch, not for a cluster driver
+        from solbench.orchestrator.session import DeviceSession  # inner: torch (judging), as above
+
+        clocks = lock_device_clocks(devices) if config.lock_clocks else contextlib.ExitStack()
+    except BaseException:
+        kill_workers(pairs)
+        raise
+    analysis = AnalysisPool(workers=max(1, min(2, len(active))))
+    sessions = [DeviceSession(device, config, pair) for device, pair in zip(active, pairs)]
+    for session in sessions:
+        session.analysis = analysis
+    return sessions, analysis, clocks
+
+
+def run_device_threads(sessions: list[DeviceSession], device_loop: Callable[[DeviceSession], None],
+                       stop: threading.Event, lock: threading.Lock) -> BaseException | None:
+    """One thread per session running `device_loop`, waited for (`wait_or_stop`); the interrupt to
+    re-raise, if there was one. A session whose thread never started (Ctrl-C meanwhile) is closed here."""
+    threads = [threading.Thread(target=device_loop, args=(s,), name=f"solbench-{s.device}", daemon=True)
+               for s in sessions]
+    interrupted: BaseException | None = None
+    try:
+        for t in threads:
+            t.start()
+    except BaseException as exc:  # noqa: BLE001 - re-raised by the caller once the others are stopped
+        interrupted = exc
+        stop.set()
+        for session, t in zip(sessions, threads):
+            if t.ident is None:
+                session.close()
+    started = [t for t in threads if t.ident is not None]
+    return wait_or_stop(started, stop, sessions, lock) or interrupted
 
 
 def wait_or_stop(threads: list[threading.Thread], stop: threading.Event, sessions: list[DeviceSession],

@@ -11,6 +11,7 @@ import threading
 from collections.abc import Callable
 
 from solbench.orchestrator.jobs import Job
+from solbench.orchestrator.timeline import RunTimeline
 from solbench.report.traces import TraceFile
 from solbench.spec.trace import Trace
 from solbench.spec.workload import Workload
@@ -20,9 +21,10 @@ class TraceSink:
     """Thread-safe collector of a run's traces: appended to the trace file (if any) as each arrives."""
 
     def __init__(self, trace_file: TraceFile | None = None,
-                 on_trace: Callable[[Job, Trace], None] | None = None):
+                 on_trace: Callable[[Job, Trace], None] | None = None, timeline: RunTimeline | None = None):
         self.trace_file = trace_file
         self.on_trace = on_trace
+        self.timeline = timeline  # notes the first and the last trace's arrival
         self.results: list[Trace] = []
         self._lock = threading.Lock()
 
@@ -38,5 +40,8 @@ class TraceSink:
             self.trace_file.append(trace)
         with self._lock:
             self.results.append(trace)
+        if self.timeline is not None:
+            self.timeline.mark("first_trace")
+            self.timeline.mark("last_trace", last=True)
         if self.on_trace:
             self.on_trace(job, trace)

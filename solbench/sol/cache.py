@@ -100,3 +100,14 @@ def cached_analyse(definition: Definition, axis_values: dict[str, int], *, conve
         cost = analyse(definition, axis_values, convention=convention, scalars=scalars)
         _write(path, cost)
     return cost
+
+
+def cached_only(definition: Definition, axis_values: dict[str, int], *, convention: str = "strict",
+                scalars: dict | None = None) -> WorkloadCost | None:
+    """What `cached_analyse` would return when the cache already holds it (a file read, no tracing);
+    None when it does not (or caching is off)."""
+    root = cache_dir()
+    if root is None:
+        return None
+    path = root / f"{entry_key(definition, dict(axis_values), convention, scalars)}.json"
+    return _read(path) if path.exists() else None
