@@ -32,7 +32,8 @@ def test_trace_has_host_launch_and_busy_times(solution):
 
 def test_the_probe_draws_no_fresh_sets_once_the_block_reused_them(tmp_path, monkeypatch):
     """A slow input generator: past the block's generation budget, the escaped-work probe reuses the
-    block's recent sets instead of building one per probe call (L2/034 spent minutes there)."""
+    block's recent sets instead of building one per probe call (L2/034 spent minutes there). Only inputs
+    that cannot be drawn into the slots (custom entrypoints) take this path on a GPU: `fillable` says no."""
     import sys
     import time
 
@@ -58,6 +59,7 @@ def test_the_probe_draws_no_fresh_sets_once_the_block_reused_them(tmp_path, monk
         return original(*args, **kwargs)
 
     monkeypatch.setattr(inputs_cache, "make_inputs", slow)
+    monkeypatch.setattr(timed_block, "fillable", lambda definition, workload: False)  # as for custom inputs
     timed_until: list[int] = []
     time_iterations = timer.time_iterations
 
@@ -78,3 +80,44 @@ def test_the_probe_draws_no_fresh_sets_once_the_block_reused_them(tmp_path, monk
                                                     config=config.timing_config("cuda")))
     assert isinstance(reply, msg.Timed) and "timed_inputs_reused" in reply.flags
     assert timed_until and len(built) == timed_until[0], (len(built), timed_until)
+
+
+def test_seed_only_inputs_are_drawn_into_the_slots_fresh_for_every_call(tmp_path, monkeypatch):
+    """On a GPU, random inputs are drawn straight into each call's slot: no generation budget applies,
+    every call gets a new seed, the slots keep their addresses, and kept outputs match the reference
+    on the inputs rebuilt from their seeds (what the judge does)."""
+    import sys
+
+    import torch
+
+    from solbench.orchestrator.config import RunConfig
+    from solbench.protocol import messages as msg
+    from solbench.spec.problem import load_problem
+    from solbench.spec.solution import load_solution
+    from solbench.worker import calls, timed_block
+    from solbench.worker.inputs_cache import make_call_inputs
+    from solbench.worker.state import WorkerState
+    from tests.runner.conftest import write_problem, write_solution
+
+    problem = load_problem(write_problem(tmp_path / "p", sizes=(1 << 20,)))
+    solution = load_solution(write_solution(tmp_path, "def run(x, y):\n    return x * 2.0 + y\n"), problem.definition)
+    monkeypatch.setattr(timed_block, "background_activity", lambda state: None)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    state = WorkerState("cuda")
+    calls.handle_load(state, msg.Load(definition=problem.definition.to_dict(), solution=solution.to_dict(),
+                                      work_dir=str(tmp_path / "w")))
+    workload = problem.workloads[0].to_dict()
+    calls.handle_call(state, msg.Call(workload=workload, seed=3))  # threads' baseline
+    config = RunConfig(device="cuda", warmup=2, iters=30, adaptive=False)
+    block = timed_block.TimedBlock(state, msg.Time(workload=workload, seeds=[1, 2], checked_outputs=8,
+                                                   fresh_inputs_budget_s=1e-6, config=config.timing_config("cuda")))
+    assert block.fill_in_place
+    addresses = [[t.data_ptr() for t in inputs] for inputs, _ in block.slots]
+    timing = block.measure(None)
+    assert "timed_inputs_reused" not in block.flags(timing) and not block.reused
+    assert [[t.data_ptr() for t in inputs] for inputs, _ in block.slots] == addresses
+    seeds = [seed for _, seed in block.stashed.values()]
+    assert len(seeds) >= 2 and len(set(seeds)) == len(seeds)
+    for outs, seed in block.stashed.values():
+        _, _, args = make_call_inputs(state, workload, seed)
+        assert torch.equal(outs[0], args[0] * 2.0 + args[1])
