@@ -252,3 +252,15 @@ def test_failed_and_skipped_rows_say_why_and_a_run_without_o_keeps_its_traces(tm
     kept = list((tmp_path / ".solbench" / "runs").glob("*.jsonl"))
     assert len(kept) == 1 and len(kept[0].read_text().splitlines()) == 4
     assert f"traces in {kept[0].relative_to(tmp_path)}" in result.stderr
+
+
+def test_a_run_that_analyses_ends_without_leak_warnings(tmp_path, monkeypatch):
+    """An empty speed-of-light cache starts the analysis pool. Its processes (and the CLI) once froze their
+    objects at exit to skip the last garbage collections; triton's nanobind then printed pages of
+    "leaked instance" warnings into the run's output."""
+    monkeypatch.setenv("SOLBENCH_SOL_CACHE", str(tmp_path / "sol_cache"))
+    result = solbench("run", str(REPO / "problem_defs/core/rmsnorm_h4096"), "--max-workloads", "1", *FAST,
+                      "-o", str(tmp_path / "traces.jsonl"))
+    assert result.returncode == 0, result.stderr
+    assert "leaked" not in result.stderr and "nanobind" not in result.stderr, result.stderr[-2000:]
+    assert any((tmp_path / "sol_cache").rglob("*")), "the analysis did not run (the cache stayed empty)"

@@ -8,8 +8,6 @@ imported by those processes before anything heavy: keep it light. `at_once` ends
 
 from __future__ import annotations
 
-import atexit
-import gc
 import os
 import signal
 import threading
@@ -32,9 +30,6 @@ def pool_process_start(parent_pid: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if os.getppid() != parent_pid:
         os._exit(0)
-    # At exit, freeze what is left so the interpreter's last collections skip it: a process that imported
-    # torch otherwise spends half a second exiting, which the orchestrator's own exit waits for.
-    atexit.register(gc.freeze)
     threading.Thread(target=_watch, args=(parent_pid,), name="solbench-parent-watch", daemon=True).start()
 
 
