@@ -10,7 +10,8 @@ floating inputs row and column scales and outliers.
 
 Sources:
 * `random` (and any input the workload does not mention): a name/description heuristic
-  (`heuristics.py`) or plain random values (`random_tensors.py`); `shape: null` -> a random number.
+  (`heuristics.py`) or plain random values (`random_tensors.py`), drawn by `draw.py`; `shape: null` ->
+  a random number.
 * `scalar`: the literal. For `shape: null` it is converted to the declared kind (float dtypes ->
   float, integer dtypes -> int when integral, bool -> bool when 0/1/true/false; otherwise
   InputError). For a tensor-shaped input it is **broadcast**: a tensor of the declared shape and
@@ -49,12 +50,12 @@ from typing import Any
 
 import torch
 
-from solbench.inputs import heuristics, profiles
+from solbench.inputs import profiles
 from solbench.inputs.custom import call_entrypoint
+from solbench.inputs.draw import random_input, random_input_into
 from solbench.inputs.errors import InputError
-from solbench.inputs.random_tensors import fill_random, random_scalar, random_tensor
 from solbench.inputs.safetensors_blobs import load_blob
-from solbench.inputs.seeds import derive_seed, make_generator
+from solbench.inputs.seeds import derive_seed
 from solbench.spec import dtypes
 from solbench.spec.definition import Definition, TensorSpec
 from solbench.spec.workload import Workload
@@ -103,7 +104,7 @@ def make_inputs(definition: Definition, workload: Workload, axis_values: dict[st
             if src.kind == "scalar":
                 _fill_scalar(target, name, src.value, spec)
             else:
-                _random_into(target, name, spec, device, definition.op_type, seed, profile)
+                random_input_into(target, name, spec, device, definition.op_type, seed, profile)
             values.append(target)
             continue
         if src.kind == "custom":
@@ -115,30 +116,10 @@ def make_inputs(definition: Definition, workload: Workload, axis_values: dict[st
                 raise InputError(f"input {name!r} is a Python scalar (shape null) but comes from safetensors")
             value = load_blob(src.path, src.tensor_key, data_roots, shape, spec.dtype, device, name)
         else:
-            value = _random(name, spec, shape, device, definition.op_type, seed, profile)
+            value = random_input(name, spec, shape, device, definition.op_type, seed, profile)
         _validate(name, value, spec, shape)
         values.append(value)
     return values
-
-
-def _random(name: str, spec: TensorSpec, shape: tuple[int, ...] | None, device: torch.device,
-            op_type: str | None, seed: int, profile: str = profiles.STANDARD):
-    generator = make_generator(derive_seed(seed, "input", name), device)
-    if shape is None:
-        return random_scalar(spec.dtype, generator)
-
-    def shared(key: str) -> torch.Generator:
-        return make_generator(derive_seed(seed, "shared", key), device)
-
-    ctx = heuristics.InputContext(name=name, dtype_name=spec.dtype, shape=shape, device=device,
-                                  generator=generator, shared_generator=shared,
-                                  description=spec.description or "", op_type=op_type)
-    value = heuristics.generate(ctx)
-    if value is not None:
-        return value
-    if profile == profiles.STRUCTURED and device.type != "meta" and profiles.applies(spec.dtype, shape):
-        return profiles.structured_tensor(shape, spec.dtype, generator, device)
-    return random_tensor(shape, spec.dtype, generator, device)
 
 
 def fillable(definition: Definition, workload: Workload) -> bool:
@@ -149,25 +130,6 @@ def fillable(definition: Definition, workload: Workload) -> bool:
         if kind not in ("random", "scalar") or (kind == "random" and spec.shape is None):
             return False
     return True
-
-
-def _random_into(out: torch.Tensor, name: str, spec: TensorSpec, device: torch.device, op_type: str | None,
-                 seed: int, profile: str) -> None:
-    """`_random`'s values, written into `out`: drawn in place where the draw allows it (a contiguous
-    tensor, so element i gets the i-th value as in a new one), else drawn and copied."""
-    if not out.is_contiguous() or profile != profiles.STANDARD:
-        out.copy_(_random(name, spec, tuple(out.shape), device, op_type, seed, profile))
-        return
-    generator = make_generator(derive_seed(seed, "input", name), device)
-
-    def shared(key: str) -> torch.Generator:
-        return make_generator(derive_seed(seed, "shared", key), device)
-
-    ctx = heuristics.InputContext(name=name, dtype_name=spec.dtype, shape=tuple(out.shape), device=device,
-                                  generator=generator, shared_generator=shared,
-                                  description=spec.description or "", op_type=op_type)
-    if not heuristics.generate_into(ctx, out):
-        fill_random(out, spec.dtype, generator)
 
 
 def _fill_scalar(out: torch.Tensor, name: str, value: Any, spec: TensorSpec) -> None:

@@ -4,7 +4,7 @@ Plain normal noise makes some operators meaningless (a variance must be positive
 sums to one) and, worse, some "realistic" choices are degenerate: a norm weight of exactly 1 lets a
 kernel that ignores the weight pass. So every heuristic here is random *and* non-degenerate.
 
-In precedence order (first match wins; each is a small function below, each has a test):
+In precedence order (first match wins, `draw.choose`; each is a small function below, each has a test):
 
 | heuristic | applies to | values |
 |---|---|---|
@@ -35,7 +35,6 @@ the finite range first. fp4 inputs never get a heuristic (their codes are alread
 
 from __future__ import annotations
 
-import functools
 import math
 import re
 from collections.abc import Callable
@@ -391,47 +390,3 @@ HEURISTICS: tuple[Heuristic, ...] = (
     Heuristic("position_ids", _position_ids_applies, position_ids),
     Heuristic("index_like", _index_like_applies, index_like),
 )
-
-
-def choose(ctx: InputContext) -> Heuristic | None:
-    """The first heuristic that applies, or None (plain random values)."""
-    if ctx.device.type == "meta":
-        return None
-    return _choose(ctx.name, ctx.dtype_name, tuple(ctx.shape), ctx.description, ctx.op_type)
-
-
-@functools.lru_cache(maxsize=4096)
-def _choose(name: str, dtype_name: str, shape: tuple[int, ...], description: str, op_type: str | None) -> Heuristic | None:
-    """Memoised on what `applies` looks at: a timed block draws every call's inputs anew (on a GPU, a
-    thousand sets a second for short calls) and the rules are the same each time."""
-    ctx = InputContext(name=name, dtype_name=dtype_name, shape=shape, device=torch.device("cpu"),
-                       generator=None, shared_generator=None, description=description, op_type=op_type)  # type: ignore[arg-type]
-    return next((h for h in HEURISTICS if h.applies(ctx)), None)
-
-
-def generate(ctx: InputContext) -> torch.Tensor | None:
-    """The heuristic tensor in the declared dtype, or None when no heuristic applies."""
-    heuristic = choose(ctx)
-    if heuristic is None:
-        return None
-    dtype = dtypes.torch_dtype(ctx.dtype_name)
-    if heuristic.fill is not None:
-        out = torch.empty(ctx.shape, dtype=dtype, device=ctx.device)
-        if heuristic.fill(ctx, out):
-            return out
-    values = heuristic.make(ctx)
-    if values.is_floating_point() and dtype.is_floating_point and ctx.dtype_name.startswith("float8"):
-        limit = torch.finfo(dtype).max
-        values = values.clamp(-limit, limit)
-    return values.to(dtype).contiguous()
-
-
-def generate_into(ctx: InputContext, out: torch.Tensor) -> bool:
-    """`generate`'s values written into `out` (contiguous, declared dtype and shape); False when no
-    heuristic applies (nothing written)."""
-    heuristic = choose(ctx)
-    if heuristic is None:
-        return False
-    if heuristic.fill is None or not heuristic.fill(ctx, out):
-        out.copy_(generate(ctx))
-    return True

@@ -38,13 +38,12 @@ class AnalysisPool:
         """The workload's analysis: read here when the on-disk cache has it (a run of problems analysed
         before then starts no pool process, whose torch import would compete with the workers' start-up),
         else computed in the pool."""
-        data = definition.to_dict()
-        cost = cached_only(Definition.from_dict(data), dict(axes), scalars=dict(scalars))
+        cost = cached_only(definition, dict(axes), scalars=dict(scalars))
         if cost is not None:
             done: Future = Future()
             done.set_result(cost)
             return done
-        return self._pool.submit(_analyse, data, dict(axes), dict(scalars))
+        return self._pool.submit(_analyse, definition.to_dict(), dict(axes), dict(scalars))
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)

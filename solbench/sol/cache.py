@@ -91,14 +91,12 @@ def _write(path: Path, cost: WorkloadCost) -> None:
 def cached_analyse(definition: Definition, axis_values: dict[str, int], *, convention: str = "strict",
                    scalars: dict | None = None) -> WorkloadCost:
     """`analyse`, through the on-disk cache (same arguments, same result)."""
-    root = cache_dir()
-    if root is None:
-        return analyse(definition, axis_values, convention=convention, scalars=scalars)
-    path = root / f"{entry_key(definition, dict(axis_values), convention, scalars)}.json"
-    cost = _read(path) if path.exists() else None
+    cost = cached_only(definition, axis_values, convention=convention, scalars=scalars)
     if cost is None:
         cost = analyse(definition, axis_values, convention=convention, scalars=scalars)
-        _write(path, cost)
+        path = _entry_path(definition, axis_values, convention, scalars)
+        if path is not None:
+            _write(path, cost)
     return cost
 
 
@@ -106,8 +104,13 @@ def cached_only(definition: Definition, axis_values: dict[str, int], *, conventi
                 scalars: dict | None = None) -> WorkloadCost | None:
     """What `cached_analyse` would return when the cache already holds it (a file read, no tracing);
     None when it does not (or caching is off)."""
+    path = _entry_path(definition, axis_values, convention, scalars)
+    return _read(path) if path is not None and path.exists() else None
+
+
+def _entry_path(definition: Definition, axis_values: dict[str, int], convention: str,
+                scalars: dict | None) -> Path | None:
     root = cache_dir()
     if root is None:
         return None
-    path = root / f"{entry_key(definition, dict(axis_values), convention, scalars)}.json"
-    return _read(path) if path.exists() else None
+    return root / f"{entry_key(definition, dict(axis_values), convention, scalars)}.json"

@@ -4,7 +4,8 @@ import pytest
 import torch
 
 from solbench.inputs import heuristics
-from solbench.inputs.heuristics import HEURISTICS, InputContext, choose, generate
+from solbench.inputs.draw import choose, generate
+from solbench.inputs.heuristics import HEURISTICS, InputContext
 from solbench.inputs.seeds import make_generator
 
 
