@@ -170,6 +170,8 @@ def run_once(dataset: Path, engine: str, gpus: int, args, traces: Path, timeout_
         command += ["--devices", ",".join(str(i) for i in range(gpus))]
     started = time.monotonic()
     env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    if args.sol_cache == "cold":
+        env["SOLBENCH_SOL_CACHE"] = str(traces.with_suffix(".sol_cache"))  # empty: this run's own
     if engine == "ray" and args.ray_address:
         env["RAY_ADDRESS"] = args.ray_address  # what `--cluster auto` connects to first
     proc = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
@@ -245,6 +247,10 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="write every run's figures here")
     parser.add_argument("--keep-traces", type=Path, help="copy each run's traces (ENGINE_GPUS.jsonl) into this folder, "
                                                           "e.g. to compare phases_s between GPU counts")
+    parser.add_argument("--sol-cache", choices=("cold", "shared"), default="cold",
+                        help="cold (default): every run starts with an empty speed-of-light cache of its own, so each "
+                             "does the same analysis work; shared: the user's cache, which the first run fills for the "
+                             "later ones (their walls then leave the analysis out)")
     parser.add_argument("--compare-to", type=Path, help="a --json file of an earlier invocation: statuses are "
                                                            "compared with its first run instead of this one's")
     argv = sys.argv[1:]

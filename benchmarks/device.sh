@@ -18,11 +18,14 @@
 #   cluster-head   the same, every Ray run connecting to one Ray head started before it (as on a real cluster)
 #   scaling-local  issue 18: 40 shared problems, first 2 workloads, local --devices on 1, 2, 4 GPUs
 #   scaling-ray    issue 18: the same through a local Ray cluster (statuses compared with scaling-local's 1 GPU)
+#   scaling        issue 18 in one go: local then Ray (against one pre-started head) on 1, 2, 4 GPUs, traces kept
 #   scaling-kill   issue 18: 20 problems through Ray on 2 GPUs, one actor killed mid-run: none lost or duplicated
+#   startup        benchmarks/startup_profile.py: a worker's start-up stages, workers' readiness, the driver's
+#                  device listing (torch vs NVML), alone and with every GPU's workers starting at once
 #
 # Environment: OUT (default /tmp/solbench-out), SHARED (the SOL-ExecBench dataset; default .gpu_data/
 # sol-execbench, a copy carried with the working tree), STEP_SECONDS (overrides every step's time box),
-# REPEAT (anticheat), PROBLEMS and RUN_ARGS (cluster and scaling steps: how many shared problems, and more
+# REPEAT (anticheat), GPUS (scaling steps' GPU counts, default 1,2,4), PROBLEMS and RUN_ARGS (cluster and scaling steps: how many shared problems, and more
 # `solbench run` options such as "--trials 1 --timing-rounds 1"). Wheels in .whl/ (e.g. cupti-python for
 # CUPTI activity) are installed to /tmp/site first, and .whl/ray_bundle.tar.xz (benchmarks/ray_bundle.py
 # build) unpacked there. Nothing here changes the GPU's clocks, power or mode.
@@ -99,9 +102,11 @@ KEEP=/tmp/solbench-keep  # outlives one device command ($OUT does not): scaling-
 step_cluster() { scaling ray,local 1 10 510 --json "$OUT/cluster.json"; }
 step_cluster_head() { scaling ray,local 1 10 510 --ray-head --json "$OUT/cluster_head.json"; }
 step_scaling_local() {
-  mkdir -p $KEEP; scaling local 1,2,4 40 510 --json "$KEEP/scaling_local.json"; cp $KEEP/scaling_local.json "$OUT/" 2>/dev/null
+  mkdir -p $KEEP; scaling local "${GPUS:-1,2,4}" 40 510 --json "$KEEP/scaling_local.json" --keep-traces "$OUT/traces_local"; cp $KEEP/scaling_local.json "$OUT/" 2>/dev/null
 }
-step_scaling_ray() { scaling ray 1,2,4 40 510 --json "$OUT/scaling_ray.json" --compare-to "$KEEP/scaling_local.json"; }
+step_scaling_ray() { scaling ray "${GPUS:-1,2,4}" 40 510 --json "$OUT/scaling_ray.json" --compare-to "$KEEP/scaling_local.json"; }
+step_startup() { box 300 python3 benchmarks/startup_profile.py --json "$OUT/startup.json" 2>&1 | tail -20; }
+step_scaling() { scaling local,ray "${GPUS:-1,2,4}" 40 520 --ray-head --json "$OUT/scaling.json" --keep-traces "$OUT/traces"; }
 step_scaling_kill() { scaling ray 2 20 400 --kill-after 8 --json "$OUT/scaling_kill.json"; }
 
 [ $# -gt 0 ] || { sed -n "2,$(( $(grep -n '^set -u' "$0" | cut -d: -f1) - 1 ))p" "$0"; exit 2; }

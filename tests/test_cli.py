@@ -264,3 +264,37 @@ def test_a_run_that_analyses_ends_without_leak_warnings(tmp_path, monkeypatch):
     assert result.returncode == 0, result.stderr
     assert "leaked" not in result.stderr and "nanobind" not in result.stderr, result.stderr[-2000:]
     assert any((tmp_path / "sol_cache").rglob("*")), "the analysis did not run (the cache stayed empty)"
+
+
+def test_the_command_exits_at_once_with_its_results_written_and_nothing_left_behind(tmp_path, monkeypatch):
+    """`solbench` ends with os._exit once the command returns (no interpreter teardown): the trace file must
+    be whole, the exit handlers run (the run's scratch folder removed), the exit status kept, and no
+    analysis process may outlive it."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    monkeypatch.setenv("SOLBENCH_SOL_CACHE", str(tmp_path / "sol_cache"))  # empty: the analysis pool starts
+    traces = tmp_path / "traces.jsonl"
+    result = solbench("run", str(REPO / "problem_defs/core/rmsnorm_h4096"), "--max-workloads", "2", *FAST,
+                      "-o", str(traces))
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = traces.read_text().splitlines()
+    assert len(lines) == 2 and all(json.loads(line)["evaluation"]["status"] == "PASSED" for line in lines)
+    assert "2/2 workloads passed" in result.stderr + result.stdout
+    assert not list(scratch.glob("solbench_run_*")), "the run folder's exit handler did not run"
+    marker = str(tmp_path / "sol_cache").encode()
+    for _ in range(300):  # processes of this run: the only ones with its cache folder in their environment
+        left = [pid for pid in os.listdir("/proc") if pid.isdigit() and marker in _environ(pid)]
+        if not left:
+            break
+        time.sleep(0.1)
+    assert not left, f"processes of the run outlived it: {left}"
+    bad = solbench("run", str(tmp_path / "no-such-problem"), "-o", str(tmp_path / "t2.jsonl"))
+    assert bad.returncode == 2 and "error" in bad.stderr
+
+
+def _environ(pid: str) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return b""

@@ -56,11 +56,12 @@ class SessionHost:
         workers = (WorkerProcess(self.device, role="reference"), WorkerProcess(self.device, role="solution"))
         for worker in workers:  # their torch imports run while this process imports its own below
             worker.start()
-        from solbench.orchestrator.analysis import AnalysisPool  # inner: torch, after the workers started
-        from solbench.orchestrator.session import DeviceSession  # inner: torch (judging), as above
+        from solbench.orchestrator.analysis import AnalysisPool  # inner: after the workers started
+        from solbench.orchestrator.session import DeviceSession
 
         self.session = DeviceSession(self.device, self.config, workers)
         self.session.analysis = AnalysisPool(workers=1)
+        self.session.analysis.warm()  # its torch import beside the workers', not before the first analysis
         self.problems_dir = Path(tempfile.mkdtemp(prefix="solbench-cluster-"))
         self.clocks = (lock_device_clocks([self.device]) if self.config.lock_clocks and self.device != "cpu"
                        else contextlib.ExitStack())

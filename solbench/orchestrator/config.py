@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from solbench.orchestrator.devices import cuda_device_count
 from solbench.sol.hardware import UnknownHardwareError, load_spec
 from solbench.spec.errors import SpecError
 from solbench.timing.config import TimingConfig
@@ -237,14 +238,9 @@ def read_baseline_csv(path: Path) -> dict[str, float]:
 
 
 def cuda_available() -> bool:
-    """Whether CUDA is usable, without initialising it in this (orchestrator) process."""
-    if os.environ.get("CUDA_VISIBLE_DEVICES", None) == "":
-        return False
-    try:
-        import torch  # heavy, and optional for answering "no": kept off the CLI's start-up path
-    except ImportError:
-        return False
-    return torch.cuda.is_available() and torch.cuda.device_count() > 0
+    """Whether CUDA is usable, without initialising it in this (orchestrator) process, and without importing
+    torch where NVML can tell (`devices`)."""
+    return cuda_device_count() > 0
 
 
 def no_gpu_reason() -> str:
@@ -261,8 +257,4 @@ def no_gpu_reason() -> str:
 
 
 def visible_cuda_devices() -> list[str]:
-    if not cuda_available():
-        return []
-    import torch  # see cuda_available
-
-    return [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+    return [f"cuda:{i}" for i in range(cuda_device_count())]

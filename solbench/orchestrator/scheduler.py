@@ -13,7 +13,8 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from solbench.orchestrator.config import RunConfig
+from solbench.orchestrator.config import DeviceUnavailableError, RunConfig
+from solbench.orchestrator.devices import check_torch_sees
 from solbench.orchestrator.jobs import Job
 from solbench.orchestrator.process import WorkerProcess
 from solbench.orchestrator.sink import TraceSink
@@ -105,7 +106,19 @@ def run_jobs(jobs: list[Job], config: RunConfig, devices: list[str], *, trace_fi
             timeline.mark("closed")
     # A device beyond the number of jobs would never get one: its workers are not started at all.
     sessions, analysis, clocks = open_sessions(config, devices, devices[:max(1, len(jobs))], pairs, timeline)
+    # Every analysis the cache lacks goes to the pool now, in the order the devices take the jobs: the pool
+    # starts while the workers do, and before this process's own torch import just below.
+    analysis.submit_ahead((job.problem.definition, workload) for job in jobs for workload in job.workloads
+                          if not sink.is_done(job, workload))
     from solbench.orchestrator.evaluate import evaluate_problem  # inner: torch (judging), imported already
+
+    unusable = check_torch_sees(devices)
+    if unusable:
+        for session in sessions:
+            session.close()
+        analysis.close()
+        clocks.close()
+        raise DeviceUnavailableError(unusable)
 
     pending: queue.Queue[Job] = queue.Queue()
     for job in jobs:
@@ -164,14 +177,14 @@ def open_sessions(config: RunConfig, devices: list[str], active: list[str], pair
     del pairs[len(active):]
     try:
         pairs += start_device_workers(active[len(pairs):], timeline)
-        from solbench.orchestrator.analysis import AnalysisPool  # inner: torch, not for a cluster driver
-        from solbench.orchestrator.session import DeviceSession  # inner: torch (judging), as above
+        from solbench.orchestrator.analysis import AnalysisPool, pool_size  # inner: not for a cluster driver
+        from solbench.orchestrator.session import DeviceSession
 
         clocks = lock_device_clocks(devices) if config.lock_clocks else contextlib.ExitStack()
     except BaseException:
         kill_workers(pairs)
         raise
-    analysis = AnalysisPool(workers=max(1, min(2, len(active))))
+    analysis = AnalysisPool(workers=pool_size(len(active)))
     sessions = [DeviceSession(device, config, pair) for device, pair in zip(active, pairs)]
     for session in sessions:
         session.analysis = analysis

@@ -27,13 +27,15 @@ import os
 import tempfile
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from solbench.sol.analyser import WorkloadCost, analyse
 from solbench.spec.definition import Definition
+
+if TYPE_CHECKING:
+    from solbench.sol.analyser import WorkloadCost
 
 ENV = "SOLBENCH_SOL_CACHE"
 DISABLED = ("off", "0", "no", "false")
-_FIELDS = {f.name for f in dataclasses.fields(WorkloadCost)}
 
 
 def cache_dir() -> Path | None:
@@ -63,9 +65,12 @@ def entry_key(definition: Definition, axis_values: dict, convention: str, scalar
 
 
 def _read(path: Path) -> WorkloadCost | None:
+    from solbench.sol.analyser import WorkloadCost  # inner: torch; finding an entry (`is_cached`) needs none
+
+    fields = {f.name for f in dataclasses.fields(WorkloadCost)}
     try:
         data = json.loads(path.read_text())
-        cost = WorkloadCost(**{k: v for k, v in data.items() if k in _FIELDS})
+        cost = WorkloadCost(**{k: v for k, v in data.items() if k in fields})
     except Exception:  # unreadable, truncated or foreign: recompute (the cache is never authoritative)
         return None
     numbers = [cost.bytes_min, cost.flops_other, cost.output_bytes, *cost.flops_matmul.values()]
@@ -91,6 +96,8 @@ def _write(path: Path, cost: WorkloadCost) -> None:
 def cached_analyse(definition: Definition, axis_values: dict[str, int], *, convention: str = "strict",
                    scalars: dict | None = None) -> WorkloadCost:
     """`analyse`, through the on-disk cache (same arguments, same result)."""
+    from solbench.sol.analyser import analyse  # inner: torch, as in `_read`
+
     cost = cached_only(definition, axis_values, convention=convention, scalars=scalars)
     if cost is None:
         cost = analyse(definition, axis_values, convention=convention, scalars=scalars)
@@ -106,6 +113,15 @@ def cached_only(definition: Definition, axis_values: dict[str, int], *, conventi
     None when it does not (or caching is off)."""
     path = _entry_path(definition, axis_values, convention, scalars)
     return _read(path) if path is not None and path.exists() else None
+
+
+def is_cached(definition: Definition, axis_values: dict[str, int], *, convention: str = "strict",
+              scalars: dict | None = None) -> bool:
+    """Whether the cache has an entry for this analysis, found without importing torch (a run's driver asks
+    this of every workload before its own torch import, to start analysing the others at once). The entry
+    may still turn out unreadable; `cached_only` then says None."""
+    path = _entry_path(definition, axis_values, convention, scalars)
+    return path is not None and path.exists()
 
 
 def _entry_path(definition: Definition, axis_values: dict[str, int], convention: str,

@@ -94,6 +94,16 @@ class NvmlBoundary:
         name = self._call("nvmlDeviceGetName", handle)
         return name.decode() if isinstance(name, bytes) else str(name)
 
+    def mig_enabled(self, handle: Any) -> bool:
+        """Whether the GPU is in MIG mode (CUDA then enumerates its instances); False where MIG does not exist."""
+        try:
+            current, _pending = self._call("nvmlDeviceGetMigMode", handle)
+        except NvmlError as exc:
+            if exc.not_supported:
+                return False
+            raise
+        return bool(current)
+
     # --- readings ---
     def _clock_type(self, kind: str) -> int:
         nv = self._pynvml

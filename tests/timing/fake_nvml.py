@@ -29,6 +29,7 @@ class FakeGpu:
     throttle_mask: int = 0
     # what locking does to the readback: None = clocks follow the lock exactly
     sm_after_lock: int | None = None
+    mig: bool = False
 
 
 class FakeNvml:
@@ -66,6 +67,10 @@ class FakeNvml:
         if not 0 <= index < len(self.gpus):
             raise NvmlError("INVALID_ARGUMENT", f"index {index}")
         return self.gpus[index]
+
+    def mig_enabled(self, handle: FakeGpu) -> bool:
+        self._log("mig_enabled", handle.uuid)
+        return handle.mig
 
     def handle_by_pci_bus_id(self, bus_id: str) -> FakeGpu:
         self._log("handle_by_pci_bus_id", bus_id)
