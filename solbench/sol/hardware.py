@@ -11,6 +11,7 @@ import json
 import os
 import re
 from dataclasses import asdict, dataclass, field, fields
+from functools import lru_cache
 from pathlib import Path
 
 from solbench.spec.errors import SpecError
@@ -164,17 +165,25 @@ def load_spec(name: str) -> HardwareSpec:
 
 
 def device_name(device_index: int = 0) -> str:
-    """The GPU's marketing name from NVML (falls back to torch when NVML is unavailable)."""
+    """The GPU's marketing name from NVML (falls back to torch when NVML is unavailable), for the CUDA
+    device `device_index` of this process: through `CUDA_VISIBLE_DEVICES`, which NVML ignores (a Ray actor
+    given GPU 2 sees it as its device 0). Asked once per process and device: every workload's
+    faster-than-light check asks, and an NVML start and stop cost tens of milliseconds each time."""
+    return _device_name(device_index, os.environ.get("CUDA_VISIBLE_DEVICES"))
+
+
+@lru_cache(maxsize=16)
+def _device_name(device_index: int, visible: str | None) -> str:
     try:
         import pynvml
 
         pynvml.nvmlInit()
         try:
-            name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(device_index))
+            name = pynvml.nvmlDeviceGetName(_nvml_handle(pynvml, device_index, visible))
         finally:
             pynvml.nvmlShutdown()
         return name.decode() if isinstance(name, bytes) else str(name)
-    except Exception as nvml_error:  # NVML missing, no driver, no GPU
+    except Exception as nvml_error:  # NVML missing, no driver, no GPU, a MIG instance
         try:
             import torch
 
@@ -184,6 +193,20 @@ def device_name(device_index: int = 0) -> str:
             pass
         raise UnknownHardwareError(f"cannot query GPU {device_index} (no NVML/CUDA device: {nvml_error}); "
                                    f"pass --hw NAME to choose a spec") from None
+
+
+def _nvml_handle(pynvml, device_index: int, visible: str | None):
+    """NVML's handle of CUDA device `device_index` under `CUDA_VISIBLE_DEVICES`=`visible`; raises where only
+    CUDA can tell (a MIG instance), and the caller then asks torch."""
+    entries = [e.strip() for e in visible.split(",")] if visible else []
+    if device_index >= len(entries):
+        return pynvml.nvmlDeviceGetHandleByIndex(device_index)
+    entry = entries[device_index]
+    if entry.isdigit():
+        return pynvml.nvmlDeviceGetHandleByIndex(int(entry))
+    if entry.startswith("GPU-"):
+        return pynvml.nvmlDeviceGetHandleByUUID(entry)
+    raise LookupError(f"CUDA_VISIBLE_DEVICES entry {entry!r} has no NVML handle here")
 
 
 def detect_spec(device_index: int = 0) -> HardwareSpec:

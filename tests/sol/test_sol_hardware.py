@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
@@ -77,3 +78,57 @@ def test_calibrate_on_gpu():
         sheet = load_spec(spec.based_on)
         assert spec.hbm_bandwidth_gbps < sheet.hbm_bandwidth_gbps * 1.1
         assert spec.bf16_tflops < sheet.bf16_tflops * 1.1
+
+
+class FakePynvml:
+    """pynvml at its boundary: two GPUs by index and UUID; counts the NVML starts."""
+
+    def __init__(self):
+        self.inits = 0
+        self.names = {0: "NVIDIA H100 80GB HBM3", 1: "NVIDIA H200", "GPU-b": "NVIDIA H200"}
+
+    def nvmlInit(self):
+        self.inits += 1
+
+    def nvmlShutdown(self):
+        pass
+
+    def nvmlDeviceGetHandleByIndex(self, index):
+        return index
+
+    def nvmlDeviceGetHandleByUUID(self, uuid):
+        return uuid
+
+    def nvmlDeviceGetName(self, handle):
+        return self.names[handle].encode()
+
+
+@pytest.mark.parametrize(("visible", "index", "expected"), [
+    (None, 1, "NVIDIA H200"), ("1", 0, "NVIDIA H200"), ("1,0", 1, "NVIDIA H100 80GB HBM3"),
+    ("GPU-b", 0, "NVIDIA H200"),
+])
+def test_the_device_name_is_the_gpu_this_process_sees_as_that_index(visible, index, expected, monkeypatch):
+    """NVML numbers GPUs physically; a process given GPU 1 (a Ray actor) sees it as its CUDA device 0."""
+    fake = FakePynvml()
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    hardware._device_name.cache_clear()
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    try:
+        assert hardware.device_name(index) == expected
+        assert hardware.device_name(index) == expected
+        assert fake.inits == 1  # asked once per process and device, not once per workload
+    finally:
+        hardware._device_name.cache_clear()
+
+
+@pytest.mark.gpu
+def test_the_nvml_name_of_each_visible_gpu_is_the_one_cuda_reports():
+    import torch
+
+    hardware._device_name.cache_clear()
+    for index in range(torch.cuda.device_count()):
+        assert hardware.device_name(index) == torch.cuda.get_device_name(index)
+    assert hardware.detect_spec(0).name
