@@ -32,7 +32,7 @@ from solbench.spec.workload import Workload
 
 def _analyse(definition_data: dict, axes: dict, scalars: dict):
     # through the on-disk cache: a problem analysed before (by `solbench sol` or an earlier run) costs nothing
-    from solbench.sol.cache import cached_analyse
+    from solbench.sol.cache import cached_analyse  # inner: this module stays light for the pool's start-up
 
     return cached_analyse(Definition.from_dict(definition_data), axes, scalars=scalars)
 

@@ -57,7 +57,7 @@ class SessionHost:
         for worker in workers:  # their torch imports run while this process imports its own below
             worker.start()
         from solbench.orchestrator.analysis import AnalysisPool  # inner: after the workers started
-        from solbench.orchestrator.session import DeviceSession
+        from solbench.orchestrator.session import DeviceSession  # inner: as above
 
         self.session = DeviceSession(self.device, self.config, workers)
         self.session.analysis = AnalysisPool(workers=1)

@@ -106,19 +106,8 @@ def run_jobs(jobs: list[Job], config: RunConfig, devices: list[str], *, trace_fi
             timeline.mark("closed")
     # A device beyond the number of jobs would never get one: its workers are not started at all.
     sessions, analysis, clocks = open_sessions(config, devices, devices[:max(1, len(jobs))], pairs, timeline)
-    # Every analysis the cache lacks goes to the pool now, in the order the devices take the jobs: the pool
-    # starts while the workers do, and before this process's own torch import just below.
-    analysis.submit_ahead((job.problem.definition, workload) for job in jobs for workload in job.workloads
-                          if not sink.is_done(job, workload))
-    from solbench.orchestrator.evaluate import evaluate_problem  # inner: torch (judging), imported already
-
-    unusable = check_torch_sees(devices)
-    if unusable:
-        for session in sessions:
-            session.close()
-        analysis.close()
-        clocks.close()
-        raise DeviceUnavailableError(unusable)
+    ready_to_evaluate(jobs, devices, sink, sessions, analysis, clocks)
+    from solbench.orchestrator.evaluate import evaluate_problem  # inner: torch, imported by the call above
 
     pending: queue.Queue[Job] = queue.Queue()
     for job in jobs:
@@ -168,6 +157,24 @@ def run_jobs(jobs: list[Job], config: RunConfig, devices: list[str], *, trace_fi
     return sink.results
 
 
+def ready_to_evaluate(jobs: list[Job], devices: list[str], sink: TraceSink, sessions: list[DeviceSession],
+                      analysis: AnalysisPool, clocks: contextlib.ExitStack) -> None:
+    """Queue every analysis the cache lacks, in the order the devices take the jobs (the pool then starts
+    while the workers do, before this process's own torch import), then import the evaluation (torch) and
+    check that torch can use the devices chosen without it; if not, close everything and say why."""
+    analysis.submit_ahead((job.problem.definition, workload) for job in jobs for workload in job.workloads
+                          if not sink.is_done(job, workload))
+    import solbench.orchestrator.evaluate  # noqa: F401 - inner: torch (judging), after the analyses are queued
+
+    unusable = check_torch_sees(devices)
+    if unusable:
+        for session in sessions:
+            session.close()
+        analysis.close()
+        clocks.close()
+        raise DeviceUnavailableError(unusable)
+
+
 def open_sessions(config: RunConfig, devices: list[str], active: list[str], pairs: list[WorkerPair],
                   timeline: RunTimeline) -> tuple[list[DeviceSession], AnalysisPool, contextlib.ExitStack]:
     """A session per device of `active`, on the given worker pairs (the rest started here, before the
@@ -178,7 +185,7 @@ def open_sessions(config: RunConfig, devices: list[str], active: list[str], pair
     try:
         pairs += start_device_workers(active[len(pairs):], timeline)
         from solbench.orchestrator.analysis import AnalysisPool, pool_size  # inner: not for a cluster driver
-        from solbench.orchestrator.session import DeviceSession
+        from solbench.orchestrator.session import DeviceSession  # inner: as above
 
         clocks = lock_device_clocks(devices) if config.lock_clocks else contextlib.ExitStack()
     except BaseException:
