@@ -25,7 +25,7 @@
 #
 # Environment: OUT (default /tmp/solbench-out), SHARED (the SOL-ExecBench dataset; default .gpu_data/
 # sol-execbench, a copy carried with the working tree), STEP_SECONDS (overrides every step's time box),
-# REPEAT (anticheat), GPUS (scaling steps' GPU counts, default 1,2,4), PROBLEMS and RUN_ARGS (cluster and scaling steps: how many shared problems, and more
+# REPEAT (anticheat), GPUS (scaling steps' GPU counts, default 1,2,4), ENGINES (the scaling step's, default local,ray), PROBLEMS and RUN_ARGS (cluster and scaling steps: how many shared problems, and more
 # `solbench run` options such as "--trials 1 --timing-rounds 1"). Wheels in .whl/ (e.g. cupti-python for
 # CUPTI activity) are installed to /tmp/site first, and .whl/ray_bundle.tar.xz (benchmarks/ray_bundle.py
 # build) unpacked there. Nothing here changes the GPU's clocks, power or mode.
@@ -106,7 +106,7 @@ step_scaling_local() {
 }
 step_scaling_ray() { scaling ray "${GPUS:-1,2,4}" 40 510 --json "$OUT/scaling_ray.json" --compare-to "$KEEP/scaling_local.json"; }
 step_startup() { box 300 python3 benchmarks/startup_profile.py --json "$OUT/startup.json" 2>&1 | tail -20; }
-step_scaling() { scaling local,ray "${GPUS:-1,2,4}" 40 520 --ray-head --json "$OUT/scaling.json" --keep-traces "$OUT/traces"; }
+step_scaling() { scaling "${ENGINES:-local,ray}" "${GPUS:-1,2,4}" 40 520 --ray-head --json "$OUT/scaling.json" --keep-traces "$OUT/traces"; }
 step_scaling_kill() { scaling ray 2 20 400 --kill-after 8 --json "$OUT/scaling_kill.json"; }
 
 [ $# -gt 0 ] || { sed -n "2,$(( $(grep -n '^set -u' "$0" | cut -d: -f1) - 1 ))p" "$0"; exit 2; }
