@@ -5,6 +5,7 @@ that relies on the OS running a released thread promptly fails here."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -19,7 +20,9 @@ CASES = ("thread_lingers", "thread_lingers_slow_exit", "hooks_thread_ident")
 
 @pytest.fixture
 def busy_cpu():
-    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(LOAD_PROCESSES)]
+    # Each spins only while this test process lives: a pytest killed with SIGKILL leaves no spinner behind.
+    spin = f"import os\nwhile os.getppid() == {os.getpid()}: pass"
+    spinners = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(LOAD_PROCESSES)]
     try:
         yield
     finally:
