@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from concurrent.futures import Future, ProcessPoolExecutor
 
 from solbench.orchestrator.lifetime import pool_process_start
-from solbench.sol.cache import entry_key, is_cached
+from solbench.sol.cache import entry_file, entry_key, read_entry
 from solbench.spec.definition import Definition
 from solbench.spec.workload import Workload
 
@@ -75,12 +75,11 @@ class AnalysisPool:
             future = self._futures.get(key)
             if future is not None:
                 return future
-            if is_cached(definition, axes, scalars=scalars):
+            path = entry_file(key)
+            if path is not None and path.exists():
                 if not read_cached:
-                    return None  # read when the workload asks for it (`submit`)
-                from solbench.sol.cache import cached_only  # inner: torch, after the pool has its work
-
-                cost = cached_only(definition, axes, scalars=scalars)
+                    return None  # read when the workload asks for it (`submit`): reading imports torch
+                cost = read_entry(path)
                 if cost is not None:
                     future = Future()
                     future.set_result(cost)

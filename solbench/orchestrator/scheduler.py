@@ -161,18 +161,23 @@ def ready_to_evaluate(jobs: list[Job], devices: list[str], sink: TraceSink, sess
                       analysis: AnalysisPool, clocks: contextlib.ExitStack) -> None:
     """Queue every analysis the cache lacks, in the order the devices take the jobs (the pool then starts
     while the workers do, before this process's own torch import), then import the evaluation (torch) and
-    check that torch can use the devices chosen without it; if not, close everything and say why."""
-    analysis.submit_ahead((job.problem.definition, workload) for job in jobs for workload in job.workloads
-                          if not sink.is_done(job, workload))
-    import solbench.orchestrator.evaluate  # noqa: F401 - inner: torch (judging), after the analyses are queued
+    check that torch can use the devices chosen without it. Whatever fails closes everything it was given."""
+    try:
+        for job in jobs:  # a resumed run skips what is done; the solution's hash once per job, not per workload
+            digest = job.resolved_solution().content_hash() if sink.trace_file is not None else None
+            analysis.submit_ahead((job.problem.definition, workload) for workload in job.workloads
+                                  if not sink.is_done(job, workload, digest))
+        import solbench.orchestrator.evaluate  # noqa: F401 - inner: torch (judging), after the analyses are queued
 
-    unusable = check_torch_sees(devices)
-    if unusable:
+        unusable = check_torch_sees(devices)
+        if unusable:
+            raise DeviceUnavailableError(unusable)
+    except BaseException:
         for session in sessions:
             session.close()
         analysis.close()
         clocks.close()
-        raise DeviceUnavailableError(unusable)
+        raise
 
 
 def open_sessions(config: RunConfig, devices: list[str], active: list[str], pairs: list[WorkerPair],

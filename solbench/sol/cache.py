@@ -64,8 +64,9 @@ def entry_key(definition: Definition, axis_values: dict, convention: str, scalar
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
-def _read(path: Path) -> WorkloadCost | None:
-    from solbench.sol.analyser import WorkloadCost  # inner: torch; finding an entry (`is_cached`) needs none
+def read_entry(path: Path) -> WorkloadCost | None:
+    """The analysis stored at `path`; None when it cannot be read (it is then recomputed)."""
+    from solbench.sol.analyser import WorkloadCost  # inner: torch; finding an entry (`entry_file`) needs none
 
     fields = {f.name for f in dataclasses.fields(WorkloadCost)}
     try:
@@ -96,37 +97,24 @@ def _write(path: Path, cost: WorkloadCost) -> None:
 def cached_analyse(definition: Definition, axis_values: dict[str, int], *, convention: str = "strict",
                    scalars: dict | None = None) -> WorkloadCost:
     """`analyse`, through the on-disk cache (same arguments, same result)."""
-    from solbench.sol.analyser import analyse  # inner: torch, as in `_read`
+    from solbench.sol.analyser import analyse  # inner: torch, as in `read_entry`
 
-    cost = cached_only(definition, axis_values, convention=convention, scalars=scalars)
+    path = _entry_path(definition, axis_values, convention, scalars)
+    cost = read_entry(path) if path is not None and path.exists() else None
     if cost is None:
         cost = analyse(definition, axis_values, convention=convention, scalars=scalars)
-        path = _entry_path(definition, axis_values, convention, scalars)
         if path is not None:
             _write(path, cost)
     return cost
 
 
-def cached_only(definition: Definition, axis_values: dict[str, int], *, convention: str = "strict",
-                scalars: dict | None = None) -> WorkloadCost | None:
-    """What `cached_analyse` would return when the cache already holds it (a file read, no tracing);
-    None when it does not (or caching is off)."""
-    path = _entry_path(definition, axis_values, convention, scalars)
-    return _read(path) if path is not None and path.exists() else None
-
-
-def is_cached(definition: Definition, axis_values: dict[str, int], *, convention: str = "strict",
-              scalars: dict | None = None) -> bool:
-    """Whether the cache has an entry for this analysis, found without importing torch (a run's driver asks
-    this of every workload before its own torch import, to start analysing the others at once). The entry
-    may still turn out unreadable; `cached_only` then says None."""
-    path = _entry_path(definition, axis_values, convention, scalars)
-    return path is not None and path.exists()
-
-
 def _entry_path(definition: Definition, axis_values: dict[str, int], convention: str,
                 scalars: dict | None) -> Path | None:
+    return entry_file(entry_key(definition, dict(axis_values), convention, scalars))
+
+
+def entry_file(key: str) -> Path | None:
+    """Where the entry of `entry_key` `key` lives (it may not exist yet); None when caching is off. Finding
+    it imports no torch: a run's driver looks for every workload's entry before its own torch import."""
     root = cache_dir()
-    if root is None:
-        return None
-    return root / f"{entry_key(definition, dict(axis_values), convention, scalars)}.json"
+    return None if root is None else root / f"{key}.json"

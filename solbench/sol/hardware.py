@@ -15,6 +15,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from solbench.spec.errors import SpecError
+from solbench.timing.nvml import NvmlBoundary
+from solbench.timing.telemetry import resolve_handle
 
 PACKAGE_SPECS_DIR = Path(__file__).resolve().parent / "hw_specs"
 REPO_SPECS_DIR = Path(__file__).resolve().parents[2] / "hw_specs"
@@ -174,15 +176,14 @@ def device_name(device_index: int = 0) -> str:
 
 @lru_cache(maxsize=16)
 def _device_name(device_index: int, visible: str | None) -> str:
+    # `visible` is only the cache's key: `resolve_handle` reads CUDA_VISIBLE_DEVICES itself
+    nvml = NvmlBoundary()
     try:
-        import pynvml
-
-        pynvml.nvmlInit()
+        nvml.init()
         try:
-            name = pynvml.nvmlDeviceGetName(_nvml_handle(pynvml, device_index, visible))
+            return nvml.name(resolve_handle(nvml, device_index))
         finally:
-            pynvml.nvmlShutdown()
-        return name.decode() if isinstance(name, bytes) else str(name)
+            nvml.shutdown()
     except Exception as nvml_error:  # NVML missing, no driver, no GPU, a MIG instance
         try:
             import torch
@@ -193,20 +194,6 @@ def _device_name(device_index: int, visible: str | None) -> str:
             pass
         raise UnknownHardwareError(f"cannot query GPU {device_index} (no NVML/CUDA device: {nvml_error}); "
                                    f"pass --hw NAME to choose a spec") from None
-
-
-def _nvml_handle(pynvml, device_index: int, visible: str | None):
-    """NVML's handle of CUDA device `device_index` under `CUDA_VISIBLE_DEVICES`=`visible`; raises where only
-    CUDA can tell (a MIG instance), and the caller then asks torch."""
-    entries = [e.strip() for e in visible.split(",")] if visible else []
-    if device_index >= len(entries):
-        return pynvml.nvmlDeviceGetHandleByIndex(device_index)
-    entry = entries[device_index]
-    if entry.isdigit():
-        return pynvml.nvmlDeviceGetHandleByIndex(int(entry))
-    if entry.startswith("GPU-"):
-        return pynvml.nvmlDeviceGetHandleByUUID(entry)
-    raise LookupError(f"CUDA_VISIBLE_DEVICES entry {entry!r} has no NVML handle here")
 
 
 def detect_spec(device_index: int = 0) -> HardwareSpec:

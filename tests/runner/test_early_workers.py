@@ -98,50 +98,44 @@ def test_session_close_stops_both_workers_and_the_spare(fast_config):
     assert session.spare is None and not session.reference.alive and not session.candidate.alive
 
 
-def test_a_cached_analysis_starts_no_pool_process(problem_dir):
+@pytest.fixture
+def pool():
+    analysis = AnalysisPool(workers=1)
+    yield analysis
+    analysis.close()
+
+
+def test_a_cached_analysis_starts_no_pool_process(problem_dir, pool):
     problem = load_problem(problem_dir)
     workload = problem.workloads[0]
     expected = cached_analyse(problem.definition, workload.axes, scalars=workload.scalar_values())
-    pool = AnalysisPool(workers=1)
-    try:
-        future = pool.submit(problem.definition, workload.axes, workload.scalar_values())
-        assert future.done() and future.result() == expected
-        assert not pool._pool._processes  # nothing was sent to the pool
-        other = problem.workloads[1]
-        computed = pool.submit(problem.definition, other.axes, other.scalar_values()).result(timeout=120)
-        assert computed == cached_analyse(problem.definition, other.axes, scalars=other.scalar_values())
-    finally:
-        pool.close()
+    future = pool.submit(problem.definition, workload.axes, workload.scalar_values())
+    assert future.done() and future.result() == expected
+    assert not pool._pool._processes  # nothing was sent to the pool
+    other = problem.workloads[1]
+    computed = pool.submit(problem.definition, other.axes, other.scalar_values()).result(timeout=120)
+    assert computed == cached_analyse(problem.definition, other.axes, scalars=other.scalar_values())
 
 
-def test_analyses_ahead_go_to_the_pool_at_once_and_are_not_done_twice(problem_dir, tmp_path, monkeypatch):
+def test_analyses_ahead_go_to_the_pool_at_once_and_are_not_done_twice(problem_dir, tmp_path, monkeypatch, pool):
     monkeypatch.setenv("SOLBENCH_SOL_CACHE", str(tmp_path / "empty-cache"))
     problem = load_problem(problem_dir)
     first, second = problem.workloads[0], problem.workloads[1]
-    pool = AnalysisPool(workers=1)
-    try:
-        pool.submit_ahead([(problem.definition, first), (problem.definition, second)])
-        assert len(pool._futures) == 2 and pool._pool._processes  # sent, and the pool process is starting
-        ahead = pool._futures[next(iter(pool._futures))]
-        asked = pool.submit(problem.definition, first.axes, first.scalar_values())
-        assert asked is ahead  # the workload's own request gets the analysis already under way
-        assert asked.result(timeout=120) == cached_analyse(problem.definition, first.axes,
-                                                           scalars=first.scalar_values())
-    finally:
-        pool.close()
+    pool.submit_ahead([(problem.definition, first), (problem.definition, second)])
+    assert len(pool._futures) == 2 and pool._pool._processes  # sent, and the pool process is starting
+    ahead = pool._futures[next(iter(pool._futures))]
+    asked = pool.submit(problem.definition, first.axes, first.scalar_values())
+    assert asked is ahead  # the workload's own request gets the analysis already under way
+    assert asked.result(timeout=120) == cached_analyse(problem.definition, first.axes, scalars=first.scalar_values())
 
 
-def test_analyses_ahead_leave_cached_ones_to_be_read_when_asked(problem_dir):
+def test_analyses_ahead_leave_cached_ones_to_be_read_when_asked(problem_dir, pool):
     problem = load_problem(problem_dir)
     workload = problem.workloads[0]
     expected = cached_analyse(problem.definition, workload.axes, scalars=workload.scalar_values())
-    pool = AnalysisPool(workers=1)
-    try:
-        pool.submit_ahead([(problem.definition, workload)])
-        assert not pool._futures and not pool._pool._processes
-        assert pool.submit(problem.definition, workload.axes, workload.scalar_values()).result() == expected
-    finally:
-        pool.close()
+    pool.submit_ahead([(problem.definition, workload)])
+    assert not pool._futures and not pool._pool._processes
+    assert pool.submit(problem.definition, workload.axes, workload.scalar_values()).result() == expected
 
 
 @pytest.mark.parametrize(("devices", "cores", "expected"), [(1, 2, 1), (4, 2, 1), (1, 64, 1), (4, 64, 4),

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import sys
 
 import pytest
 
 from solbench.sol import hardware
 from solbench.sol.hardware import UnknownHardwareError, list_specs, load_spec
+from tests.timing.fake_nvml import FakeGpu, FakeNvml
 
 REQUIRED = {"B200", "B200_BOOST", "GB200", "H100_SXM", "H200_SXM", "H100_PCIE", "A100_SXM"}
 
@@ -80,27 +80,10 @@ def test_calibrate_on_gpu():
         assert spec.bf16_tflops < sheet.bf16_tflops * 1.1
 
 
-class FakePynvml:
-    """pynvml at its boundary: two GPUs by index and UUID; counts the NVML starts."""
-
-    def __init__(self):
-        self.inits = 0
-        self.names = {0: "NVIDIA H100 80GB HBM3", 1: "NVIDIA H200", "GPU-b": "NVIDIA H200"}
-
-    def nvmlInit(self):
-        self.inits += 1
-
-    def nvmlShutdown(self):
-        pass
-
-    def nvmlDeviceGetHandleByIndex(self, index):
-        return index
-
-    def nvmlDeviceGetHandleByUUID(self, uuid):
-        return uuid
-
-    def nvmlDeviceGetName(self, handle):
-        return self.names[handle].encode()
+def two_gpus() -> FakeNvml:
+    """NVML at its boundary: an H100 (index 0) and an H200 (index 1, UUID GPU-b)."""
+    return FakeNvml([FakeGpu(name="NVIDIA H100 80GB HBM3", uuid="GPU-a"),
+                     FakeGpu(name="NVIDIA H200", uuid="GPU-b", bus_id="00000000:66:00.0")])
 
 
 @pytest.mark.parametrize(("visible", "index", "expected"), [
@@ -109,8 +92,8 @@ class FakePynvml:
 ])
 def test_the_device_name_is_the_gpu_this_process_sees_as_that_index(visible, index, expected, monkeypatch):
     """NVML numbers GPUs physically; a process given GPU 1 (a Ray actor) sees it as its CUDA device 0."""
-    fake = FakePynvml()
-    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    fake = two_gpus()
+    monkeypatch.setattr(hardware, "NvmlBoundary", lambda: fake)
     hardware._device_name.cache_clear()
     if visible is None:
         monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
@@ -119,7 +102,7 @@ def test_the_device_name_is_the_gpu_this_process_sees_as_that_index(visible, ind
     try:
         assert hardware.device_name(index) == expected
         assert hardware.device_name(index) == expected
-        assert fake.inits == 1  # asked once per process and device, not once per workload
+        assert fake.names_called().count("init") == 1  # asked once per process and device, not once per workload
     finally:
         hardware._device_name.cache_clear()
 
