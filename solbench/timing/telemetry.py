@@ -125,6 +125,7 @@ class Telemetry:
         self._handle: Any = None
         self._opened = False
         self.error: str | None = None
+        self._max_sm_mhz: int | None = None
 
     def _open(self) -> Any:
         if not self._opened:
@@ -157,7 +158,10 @@ class Telemetry:
         return self._safe(self.nvml.clock_mhz, "sm")
 
     def max_sm_clock_mhz(self) -> int | None:
-        return self._safe(self.nvml.max_clock_mhz, "sm")
+        """The board's maximum SM clock: fixed for the device, so read once (each timed block asks twice)."""
+        if self._max_sm_mhz is None:
+            self._max_sm_mhz = self._safe(self.nvml.max_clock_mhz, "sm")
+        return self._max_sm_mhz
 
     def energy_mj(self) -> int | None:
         return self._safe(self.nvml.total_energy_mj)

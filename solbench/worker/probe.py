@@ -7,9 +7,13 @@ exactly as its timed calls are (the same settle, input rotation, cache flush and
 argument slot; a replayed CUDA graph when the block replays graphs), so a call cannot tell a probe call
 from a timed one before it returns. After each, the probe measures:
 
-* the tail: how long a device-wide synchronize still waits once the call's end event has completed. A
-  call that joined all its work leaves nothing behind (the tail is the cost of an empty synchronize,
-  microseconds); one that left work on a side stream makes the synchronize wait for it.
+* the tail: how long a device-wide synchronize still waits once the call's end event has completed,
+  beyond a second synchronize made right after it, when nothing can be queued (the host's own cost of
+  a synchronize at that moment: tens of microseconds on a busy host, which a fixed floor would read as
+  escaped work). A call that joined all its work leaves nothing behind; one that left work on a side
+  stream makes the first synchronize wait for it. When the median tail says "escaped", the probe makes
+  as many calls again and decides on the median of all of them, so a host that was slow for a moment
+  is not an accusation.
 * with cupti-python installed: every kernel, memcpy and memset the call launched, on any stream and from
   any thread (CUPTI activity records, attributed to the call by the correlation ids of the runtime/driver
   API calls made between its start and end marks), and two *marker* kernels the probe queues on the
@@ -74,7 +78,8 @@ def load_cupti():
 @dataclass
 class ProbeResult:
     event_ms: list[float] = field(default_factory=list)
-    tail_ms: list[float] = field(default_factory=list)
+    tail_ms: list[float] = field(default_factory=list)  # the synchronize after the end event, host ms
+    idle_ms: list[float] = field(default_factory=list)  # the synchronize right after that one (nothing queued)
     span_ms: list[float] = field(default_factory=list)  # CUPTI: first start to last end, all streams
     busy_ms: list[float] = field(default_factory=list)  # CUPTI: time any of the call's work ran (union)
     kernel_ms: list[float] = field(default_factory=list)  # CUPTI: sum of kernel durations
@@ -100,15 +105,25 @@ class ProbeResult:
                         f"{max(self.streams or [1])} stream(s), the events only {event:.3f} ms: work escaped the "
                         f"timed stream")
             return None
-        if self.tail_ms:
-            tail = statistics.median(self.tail_ms)
-            if tail > max(TAIL_FLOOR_MS, TAIL_FRACTION * event):
-                return (f"GPU work kept running {tail:.3f} ms after the call's end event (event time {event:.3f} ms): "
-                        f"work on a stream the current stream never waited for")
+        tail = self.tail_excess_ms()
+        if tail is not None and tail > max(TAIL_FLOOR_MS, TAIL_FRACTION * event):
+            return (f"GPU work kept running {tail:.3f} ms after the call's end event (event time {event:.3f} ms, "
+                    f"median of {len(self.tail_ms)} calls): work on a stream the current stream never waited for")
         return None
 
+    def tail_excess_ms(self) -> float | None:
+        """Median over the calls of the tail beyond the empty synchronize that followed it; None if none."""
+        if not self.tail_ms:
+            return None
+        idle = self.idle_ms if len(self.idle_ms) == len(self.tail_ms) else [0.0] * len(self.tail_ms)
+        return statistics.median(max(0.0, tail - empty) for tail, empty in zip(self.tail_ms, idle))
+
+    def tail_suspicious(self) -> bool:
+        """Without CUPTI: whether the tails so far would be an accusation (then the probe calls again)."""
+        return self.cupti != "used" and self.verdict() is not None
+
     def to_dict(self) -> dict[str, Any]:
-        return {"event_ms": self.event_ms, "tail_ms": self.tail_ms, "span_ms": self.span_ms,
+        return {"event_ms": self.event_ms, "tail_ms": self.tail_ms, "idle_ms": self.idle_ms, "span_ms": self.span_ms,
                 "busy_ms": self.busy_ms, "kernel_ms": self.kernel_ms, "streams": self.streams,
                 "escaped_ms": self.escaped_ms, "cupti": self.cupti}
 
@@ -221,6 +236,8 @@ class EscapedWorkProbe:
         self.windows: list[tuple[int, ...]] = []
         self._marks: list[int] = []
         self._recorded = not warm_call
+        # A second round of calls for tails that would accuse: whether it began, and at which call and second.
+        self._confirming, self._round_made, self._round_s = False, 0, 0.0
         self._cupti = load_cupti() if use_cupti else None
         self.active = False  # between the first probe call and `finish`: CUPTI collects (its thread works)
 
@@ -239,8 +256,17 @@ class EscapedWorkProbe:
             self.result.cupti = f"failed: {type(exc).__name__}: {exc}"[:200]
 
     def wants_more(self, made: int, elapsed_s: float) -> bool:
-        """Whether the timer should make another probe call (`made` so far, `elapsed_s` since the first)."""
-        warm = 1 if self.warm_call else 0
+        """Whether the timer should make another probe call (`made` so far, `elapsed_s` since the first).
+        Tails that would accuse get a second round of as many calls (its own budget) before the verdict."""
+        if self._round_wants_more(made - self._round_made, elapsed_s - self._round_s):
+            return True
+        if self._confirming or not self.result.tail_suspicious():
+            return False
+        self._confirming, self._round_made, self._round_s = True, made, elapsed_s
+        return True
+
+    def _round_wants_more(self, made: int, elapsed_s: float) -> bool:
+        warm = 1 if self.warm_call and not self._confirming else 0
         if made >= self.calls + warm:
             return False
         return made < MIN_PROBE_CALLS + warm or elapsed_s <= self.budget_s
@@ -275,11 +301,14 @@ class EscapedWorkProbe:
         _event_synchronize(end)
         before = _perf_counter_ns()
         _cuda_synchronize()
-        tail_ms = (_perf_counter_ns() - before) / 1e6
+        between = _perf_counter_ns()
+        _cuda_synchronize()  # nothing can be queued now: what a synchronize costs this host at this moment
+        tail_ms, idle_ms = (between - before) / 1e6, (_perf_counter_ns() - between) / 1e6
         if not self._recorded:
             self._recorded = True  # the unrecorded warm call
             return
         self.result.tail_ms.append(tail_ms)
+        self.result.idle_ms.append(idle_ms)
         self.result.event_ms.append(_event_elapsed_time(start, end))
         self.windows.append(tuple(self._marks))
 

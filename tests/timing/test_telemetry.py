@@ -117,3 +117,15 @@ def test_real_telemetry_on_gpu():
     torch.cuda.init()
     r = Telemetry(torch.cuda.current_device()).read()
     assert r is not None and r["sm_mhz"] > 0 and r["mem_mhz"] > 0
+
+
+def test_the_maximum_sm_clock_is_asked_of_nvml_once_per_device():
+    """Every timed block asks for it twice (the hold's cycles, the clock warm-up); the board's limit does
+    not change, and each NVML call is host time inside a verdict."""
+    nvml = FakeNvml([FakeGpu()])
+    t = Telemetry(0, nvml=nvml)
+    first = t.max_sm_clock_mhz()
+    assert first is not None and [t.max_sm_clock_mhz(), t.read()["max_sm_mhz"]] == [first, first]
+    assert nvml.names_called().count("max_clock_mhz") == 1
+    absent = Telemetry(0, nvml=FakeNvml(available=False))
+    assert absent.max_sm_clock_mhz() is None and absent.max_sm_clock_mhz() is None

@@ -1,0 +1,74 @@
+"""The escaped-work probe's tail rule (no CUPTI), on recorded figures: a slow host is not escaped work,
+work left running is, and tails that would accuse get a second round of calls before the verdict."""
+
+from __future__ import annotations
+
+from solbench.worker.probe import MIN_PROBE_CALLS, PROBE_CALLS, TAIL_FLOOR_MS, EscapedWorkProbe, ProbeResult
+
+
+def result(tails, idles, event_ms=0.02) -> ProbeResult:
+    return ProbeResult(event_ms=[event_ms] * len(tails), tail_ms=list(tails), idle_ms=list(idles))
+
+
+def test_a_host_whose_every_synchronize_is_slow_is_not_accused():
+    # 60 us for any synchronize (a loaded host): over the floor, but the empty one right after costs the same
+    slow_host = result([0.060, 0.058, 0.064, 0.061, 0.059], [0.057, 0.060, 0.062, 0.058, 0.060])
+    assert slow_host.verdict() is None
+    assert result([0.060] * 5, [0.0] * 5).verdict() is not None  # the same tails with no baseline do accuse
+
+
+def test_work_left_running_after_the_end_event_is_accused_whatever_the_host_costs():
+    escaped = result([0.45, 0.47, 0.44, 0.46, 0.45], [0.030, 0.055, 0.020, 0.040, 0.035])
+    verdict = escaped.verdict()
+    assert verdict is not None and "kept running" in verdict and "median of 5 calls" in verdict
+    # beyond the floor, in proportion to the call: a 2 ms call may leave 0.4 ms of driver work, not 0.6 ms
+    assert result([0.43] * 5, [0.03] * 5, event_ms=2.0).verdict() is None
+    assert result([0.63] * 5, [0.03] * 5, event_ms=2.0).verdict() is not None
+
+
+def test_one_slow_moment_does_not_decide_the_median():
+    assert result([0.01, 0.9, 0.01, 0.02, 0.01], [0.01] * 5).verdict() is None
+    assert result([0.01, 0.9, 0.8, 0.7, 0.01], [0.01] * 5).verdict() is not None
+
+
+def test_records_without_a_baseline_still_read_the_raw_tail():
+    old = ProbeResult(event_ms=[0.02] * 5, tail_ms=[TAIL_FLOOR_MS * 4] * 5)  # idle_ms absent
+    assert old.verdict() is not None
+    assert old.to_dict()["idle_ms"] == []
+
+
+def drive(probe: EscapedWorkProbe, tails, idle=0.01, seconds_per_call=0.0) -> int:
+    """Make probe calls as the timer does, feeding the tails given; returns how many calls were made."""
+    made, warm = 0, 1 if probe.warm_call else 0
+    while probe.wants_more(made, made * seconds_per_call):
+        if made >= warm:
+            probe.result.event_ms.append(0.02)
+            probe.result.tail_ms.append(tails[made - warm])
+            probe.result.idle_ms.append(idle)
+        made += 1
+    return made
+
+
+def test_quiet_tails_get_the_usual_calls_and_accusing_tails_a_second_round():
+    quiet = EscapedWorkProbe(use_cupti=False)
+    assert drive(quiet, [0.01] * 20) == PROBE_CALLS + 1
+    assert quiet.result.verdict() is None
+    # a host that stalled for three of the five calls: the second round of five is quiet, the median of ten clears it
+    stalled = EscapedWorkProbe(use_cupti=False)
+    assert drive(stalled, [0.5, 0.5, 0.5, 0.01, 0.01] + [0.01] * 5) == 2 * PROBE_CALLS + 1
+    assert stalled.result.verdict() is None
+    # work escaping on every call still accuses after the second round
+    escaping = EscapedWorkProbe(use_cupti=False)
+    assert drive(escaping, [0.5] * 10) == 2 * PROBE_CALLS + 1
+    assert escaping.result.verdict() is not None and "median of 10 calls" in escaping.result.verdict()
+    # a cheat that escapes on most calls is not saved by a quiet second round's few calls
+    mostly = EscapedWorkProbe(use_cupti=False)
+    drive(mostly, [0.5, 0.5, 0.5, 0.5, 0.01, 0.5, 0.5, 0.01, 0.5, 0.01])
+    assert mostly.result.verdict() is not None
+
+
+def test_the_second_round_keeps_its_minimum_under_the_budget():
+    slow = EscapedWorkProbe(use_cupti=False, budget_s=1.0)
+    made = drive(slow, [0.5] * 10, seconds_per_call=0.6)  # each call 0.6 s: the budget ends both rounds early
+    assert made == 2 * MIN_PROBE_CALLS + 1  # the warm call, then the minimum in each round
+    assert len(slow.result.tail_ms) == 2 * MIN_PROBE_CALLS and slow.result.verdict() is not None
