@@ -1,7 +1,7 @@
 """Seconds per workload for a problem with one big output: what moving and judging outputs costs.
 
     python benchmarks/judge_transfer.py [--mb 256] [--device cpu|cuda] [--trials 2] [--checked 3]
-                                        [--no-ipc] [--threads N]
+                                        [--no-ipc | --ipc-min-mb MB] [--threads N]
 
 Builds a throw-away problem `out = 2 x + y` (float32) whose output is `--mb` MiB, evaluates a copy
 of the reference as a solution (trials, one timed block of a few calls, `--checked` sampled outputs
@@ -9,7 +9,7 @@ judged) and prints the workload's seconds and where the orchestrator waited, per
 `call` (the solution's trial and its outputs), `time` (the timed block and its sampled outputs),
 `judge` (the reference's run and the comparison, including the outputs sent to it), and the
 transfer requests (`receive`, `release`, `fetch`) where those exist. `--no-ipc` sends every output
-as bytes (on a GPU, the default moves outputs of 64 MiB and more by CUDA IPC); `--threads` sets
+as bytes (on a GPU, the default moves outputs of 16 MiB and more by CUDA IPC); `--threads` sets
 OMP_NUM_THREADS for the workers (steadier numbers on a small, shared machine).
 
 `--stages` measures the bytes path of one judged output in this process instead (one torch thread):
@@ -94,6 +94,8 @@ def main() -> int:
     parser.add_argument("--no-ipc", action="store_true", help="send every output as bytes")
     parser.add_argument("--threads", type=int, default=None, help="OMP_NUM_THREADS for the workers")
     parser.add_argument("--stages", action="store_true", help="time the bytes path in-process instead")
+    parser.add_argument("--ipc-min-mb", type=float, default=None,
+                        help="outputs of this many MiB and more go by CUDA IPC (default: RunConfig's)")
     args = parser.parse_args()
     if args.stages:
         stages(args.mb, max(args.repeat, 1))
@@ -116,6 +118,8 @@ def main() -> int:
 
     evaluate.DeviceSession.ask = timed_ask
     extra = {"ipc_min_bytes": None} if args.no_ipc else {}
+    if args.ipc_min_mb is not None and not args.no_ipc:
+        extra = {"ipc_min_bytes": int(args.ipc_min_mb * (1 << 20))}
     config = RunConfig(device=args.device, trials=args.trials, warmup=1, iters=3, adaptive=False, timing_rounds=1,
                        checked_timed_outputs=args.checked, time_reference=False, timeout_s=600, **extra)
     with tempfile.TemporaryDirectory() as tmp:

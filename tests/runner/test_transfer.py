@@ -107,7 +107,7 @@ class Script:
 @pytest.fixture
 def gpu_session(tmp_path):
     session = DeviceSession("cuda:0", RunConfig(device="cuda:0"))  # no worker is ever started
-    assert session.ipc_min_bytes() == 64 << 20  # and now IPC has been offered
+    assert session.ipc_min_bytes() == 16 << 20  # and now IPC has been offered
     yield session
     session.close()
 
