@@ -23,8 +23,12 @@ Used by the CPU tests (tests/anticheat/test_suite.py) and by benchmarks/antichea
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
+import subprocess
+import sys
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -221,3 +225,18 @@ def run_cases(cases: list[Case], problem_dir: Path, device: str = "cpu", config=
     for trace in traces:
         out[ids[trace.solution_hash]].append(trace)
     return out
+
+
+@contextlib.contextmanager
+def busy_cpus(count: int):
+    """`count` processes spinning for as long as the block runs, on top of whatever else the machine does.
+    Each spins only while this process lives: a pytest killed with SIGKILL leaves no spinner behind."""
+    spin = f"import os\nwhile os.getppid() == {os.getpid()}: pass"
+    spinners = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(count)]
+    try:
+        yield
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()
+

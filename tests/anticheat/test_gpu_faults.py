@@ -6,15 +6,13 @@ from __future__ import annotations
 
 import os
 import statistics
-import subprocess
-import sys
 import textwrap
 
 import pytest
 
 from solbench import api
 from solbench.spec.trace import Status
-from tests.anticheat.suite import fast_config, write_problem
+from tests.anticheat.suite import busy_cpus, fast_config, write_problem
 
 pytestmark = pytest.mark.gpu
 
@@ -149,15 +147,9 @@ def test_the_tail_rule_accuses_no_joined_call_on_a_busy_host():
             for _ in range(8):
                 b = b @ a * 1e-3
 
-    spin = f"import os\nwhile os.getppid() == {os.getpid()}: pass"
-    spinners = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(os.cpu_count() or 2)]
-    try:
+    with busy_cpus(os.cpu_count() or 2):
         honest = [_probed(tiny, use_cupti=False) for _ in range(20)]
         caught = [_probed(unjoined, use_cupti=False) for _ in range(3)]
-    finally:
-        for spinner in spinners:
-            spinner.kill()
-            spinner.wait()
     raw = [statistics.median(r.tail_ms) for r in honest]
     print(f"busy host, honest calls: raw median tails {min(raw):.4f}-{max(raw):.4f} ms, "
           f"{sum(t > TAIL_FLOOR_MS for t in raw)}/20 over the {TAIL_FLOOR_MS} ms floor; beyond the empty "

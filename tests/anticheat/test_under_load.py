@@ -5,14 +5,10 @@ that relies on the OS running a released thread promptly fails here."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
 
 from solbench.spec.trace import Status
-from tests.anticheat.suite import discover, run_cases, write_problem
+from tests.anticheat.suite import busy_cpus, discover, run_cases, write_problem
 
 LOAD_PROCESSES = 2
 CASES = ("thread_lingers", "thread_lingers_slow_exit", "hooks_thread_ident")
@@ -20,15 +16,8 @@ CASES = ("thread_lingers", "thread_lingers_slow_exit", "hooks_thread_ident")
 
 @pytest.fixture
 def busy_cpu():
-    # Each spins only while this test process lives: a pytest killed with SIGKILL leaves no spinner behind.
-    spin = f"import os\nwhile os.getppid() == {os.getpid()}: pass"
-    spinners = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(LOAD_PROCESSES)]
-    try:
+    with busy_cpus(LOAD_PROCESSES):
         yield
-    finally:
-        for spinner in spinners:
-            spinner.kill()
-            spinner.wait()
 
 
 @pytest.mark.slow
