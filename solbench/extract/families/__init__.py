@@ -10,7 +10,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from solbench.extract.draft import Draft
-from solbench.extract.families import attention, embedding, layer, mla, mlp, moe, norms
+from solbench.extract.families import (
+    attention,
+    attention_backward,
+    attention_block,
+    embedding,
+    layer,
+    mla,
+    mlp,
+    moe,
+    norms,
+)
 from solbench.extract.trace import TracedModel
 from solbench.spec.errors import SpecError
 
@@ -113,8 +123,8 @@ def _attention_drafts(out: Drafts, attn, ref: str, cfg, dtype: str, fixed_seq: i
         raise SpecError(f"{type(attn).__name__} not recognised")
     info = attention.attention_info(attn, cfg, layer_type)
     out.add(*attention.core_drafts(info, ref, dtype, fixed_seq))
-    out.add(*attention.block_drafts(info, ref, dtype, fixed_seq))
-    out.add(attention.core_backward_draft(info, ref, dtype))
+    out.add(*attention_block.block_drafts(info, ref, dtype, fixed_seq))
+    out.add(attention_backward.core_backward_draft(info, ref, dtype))
     return info
 
 

@@ -15,6 +15,7 @@ from torch import nn
 
 from solbench.extract.draft import Arg, Check, Draft, name_float
 from solbench.extract.families import attention as attn_mod
+from solbench.extract.families import attention_block as block_mod
 from solbench.extract.families import mla as mla_mod
 from solbench.extract.families import mlp as mlp_mod
 from solbench.extract.families import moe as moe_mod
@@ -86,10 +87,10 @@ def norm_layout(layer: nn.Module) -> tuple[str, ...]:
 
 
 def standard_part(info: attn_mod.AttentionInfo, dtype: str, decode: bool) -> AttentionPart:
-    args, params = attn_mod.block_inputs(info, dtype, prefix="attn_")
+    args, params = block_mod.block_inputs(info, dtype, prefix="attn_")
     helpers = ([attn_mod.ROPE_HELPERS[info.rope]] if info.rope else []) + [attn_mod.attention_helper(info)]
-    project = attn_mod.projection_source(info, "x", "attn_", indent="").strip()
-    output = attn_mod.output_source(info, "x", "attn_", indent="")
+    project = block_mod.projection_source(info, "x", "attn_", indent="").strip()
+    output = block_mod.output_source(info, "x", "attn_", indent="")
     rope_args: list[Arg] = []
     if info.rope:
         init = "cos_half" if info.rope == "half" else "cos"
@@ -106,10 +107,10 @@ def standard_part(info: attn_mod.AttentionInfo, dtype: str, decode: bool) -> Att
     part = AttentionPart(
         args=args, params=params, helpers=helpers, consts=attn_mod.constants(info, block=True),
         norm_styles={info.qk_norm.style} if info.qk_norm else set(), lines=[project, output], rope_args=rope_args,
-        tag=attn_mod.block_name(info, "x").removeprefix("attention_block_x_"),
+        tag=block_mod.block_name(info, "x").removeprefix("attention_block_x_"),
         summary=f"{info.kind.upper()} attention with {info.heads}/{info.kv_heads} heads of {info.head_dim}",
         const_axes=const_axes, position_embeddings=(lambda c, s: (c, s)) if info.rope else None,
-        mask=lambda q_len, kv_len, dt: attn_mod._mask_for(info, q_len, kv_len, dt))
+        mask=lambda q_len, kv_len, dt: attn_mod.mask_for(info, q_len, kv_len, dt))
     if decode:
         kv = ("batch_size", "kv_len", "num_kv_heads", "head_dim")
         new = ("batch_size", "num_kv_heads", "head_dim")
