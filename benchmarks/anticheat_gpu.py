@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.anticheat.suite import Case, discover, fast_config, run_cases, write_problem  # noqa: E402
+from tests.anticheat.suite import Case, discover, fast_config, missing_needs, run_cases, write_problem  # noqa: E402
 
 
 @dataclass
@@ -113,6 +113,9 @@ def main() -> int:
         parser.error("--repeat must be at least 1")
     on_gpu = args.device.startswith("cuda")
     cases = [c for c in discover() if (on_gpu or not c.gpu) and (not args.only or c.name in args.only)]
+    for case in [c for c in cases if missing_needs(c)]:
+        print(f"skipped {case.id}: {missing_needs(case)}")
+    cases = [c for c in cases if not missing_needs(c)]
     unknown = sorted(set(args.only or []) - {c.name for c in discover()})
     if unknown:
         parser.error(f"no such case: {unknown}")

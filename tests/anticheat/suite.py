@@ -16,6 +16,8 @@ header comments the tests read:
     # expect-log: some text              (optional, repeatable: each must appear in the first trace's log;
     #                                      "a|b": either one)
     # device: gpu                        (optional: only on a CUDA machine)
+    # needs: cupti                       (optional: only caught where cupti-python is installed; elsewhere the
+    #                                      case is skipped and says why, since no defence there can see it)
 
 JSON solutions (several sources) carry the same headers in a top-level "x-expect" object.
 Used by the CPU tests (tests/anticheat/test_suite.py) and by benchmarks/anticheat_gpu.py.
@@ -123,6 +125,7 @@ class Case:
     logs: list[str] = field(default_factory=list)
     gpu: bool = False
     problem: str = PROBLEM
+    needs: list[str] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -140,7 +143,7 @@ class Case:
 
 def _headers(text: str) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
-    for key, value in re.findall(r"^#\s*(expect|expect-log|device):\s*(.+?)\s*$", text, re.M):
+    for key, value in re.findall(r"^#\s*(expect|expect-log|device|needs):\s*(.+?)\s*$", text, re.M):
         out.setdefault(key, []).append(value)
     return out
 
@@ -166,12 +169,35 @@ def discover(kind: str | None = None) -> list[Case]:
                 raise ValueError(f"{path} has no '# expect:' header")
             if problem not in PROBLEMS:
                 raise ValueError(f"{path} names problem {problem!r}; the suite has {sorted(PROBLEMS)}")
+            unknown = set(headers.get("needs", [])) - set(NEEDS)
+            if unknown:
+                raise ValueError(f"{path} needs {sorted(unknown)}; known: {sorted(NEEDS)}")
             cases.append(Case(path, folder, headers["expect"][0], headers.get("expect-log", []),
-                              headers.get("device", ["cpu"])[0] == "gpu", problem))
+                              headers.get("device", ["cpu"])[0] == "gpu", problem, headers.get("needs", [])))
     names = [c.name for c in cases]
     if len(set(names)) != len(names):
         raise ValueError(f"case names must be unique (benchmarks select by name): {sorted(names)}")
     return cases
+
+
+def _cupti_missing() -> str | None:
+    from solbench.worker.probe import load_cupti  # solbench imported lazily, as in the helpers below
+
+    if load_cupti() is None:
+        return "needs cupti-python (pip install solbench[cuda]): without it no defence sees work this small"
+    return None
+
+
+NEEDS: dict[str, Callable[[], str | None]] = {"cupti": _cupti_missing}
+
+
+def missing_needs(case: Case) -> str | None:
+    """Why this machine cannot judge the case as its header expects (a `# needs:` it lacks), or None."""
+    for need in case.needs:
+        reason = NEEDS[need]()
+        if reason:
+            return reason
+    return None
 
 
 def load_case(case: Case, definition):

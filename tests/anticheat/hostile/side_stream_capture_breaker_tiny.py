@@ -10,6 +10,7 @@ empty event pair. Caught (must be, every run, once issue 21 is fixed): work esca
 # solbench: problem=ac_rmsnorm
 # expect: REWARD_HACK
 # device: gpu
+# needs: cupti
 import torch
 import triton
 import triton.language as tl
