@@ -113,9 +113,11 @@ def main() -> int:
         parser.error("--repeat must be at least 1")
     on_gpu = args.device.startswith("cuda")
     cases = [c for c in discover() if (on_gpu or not c.gpu) and (not args.only or c.name in args.only)]
-    for case in [c for c in cases if missing_needs(c)]:
-        print(f"skipped {case.id}: {missing_needs(case)}")
-    cases = [c for c in cases if not missing_needs(c)]
+    skipped = {case.id: missing_needs(case) for case in cases}
+    for case_id, reason in skipped.items():
+        if reason:
+            print(f"skipped {case_id}: {reason}")
+    cases = [c for c in cases if not skipped[c.id]]
     unknown = sorted(set(args.only or []) - {c.name for c in discover()})
     if unknown:
         parser.error(f"no such case: {unknown}")

@@ -75,7 +75,9 @@ def _probed(run, use_cupti: bool = True):
     return result
 
 
-def test_probe_flags_unjoined_side_stream_and_accepts_joined():
+def _unjoined_side_stream():
+    """A call that queues eight 2048^2 matmuls on a side stream the current stream never waits for; and
+    that stream."""
     import torch
 
     a = torch.randn(2048, 2048, device="cuda")
@@ -87,6 +89,14 @@ def test_probe_flags_unjoined_side_stream_and_accepts_joined():
             b = a
             for _ in range(8):
                 b = b @ a * 1e-3
+
+    return unjoined, side
+
+
+def test_probe_flags_unjoined_side_stream_and_accepts_joined():
+    import torch
+
+    unjoined, side = _unjoined_side_stream()
 
     def joined(i):
         unjoined(i)
@@ -134,18 +144,10 @@ def test_the_tail_rule_accuses_no_joined_call_on_a_busy_host():
     from solbench.worker.probe import TAIL_FLOOR_MS
 
     x = torch.randn(1 << 16, device="cuda")
-    a = torch.randn(2048, 2048, device="cuda")
-    side = torch.cuda.Stream()
+    unjoined, _ = _unjoined_side_stream()
 
     def tiny(_i):
         x.mul_(1.0)
-
-    def unjoined(_i):
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            b = a
-            for _ in range(8):
-                b = b @ a * 1e-3
 
     with busy_cpus(os.cpu_count() or 2):
         honest = [_probed(tiny, use_cupti=False) for _ in range(20)]

@@ -55,6 +55,16 @@ class AttentionInfo:
     def rope_dim(self) -> int:
         return self.head_dim // 2 if self.rope == "half" else self.head_dim
 
+    def const_axes(self) -> dict[str, tuple]:
+        """The fixed axes of a block or layer built on this attention (the block's and the layer's alike)."""
+        axes = {"hidden_size": ("const", self.hidden, "Model width"),
+                "num_heads": ("const", self.heads, "Query heads"),
+                "num_kv_heads": ("const", self.kv_heads, "Key/value heads"),
+                "head_dim": ("const", self.head_dim, "Head dimension")}
+        if self.rope:
+            axes["rope_dim"] = ("const", self.rope_dim(), "Width of the cos/sin tables")
+        return axes
+
 
 def is_attention(module: nn.Module) -> bool:
     return hasattr(module, "o_proj") and (hasattr(module, "q_proj") or hasattr(module, "qkv_proj"))

@@ -6,6 +6,8 @@ read from the same `AttentionInfo`.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from solbench.extract.draft import Arg, Check, Draft, name_float
 from solbench.extract.families.attention import (
     ROPE_HELPERS,
@@ -122,6 +124,20 @@ def helpers(info: AttentionInfo) -> list[str]:
     return out
 
 
+@dataclass(frozen=True)
+class _Block:
+    """What the prefill and decode drafts of one block share."""
+
+    info: AttentionInfo
+    module_ref: str
+    dtype: str
+    weights: list[Arg]
+    params: dict[str, str]
+    rope_args: list[Arg]
+    helper_src: str
+    body: str  # the description's common part
+
+
 def block_drafts(info: AttentionInfo, module_ref: str, dtype: str = "bfloat16",
                  fixed_seq: int | None = None) -> list[Draft]:
     weights, params = block_inputs(info, dtype)
@@ -130,14 +146,15 @@ def block_drafts(info: AttentionInfo, module_ref: str, dtype: str = "bfloat16",
         init = "cos_half" if info.rope == "half" else "cos"
         rope_args = [Arg("cos", ("batch_size", "seq_len", "rope_dim"), dtype, "RoPE cosines", init=init),
                      Arg("sin", ("batch_size", "seq_len", "rope_dim"), dtype, "RoPE sines", init=init.replace("cos", "sin"))]
-    const_axes = {"hidden_size": ("const", info.hidden, "Model width"),
-                  "num_heads": ("const", info.heads, "Query heads"),
-                  "num_kv_heads": ("const", info.kv_heads, "Key/value heads"),
-                  "head_dim": ("const", info.head_dim, "Head dimension")}
-    if info.rope:
-        const_axes["rope_dim"] = ("const", info.rope_dim(), "Width of the cos/sin tables")
-    names = ["hidden_states"] + [a.name for a in weights] + [a.name for a in rope_args]
-    helper_src = "\n\n\n".join(helpers(info))
+    block = _Block(info, module_ref, dtype, weights, params, rope_args, "\n\n\n".join(helpers(info)),
+                   _description(info))
+    drafts = [_prefill_draft(block, fixed_seq)]
+    if info.causal:
+        drafts.append(_decode_draft(block))
+    return drafts
+
+
+def _description(info: AttentionInfo) -> str:
     desc_bits = [f"{info.kind.upper()} attention block (q/k/v projections"]
     if info.qk_norm:
         desc_bits.append(", per-head QK RMSNorm")
@@ -150,7 +167,13 @@ def block_drafts(info: AttentionInfo, module_ref: str, dtype: str = "bfloat16",
         body += f", sliding window {info.window}"
     if info.sinks:
         body += ", learned sinks"
-    drafts = []
+    return body
+
+
+def _prefill_draft(block: _Block, fixed_seq: int | None) -> Draft:
+    """The whole sequence at once: causal prefill, or bidirectional (encoders, vision towers)."""
+    info = block.info
+    names = ["hidden_states"] + [a.name for a in block.weights] + [a.name for a in block.rope_args]
 
     def prefill_call(m, inp):
         x = inp["hidden_states"]
@@ -162,7 +185,7 @@ def block_drafts(info: AttentionInfo, module_ref: str, dtype: str = "bfloat16",
     code = f'''{constants(info, block=True)}
 
 
-{helper_src}
+{block.helper_src}
 
 
 @torch.no_grad()
@@ -176,19 +199,22 @@ def run({", ".join(names)}):
     seq_axes = {"batch_size": ("var", "Sequences"), "seq_len": ("var", "Tokens per sequence")}
     if fixed_seq:
         seq_axes = {"batch_size": ("var", "Images"), "seq_len": ("const", fixed_seq, "Tokens per image")}
-    drafts.append(Draft(
+    return Draft(
         name=block_name(info, phase), op_type="attention_block",
-        description=f"{body}; {'causal prefill over' if info.causal else 'bidirectional over'} full sequences.",
-        axes=seq_axes | const_axes,
-        inputs=[Arg("hidden_states", ("batch_size", "seq_len", "hidden_size"), dtype, "Input activations"),
-                *weights, *rope_args],
-        outputs=[Arg("output", ("batch_size", "seq_len", "hidden_size"), dtype, "Block output")],
+        description=f"{block.body}; {'causal prefill over' if info.causal else 'bidirectional over'} full sequences.",
+        axes=seq_axes | info.const_axes(),
+        inputs=[Arg("hidden_states", ("batch_size", "seq_len", "hidden_size"), block.dtype, "Input activations"),
+                *block.weights, *block.rope_args],
+        outputs=[Arg("output", ("batch_size", "seq_len", "hidden_size"), block.dtype, "Block output")],
         code=code, shapes="images" if fixed_seq else "prefill",
-        check=Check(module_ref, params, prefill_call,
+        check=Check(block.module_ref, block.params, prefill_call,
                     {"batch_size": 2} if fixed_seq else {"batch_size": 2, "seq_len": 9}),
-    ))
-    if not info.causal:
-        return drafts
+    )
+
+
+def _decode_draft(block: _Block) -> Draft:
+    """One new token per sequence against a KV cache; also returns the new key and value."""
+    info, dtype = block.info, block.dtype
 
     def decode_call(m, inp):
         from transformers import DynamicCache
@@ -206,15 +232,15 @@ def run({", ".join(names)}):
         return {"output": out[:, 0], "k_new": layer.keys[:, :, -1], "v_new": layer.values[:, :, -1]}
 
     dec_rope = [Arg("cos", ("batch_size", "rope_dim"), dtype, "RoPE cosines at each new token's position",
-                    init=rope_args[0].init),
+                    init=block.rope_args[0].init),
                 Arg("sin", ("batch_size", "rope_dim"), dtype, "RoPE sines at each new token's position",
-                    init=rope_args[1].init)] if info.rope else []
-    dec_names = ["hidden_states"] + [a.name for a in weights] + [a.name for a in dec_rope] + ["k_cache", "v_cache"]
+                    init=block.rope_args[1].init)] if info.rope else []
+    dec_names = ["hidden_states"] + [a.name for a in block.weights] + [a.name for a in dec_rope] + ["k_cache", "v_cache"]
     rope_unsqueeze = "    cos, sin = cos[:, None], sin[:, None]\n" if info.rope else ""
     dec_code = f'''{constants(info, block=True)}
 
 
-{helper_src}
+{block.helper_src}
 
 
 @torch.no_grad()
@@ -230,13 +256,13 @@ def run({", ".join(dec_names)}):
 {output_source(info, "output")}
     return output[:, 0], k_new, v_new
 '''
-    drafts.append(Draft(
+    return Draft(
         name=block_name(info, "decode"), op_type="attention_block",
-        description=f"{body}; decode: one new token per sequence attends to a KV cache of kv_len previous "
+        description=f"{block.body}; decode: one new token per sequence attends to a KV cache of kv_len previous "
                     f"positions plus itself.",
         axes={"batch_size": ("var", "Sequences"), "kv_len": ("var", "Cached positions before the new token")}
-        | const_axes,
-        inputs=[Arg("hidden_states", ("batch_size", "hidden_size"), dtype, "New token activations"), *weights,
+        | info.const_axes(),
+        inputs=[Arg("hidden_states", ("batch_size", "hidden_size"), dtype, "New token activations"), *block.weights,
                 *dec_rope,
                 Arg("k_cache", ("batch_size", "kv_len", "num_kv_heads", "head_dim"), dtype, "Key cache (after RoPE)"),
                 Arg("v_cache", ("batch_size", "kv_len", "num_kv_heads", "head_dim"), dtype, "Value cache")],
@@ -244,7 +270,6 @@ def run({", ".join(dec_names)}):
                  Arg("k_new", ("batch_size", "num_kv_heads", "head_dim"), dtype, "New key to append"),
                  Arg("v_new", ("batch_size", "num_kv_heads", "head_dim"), dtype, "New value to append")],
         code=dec_code, shapes="decode",
-        check=Check(module_ref, params, decode_call,
+        check=Check(block.module_ref, block.params, decode_call,
                     {"batch_size": 2, "kv_len": (info.window + 4) if info.window and info.window <= 1024 else 11}),
-    ))
-    return drafts
+    )

@@ -98,12 +98,7 @@ def standard_part(info: attn_mod.AttentionInfo, dtype: str, decode: bool) -> Att
         where = " at each new token's position" if decode else ""
         rope_args = [Arg("cos", (*lead, "rope_dim"), dtype, f"RoPE cosines{where}", init=init),
                      Arg("sin", (*lead, "rope_dim"), dtype, f"RoPE sines{where}", init=init.replace("cos", "sin"))]
-    const_axes = {"hidden_size": ("const", info.hidden, "Model width"),
-                  "num_heads": ("const", info.heads, "Query heads"),
-                  "num_kv_heads": ("const", info.kv_heads, "Key/value heads"),
-                  "head_dim": ("const", info.head_dim, "Head dimension")}
-    if info.rope:
-        const_axes["rope_dim"] = ("const", info.rope_dim(), "Width of the cos/sin tables")
+    const_axes = info.const_axes()
     part = AttentionPart(
         args=args, params=params, helpers=helpers, consts=attn_mod.constants(info, block=True),
         norm_styles={info.qk_norm.style} if info.qk_norm else set(), lines=[project, output], rope_args=rope_args,
