@@ -29,9 +29,17 @@ def judge(session: DeviceSession, workload: dict, seed: int, outputs: list, time
         reply = session.ask(session.reference, msg.Judge(workload=workload, seed=seed, outputs=outputs,
                                                          profile=profile, strict=strict), timeout_s)
     except StepFailed as exc:
+        if out_of_memory(exc.log):  # the machine's limit, not a broken reference: it says nothing of the problem
+            raise StepFailed(Status.RUNTIME_ERROR, "the GPU ran out of memory while the reference judged the "
+                             f"outputs (beside the solution's worker):\n{exc.log}") from None
         status = exc.status if exc.status == Status.MISSING_DATA else Status.INVALID_REFERENCE
         raise StepFailed(status, f"the reference failed ({exc.status.value}): {exc.log}") from None
     return Status(reply.status), Correctness.from_dict(reply.correctness), reply
+
+
+def out_of_memory(log: str) -> bool:
+    """Whether a worker's failure log is torch's out-of-memory error."""
+    return "OutOfMemoryError" in log or "CUDA out of memory" in log
 
 
 def side_effects(candidate: msg.Called, reference: msg.Judged) -> str | None:

@@ -54,9 +54,14 @@ assert set(HANDLERS) | {"shutdown"} == set(msg.REQUESTS), "every request op has 
 # The guard's phase while a request runs: the audit hook is strictest while the solution is timed.
 PHASES = {"load": "load", "call": "call", "time": "timing"}
 # Requests after which the worker hands its cached device memory back (the other worker of the GPU may
-# need it): the ones that allocate a lot. Every small request paid for this and a garbage collection
-# before (a third of the harness's time on short workloads, benchmarks/throughput.py).
-RELEASE_AFTER = frozenset({"load", "time", "time_compiled", "time_baseline", "trim"})
+# need it): the ones that allocate a lot, and `release` (the exported copies of large outputs, which the
+# reference worker now holds its own copies of: kept in this worker's cache they left the judge too
+# little memory, e.g. Quant/023's two 16 GiB outputs on an H100). Every small request paid for this and a
+# garbage collection before (a third of the harness's time on short workloads, benchmarks/throughput.py).
+RELEASE_AFTER = frozenset({"load", "time", "time_compiled", "time_baseline", "trim", "release"})
+# After any other request, a cache this large goes back too: a reference's temporaries in a judge (30 GiB for
+# L2/026 on an H100), kept, left the solution's timed block beside it out of memory.
+KEEP_RESERVED_BYTES = 2 << 30
 
 
 def start_guard(state: WorkerState, alarm_fd: str | None):
@@ -112,7 +117,7 @@ def serve_one(state: WorkerState, guard, integrity, request: msg.Request) -> msg
         reply = msg.Failed(status="REWARD_HACK", log=f"harness objects were replaced or hooked in the solution's "
                                                       f"process: {changed}")
     reply.audit = guard.take_warnings()
-    if state.is_cuda and request.OP in RELEASE_AFTER:
+    if state.is_cuda and (request.OP in RELEASE_AFTER or torch.cuda.memory_reserved() > KEEP_RESERVED_BYTES):
         torch.cuda.empty_cache()  # before the reply: the other worker may be timed next, beside this one
     reply.handler_s = _perf_counter() - started
     return reply

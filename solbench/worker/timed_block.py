@@ -304,7 +304,7 @@ def handle_time(state: WorkerState, request: msg.Time) -> msg.Timed:
             state.guard.note(f"cupti: {result.cupti} (escaped work checked by device synchronisation only)")
         verdict = result.verdict()
         if verdict:
-            raise Failure("REWARD_HACK", verdict)
+            raise Failure("REWARD_HACK", f"{verdict}\n{result.evidence()}")
     violations = integrity_violations()
     if violations:
         raise Failure("REWARD_HACK", f"timing functions were replaced: {violations}")

@@ -159,3 +159,53 @@ def test_the_tail_rule_accuses_no_joined_call_on_a_busy_host():
           f"{sorted({len(r.tail_ms) for r in honest})}")
     assert [r.verdict() for r in honest] == [None] * 20, [r.to_dict() for r in honest if r.verdict()]
     assert all(r.verdict() is not None for r in caught), [r.to_dict() for r in caught]
+
+
+_CONTEXT_CHURN = """
+import ctypes, sys, time
+cuda = ctypes.CDLL("libcuda.so.1")
+cuda.cuInit(0)
+device, context = ctypes.c_int(), ctypes.c_void_p()
+cuda.cuDeviceGet(ctypes.byref(device), 0)
+end = time.monotonic() + float(sys.argv[1])
+while time.monotonic() < end:  # the primary context made and torn down again and again
+    cuda.cuDevicePrimaryCtxRetain(ctypes.byref(context), device)
+    cuda.cuDevicePrimaryCtxRelease_v2(device)
+"""
+
+
+def test_the_tail_rule_accuses_no_honest_call_while_other_processes_start_on_the_gpu():
+    """Another process creating its CUDA context on the same GPU (as a run's next worker does while the
+    current solution is probed). One full-dataset run called a reference REWARD_HACK when the second round
+    of probe calls followed the first at once and the median of both decided; now a second separates the
+    rounds and each must accuse. Prints how many first rounds would have accused, and how many probes the
+    old rule (one median over both rounds) would have accused, to show whether the disturbance bites."""
+    import subprocess
+    import sys
+
+    import torch
+
+    from solbench.worker.probe import ProbeResult
+
+    x = torch.randn(1 << 16, device="cuda")
+    unjoined, _ = _unjoined_side_stream()
+
+    def tiny(_i):
+        x.mul_(1.0)
+
+    churn = [subprocess.Popen([sys.executable, "-c", _CONTEXT_CHURN, "90"]) for _ in range(2)]
+    try:
+        honest = [_probed(tiny, use_cupti=False) for _ in range(20)]
+        caught = [_probed(unjoined, use_cupti=False) for _ in range(3)]
+    finally:
+        for process in churn:
+            process.kill()
+            process.wait()
+    confirmed = sum(len(r.rounds) == 2 for r in honest)
+    old_rule = sum(ProbeResult(event_ms=r.event_ms, tail_ms=r.tail_ms, idle_ms=r.idle_ms).verdict() is not None
+                   for r in honest)
+    print(f"contexts churning beside 20 honest probes: {confirmed} first rounds would have accused, the old rule "
+          f"(one median over both rounds) accuses {old_rule}; largest tail excess per round "
+          f"{max(max(r.round_tail_excess_ms()) for r in honest):.4f} ms")
+    assert [r.verdict() for r in honest] == [None] * 20, [r.to_dict() for r in honest if r.verdict()]
+    assert all(r.verdict() is not None for r in caught), [r.to_dict() for r in caught]

@@ -428,3 +428,19 @@ def test_identical_bytes_path_is_taken_only_for_equal_bytes(monkeypatch):
     out[-1] = out[-1] * 2  # the last element differs: the full comparison fails it
     result = compare(out, ref, TOL, "bfloat16")
     assert taken[-1] is None and not result.passed and result.matched_ratio < 1.0
+
+
+def test_broadcast_views_are_compared_without_the_identical_bytes_path(monkeypatch):
+    # a reference may return a broadcast view of gigabytes (Quant/023: two 16 GiB views of a 1 MB tensor); the
+    # bytes path would copy it whole twice, so views go straight to the chunked comparison, with the same verdict
+    small = torch.randn(8, 1, 16) + 2
+    ref = small.expand(8, 64, 16)
+    taken = []
+    original = correctness._identical
+    monkeypatch.setattr(correctness, "_identical", lambda *a: taken.append(original(*a)) or taken[-1])
+    result = compare(ref.clone(), ref, TOL, "float32")
+    assert result.passed and result.matched_ratio == 1.0 and taken == [None]
+    wrong = ref.clone()
+    wrong[3, 5, 7] += 1.0
+    assert not compare(wrong, ref, TOL, "float32").passed
+    assert compare(ref.contiguous(), ref.contiguous(), TOL, "float32").passed and taken[-1] is not None

@@ -47,3 +47,23 @@ def test_a_failing_solution_is_still_its_own_failure(tmp_path, fast_config):
     folder = write_problem(tmp_path / "problems", sizes=(64,))
     trace = api.evaluate(folder, write_solution(folder, FAILS_HERE), config=fast_config)[0]
     assert trace.status.value == "RUNTIME_ERROR", trace.evaluation.log
+
+
+OUT_OF_MEMORY_HERE = """
+import torch
+
+
+def run(x, y):
+    raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 16.00 GiB (the other worker holds the rest)")
+"""
+
+
+def test_a_reference_out_of_memory_while_judging_is_not_an_invalid_reference(tmp_path, fast_config):
+    # the machine's memory, not the problem: INVALID_REFERENCE would tell the user the problem is broken (and
+    # would be a way for a solution that hogs the GPU to turn its own failure into the problem's)
+    folder = write_problem(tmp_path / "problems", sizes=(64,), reference=OUT_OF_MEMORY_HERE)
+    trace = api.evaluate(folder, write_solution(folder, GOOD), config=fast_config)[0]
+    assert trace.status.value == "RUNTIME_ERROR", trace.evaluation.log
+    assert "ran out of memory while the reference judged" in trace.evaluation.log
+    broken = write_problem(tmp_path / "broken", sizes=(64,), reference=FAILS_HERE)
+    assert api.evaluate(broken, write_solution(broken, GOOD), config=fast_config)[0].status.value == "INVALID_REFERENCE"
