@@ -151,94 +151,92 @@ def mla_part(info: mla_mod.MlaInfo, dtype: str, decode: bool) -> AttentionPart:
     return part
 
 
-def layer_draft(layer: nn.Module, info: attn_mod.AttentionInfo | mla_mod.MlaInfo, ffn: FfnParts, module_ref: str,
-                dtype: str = "bfloat16", fixed_seq: int | None = None, phase: str = "prefill") -> Draft:
-    """The whole layer for `phase`: "prefill" (causal or, for encoders, bidirectional) or "decode"."""
-    decode = phase == "decode"
-    mla = isinstance(info, mla_mod.MlaInfo)
-    causal = True if mla else info.causal
-    if decode and not causal:
-        raise SpecError("an encoder layer has no decode phase")
-    part = mla_part(info, dtype, decode) if mla else standard_part(info, dtype, decode)
-    norms = norm_layout(layer)
-    norm_infos: dict[str, NormInfo] = {n: norm_info(getattr(layer, n)) for n in norms}
-    styles = {i.style for i in norm_infos.values()} | part.norm_styles
-    if len(styles) != 1:
-        raise SpecError(f"{type(layer).__name__} mixes norm conventions {sorted(styles)}")
-    sandwich = norms == SANDWICH
-    attn_name = attention_child(layer)
+@dataclass
+class _Norms:
+    """The layer's norms (pre-norm pair or sandwich) as arguments and calls of its reference."""
 
-    if decode:
-        inputs: list[Arg] = [Arg("hidden_states", ("batch_size", "hidden_size"), dtype, "New token activations")]
-    else:
-        inputs = [Arg("hidden_states", ("batch_size", "seq_len", "hidden_size"), dtype, "Layer input")]
-    params: dict[str, str] = {}
+    names: tuple[str, ...]
+    infos: dict[str, NormInfo]
+    dtype: str
 
-    def norm_args(child: str) -> list[str]:
-        ni = norm_infos[child]
-        base = NORM_ARG[child]
-        inputs.append(Arg(f"{base}_weight", ("hidden_size",), dtype, f"{child} weight", init=WEIGHT_INIT[ni.style]))
-        params[f"{base}_weight"] = f"{child}.weight"
-        names = [f"{base}_weight"]
-        if ni.style == "layernorm":
-            inputs.append(Arg(f"{base}_bias", ("hidden_size",), dtype, f"{child} bias", init="bias"))
+    @property
+    def sandwich(self) -> bool:
+        return self.names == SANDWICH
+
+    @property
+    def first(self) -> NormInfo:
+        return next(iter(self.infos.values()))
+
+    def args(self, child: str) -> tuple[list[Arg], dict[str, str]]:
+        info, base = self.infos[child], NORM_ARG[child]
+        args = [Arg(f"{base}_weight", ("hidden_size",), self.dtype, f"{child} weight", init=WEIGHT_INIT[info.style])]
+        params = {f"{base}_weight": f"{child}.weight"}
+        if info.style == "layernorm":
+            args.append(Arg(f"{base}_bias", ("hidden_size",), self.dtype, f"{child} bias", init="bias"))
             params[f"{base}_bias"] = f"{child}.bias"
-            names.append(f"{base}_bias")
-        return names
+        return args, params
 
-    def apply_norm(child: str, x: str) -> str:
-        base = NORM_ARG[child]
-        ni = norm_infos[child]
-        return ni.call(x, f"{base}_weight", f"{base}_bias" if ni.style == "layernorm" else None)
+    def call(self, child: str, x: str) -> str:
+        info, base = self.infos[child], NORM_ARG[child]
+        return info.call(x, f"{base}_weight", f"{base}_bias" if info.style == "layernorm" else None)
 
-    norm_args(norms[0])
-    inputs += part.args
-    params |= {k: f"{attn_name}.{v}" for k, v in part.params.items()}
-    for child in norms[1:]:
-        norm_args(child)
 
-    helpers: list[str] = [next(iter(norm_infos.values())).helper, *part.helpers]
-    consts = [part.consts]
-    ffn_lines: list[str] = []
-    hints: dict = {}
+@dataclass
+class _FfnCode:
+    """What the feed-forward half contributes to the layer's reference."""
+
+    args: list[Arg] = field(default_factory=list)
+    params: dict[str, str] = field(default_factory=dict)
+    helpers: list[str] = field(default_factory=list)
+    consts: list[str] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)
+    hints: dict = field(default_factory=dict)
+
+
+def _ffn_code(layer: nn.Module, ffn: FfnParts, dtype: str, tokens: str) -> _FfnCode:
+    """A dense MLP, or a routed MoE (with a shared expert when the layer has one)."""
+    code = _FfnCode()
     if ffn.mlp is not None:
         m_args, m_params = mlp_mod.weights(ffn.mlp, dtype, prefix="mlp_")
-        inputs += m_args
-        params |= {k: f"mlp.{v}" for k, v in m_params.items()}
-        helpers.append(mlp_mod.helper(ffn.mlp))
-        ffn_lines.append(f"x = mlp(x, {', '.join(a.name for a in m_args)})")
-    else:
-        router_path = "gate" if hasattr(layer.mlp, "gate") else "router"
-        r_args, r_params = moe_mod.router_args(ffn.router, dtype, prefix="moe_")
-        e_args, e_params = moe_mod.experts_args(ffn.experts, dtype, prefix="moe_")
-        inputs += r_args + e_args
-        params |= {k: f"mlp.{router_path}.{v}" for k, v in r_params.items()}
-        params |= {k: f"mlp.experts.{v}" for k, v in e_params.items()}
-        consts.append(moe_mod.router_constants(ffn.router))
-        if moe_mod.experts_constants(ffn.experts):
-            consts.append(moe_mod.experts_constants(ffn.experts))
-        helpers += [moe_mod.router_helper(ffn.router), moe_mod.experts_helper(ffn.experts)]
-        ffn_lines += ["flat = x.reshape(-1, HIDDEN_SIZE)",
-                      f"topk_weights, topk_ids = route(flat, {', '.join(a.name for a in r_args)})",
-                      f"y = experts(flat, topk_ids, topk_weights, {', '.join(a.name for a in e_args)})"]
-        if ffn.shared is not None:
-            s_args, s_params = mlp_mod.weights(ffn.shared, dtype, prefix="shared_", width="shared_intermediate_size")
-            inputs += s_args
-            params |= {k: f"mlp.shared_experts.{v}" for k, v in s_params.items()}
-            helpers.append(mlp_mod.helper(ffn.shared))
-            ffn_lines.append(f"y = y + mlp(flat, {', '.join(a.name for a in s_args)})")
-        ffn_lines.append("x = y.view_as(x)")
-        tokens = "batch_size" if decode else ("batch_size" if fixed_seq else "batch_size * seq_len")
-        hints = moe_mod.hints(ffn.experts, prefix="moe_", tokens=tokens)
-    inputs += part.rope_args + part.cache_args
+        code.args += m_args
+        code.params |= {k: f"mlp.{v}" for k, v in m_params.items()}
+        code.helpers.append(mlp_mod.helper(ffn.mlp))
+        code.lines.append(f"x = mlp(x, {', '.join(a.name for a in m_args)})")
+        return code
+    router_path = "gate" if hasattr(layer.mlp, "gate") else "router"
+    r_args, r_params = moe_mod.router_args(ffn.router, dtype, prefix="moe_")
+    e_args, e_params = moe_mod.experts_args(ffn.experts, dtype, prefix="moe_")
+    code.args += r_args + e_args
+    code.params |= {k: f"mlp.{router_path}.{v}" for k, v in r_params.items()}
+    code.params |= {k: f"mlp.experts.{v}" for k, v in e_params.items()}
+    code.consts.append(moe_mod.router_constants(ffn.router))
+    if moe_mod.experts_constants(ffn.experts):
+        code.consts.append(moe_mod.experts_constants(ffn.experts))
+    code.helpers += [moe_mod.router_helper(ffn.router), moe_mod.experts_helper(ffn.experts)]
+    code.lines += ["flat = x.reshape(-1, HIDDEN_SIZE)",
+                   f"topk_weights, topk_ids = route(flat, {', '.join(a.name for a in r_args)})",
+                   f"y = experts(flat, topk_ids, topk_weights, {', '.join(a.name for a in e_args)})"]
+    if ffn.shared is not None:
+        s_args, s_params = mlp_mod.weights(ffn.shared, dtype, prefix="shared_", width="shared_intermediate_size")
+        code.args += s_args
+        code.params |= {k: f"mlp.shared_experts.{v}" for k, v in s_params.items()}
+        code.helpers.append(mlp_mod.helper(ffn.shared))
+        code.lines.append(f"y = y + mlp(flat, {', '.join(a.name for a in s_args)})")
+    code.lines.append("x = y.view_as(x)")
+    code.hints = moe_mod.hints(ffn.experts, prefix="moe_", tokens=tokens)
+    return code
 
-    body = ["residual = hidden_states", f"x = {apply_norm(norms[0], 'hidden_states')}", *part.lines]
+
+def _layer_body(norms: _Norms, part: AttentionPart, ffn_lines: list[str], decode: bool) -> tuple[str, str]:
+    """The reference's body (indented) and docstring: residual, norm, attention, residual, norm, feed-forward."""
+    names, sandwich = norms.names, norms.sandwich
+    body = ["residual = hidden_states", f"x = {norms.call(names[0], 'hidden_states')}", *part.lines]
     if sandwich:
-        body.append(f"x = {apply_norm(norms[1], 'x')}")
+        body.append(f"x = {norms.call(names[1], 'x')}")
     body += ["hidden_states = residual + x", "residual = hidden_states",
-             f"x = {apply_norm(norms[2] if sandwich else norms[1], 'hidden_states')}", *ffn_lines]
+             f"x = {norms.call(names[2] if sandwich else names[1], 'hidden_states')}", *ffn_lines]
     if sandwich:
-        body.append(f"x = {apply_norm(norms[3], 'x')}")
+        body.append(f"x = {norms.call(names[3], 'x')}")
     if decode:
         unsqueeze = ["hidden_states = hidden_states[:, None, :]"]
         if part.rope_args:
@@ -253,29 +251,11 @@ def layer_draft(layer: nn.Module, info: attn_mod.AttentionInfo | mla_mod.MlaInfo
     else:
         body.append("return residual + x")
         doc = '"""hidden_states: [batch, seq, hidden] -> [batch, seq, hidden]."""'
-    body_src = "\n".join("    " + line for block in body for line in block.split("\n"))
-
-    const_src = "\n".join(c for c in consts if c)
-    helper_src = "\n\n\n".join(dict.fromkeys(helpers))
-    names = ", ".join(a.name for a in inputs)
-    code = f'''{const_src}
+    return "\n".join("    " + line for block in body for line in block.split("\n")), doc
 
 
-{helper_src}
-
-
-@torch.no_grad()
-def run({names}):
-    {doc}
-{body_src}
-'''
-    eps = name_float(next(iter(norm_infos.values())).eps)
-    style = next(iter(norm_infos.values())).style
-    style_tag = {"rms": "", "rms_fp32mul": "fp32mul", "rms_oneplus": "oneplus", "layernorm": "ln"}[style]
-    kind = "decoder" if causal else "encoder"
-    phase_tag = f"_{phase}" if causal else ""
-    name = f"{kind}_layer{phase_tag}_{part.tag}_{ffn.tag()}{'_sandwich' if sandwich else ''}_{style_tag}eps{eps}"
-    name = name.replace("__", "_")
+def _layer_call(part: AttentionPart, attn_name: str, decode: bool, causal: bool) -> Callable:
+    """How the transformers layer is called on the problem's inputs, for the check against it."""
 
     def call(m, inp):
         x = inp["hidden_states"]
@@ -295,46 +275,121 @@ def run({names}):
         out = out[0] if isinstance(out, tuple) else out
         return {"output": out[:, 0]} | part.news(cache, layer_idx)
 
-    ffn_desc = (f"{ffn.mlp.name.replace('_', ' ')}" if ffn.mlp else
-                f"MoE with {ffn.experts.experts} experts (top {ffn.experts.top_k})"
-                + (" plus a shared expert" if ffn.shared else ""))
+    return call
+
+
+def _seq_axes(decode: bool, fixed_seq: int | None, causal: bool, mla: bool) -> tuple[dict, str]:
+    """The axes that vary with the phase, and the phase's words in the description."""
     if decode:
-        seq_axes = {"batch_size": ("var", "Sequences"), "kv_len": ("var", "Cached positions before the new token")}
         cache_word = "compressed cache (latents and RoPE keys)" if mla else "KV cache"
-        phase_desc = (f"; decode: one new token per sequence against a {cache_word} of kv_len previous positions, "
-                      f"returning the new cache entries too")
-    elif fixed_seq:
-        seq_axes = {"batch_size": ("var", "Images"), "seq_len": ("const", fixed_seq, "Tokens per image")}
-        phase_desc = ""
-    else:
-        seq_axes = {"batch_size": ("var", "Sequences"), "seq_len": ("var", "Tokens per sequence")}
-        phase_desc = "; causal prefill" if causal else ""
-    const_axes = dict(part.const_axes)
+        return ({"batch_size": ("var", "Sequences"), "kv_len": ("var", "Cached positions before the new token")},
+                f"; decode: one new token per sequence against a {cache_word} of kv_len previous positions, "
+                f"returning the new cache entries too")
+    if fixed_seq:
+        return {"batch_size": ("var", "Images"), "seq_len": ("const", fixed_seq, "Tokens per image")}, ""
+    return ({"batch_size": ("var", "Sequences"), "seq_len": ("var", "Tokens per sequence")},
+            "; causal prefill" if causal else "")
+
+
+def _ffn_axes(ffn: FfnParts) -> dict:
     if ffn.mlp is not None:
-        const_axes["intermediate_size"] = ("const", ffn.mlp.intermediate, "MLP width")
-    else:
-        const_axes |= {"num_experts": ("const", ffn.experts.experts, "Routed experts"),
-                       "top_k": ("const", ffn.experts.top_k, "Experts per token"),
-                       "intermediate_size": ("const", ffn.experts.intermediate, "Expert width")}
-        if ffn.shared is not None:
-            const_axes["shared_intermediate_size"] = ("const", ffn.shared.intermediate, "Shared expert width")
+        return {"intermediate_size": ("const", ffn.mlp.intermediate, "MLP width")}
+    axes = {"num_experts": ("const", ffn.experts.experts, "Routed experts"),
+            "top_k": ("const", ffn.experts.top_k, "Experts per token"),
+            "intermediate_size": ("const", ffn.experts.intermediate, "Expert width")}
+    if ffn.shared is not None:
+        axes["shared_intermediate_size"] = ("const", ffn.shared.intermediate, "Shared expert width")
+    return axes
+
+
+def _ffn_description(ffn: FfnParts) -> str:
+    if ffn.mlp:
+        return f"{ffn.mlp.name.replace('_', ' ')}"
+    return (f"MoE with {ffn.experts.experts} experts (top {ffn.experts.top_k})"
+            + (" plus a shared expert" if ffn.shared else ""))
+
+
+def _outputs_and_small(info, part: AttentionPart, dtype: str, decode: bool,
+                       fixed_seq: int | None) -> tuple[list[Arg], dict[str, int]]:
+    """The layer's outputs and the small axes its check runs at."""
     if decode:
         small = {"batch_size": 2, "kv_len": 11}
         window = getattr(info, "window", None)
         if window and window <= 1024:
             small["kv_len"] = window + 4  # longer than the window, so a kernel that ignores it fails
-        outputs = [Arg("output", ("batch_size", "hidden_size"), dtype, "Layer output"), *part.new_entries]
+        return [Arg("output", ("batch_size", "hidden_size"), dtype, "Layer output"), *part.new_entries], small
+    small = {"batch_size": 1} if fixed_seq else {"batch_size": 2, "seq_len": 6}
+    return [Arg("output", ("batch_size", "seq_len", "hidden_size"), dtype, "Layer output")], small
+
+
+def _layer_name(causal: bool, phase: str, part: AttentionPart, ffn: FfnParts, norms: _Norms) -> str:
+    style_tag = {"rms": "", "rms_fp32mul": "fp32mul", "rms_oneplus": "oneplus", "layernorm": "ln"}[norms.first.style]
+    kind = "decoder" if causal else "encoder"
+    phase_tag = f"_{phase}" if causal else ""
+    name = (f"{kind}_layer{phase_tag}_{part.tag}_{ffn.tag()}{'_sandwich' if norms.sandwich else ''}_"
+            f"{style_tag}eps{name_float(norms.first.eps)}")
+    return name.replace("__", "_")
+
+
+def layer_draft(layer: nn.Module, info: attn_mod.AttentionInfo | mla_mod.MlaInfo, ffn: FfnParts, module_ref: str,
+                dtype: str = "bfloat16", fixed_seq: int | None = None, phase: str = "prefill") -> Draft:
+    """The whole layer for `phase`: "prefill" (causal or, for encoders, bidirectional) or "decode"."""
+    decode = phase == "decode"
+    mla = isinstance(info, mla_mod.MlaInfo)
+    causal = True if mla else info.causal
+    if decode and not causal:
+        raise SpecError("an encoder layer has no decode phase")
+    part = mla_part(info, dtype, decode) if mla else standard_part(info, dtype, decode)
+    layout = norm_layout(layer)
+    norms = _Norms(layout, {n: norm_info(getattr(layer, n)) for n in layout}, dtype)
+    styles = {i.style for i in norms.infos.values()} | part.norm_styles
+    if len(styles) != 1:
+        raise SpecError(f"{type(layer).__name__} mixes norm conventions {sorted(styles)}")
+    attn_name = attention_child(layer)
+
+    if decode:
+        inputs: list[Arg] = [Arg("hidden_states", ("batch_size", "hidden_size"), dtype, "New token activations")]
     else:
-        small = {"batch_size": 1} if fixed_seq else {"batch_size": 2, "seq_len": 6}
-        outputs = [Arg("output", ("batch_size", "seq_len", "hidden_size"), dtype, "Layer output")]
+        inputs = [Arg("hidden_states", ("batch_size", "seq_len", "hidden_size"), dtype, "Layer input")]
+    params: dict[str, str] = {}
+    for position, child in enumerate(layout):
+        args, child_params = norms.args(child)
+        inputs += args
+        params |= child_params
+        if position == 0:  # the attention's weights come right after its norm's
+            inputs += part.args
+            params |= {k: f"{attn_name}.{v}" for k, v in part.params.items()}
+    tokens = "batch_size" if decode else ("batch_size" if fixed_seq else "batch_size * seq_len")
+    ffn_code = _ffn_code(layer, ffn, dtype, tokens)
+    inputs += ffn_code.args + part.rope_args + part.cache_args
+    params |= ffn_code.params
+
+    body_src, doc = _layer_body(norms, part, ffn_code.lines, decode)
+    const_src = "\n".join(c for c in [part.consts, *ffn_code.consts] if c)
+    helper_src = "\n\n\n".join(dict.fromkeys([norms.first.helper, *part.helpers, *ffn_code.helpers]))
+    names = ", ".join(a.name for a in inputs)
+    code = f'''{const_src}
+
+
+{helper_src}
+
+
+@torch.no_grad()
+def run({names}):
+    {doc}
+{body_src}
+'''
+    kind = "decoder" if causal else "encoder"
+    seq_axes, phase_desc = _seq_axes(decode, fixed_seq, causal, mla)
+    outputs, small = _outputs_and_small(info, part, dtype, decode, fixed_seq)
     return Draft(
-        name=name, op_type=f"{kind}_layer",
-        description=f"A whole {kind} layer ({'sandwich' if sandwich else 'pre'}-norm, {part.summary}, "
-                    f"{ffn_desc}) as one fused problem{phase_desc}.",
-        axes=seq_axes | const_axes,
+        name=_layer_name(causal, phase, part, ffn, norms), op_type=f"{kind}_layer",
+        description=f"A whole {kind} layer ({'sandwich' if norms.sandwich else 'pre'}-norm, {part.summary}, "
+                    f"{_ffn_description(ffn)}) as one fused problem{phase_desc}.",
+        axes=seq_axes | dict(part.const_axes) | _ffn_axes(ffn),
         inputs=inputs,
         outputs=outputs,
         code=code, shapes="decode" if decode else ("images" if fixed_seq else "layer"), tolerance_scale=2.0,
-        check=Check(module_ref, params, call, small),
-        hints=hints,
+        check=Check(module_ref, params, _layer_call(part, attn_name, decode, causal), small),
+        hints=ffn_code.hints,
     )
