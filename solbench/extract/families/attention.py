@@ -212,30 +212,44 @@ def attention_interface(module):
 
 # -- core attention ---------------------------------------------------------------------------------
 
-def core_drafts(info: AttentionInfo, module_ref: str, dtype: str = "bfloat16",
-                fixed_seq: int | None = None) -> list[Draft]:
-    """The attention kernel alone, on already-projected (and rotated) q, k, v."""
-    base = f"{info.kind}_attention_{{phase}}_h{info.heads}_kv{info.kv_heads}_d{info.head_dim}{info.core_suffix()}"
-    heads_axes = {"num_heads": ("const", info.heads, "Query heads"),
-                  "num_kv_heads": ("const", info.kv_heads, "Key/value heads"),
-                  "head_dim": ("const", info.head_dim, "Head dimension")}
-    sinks = ", sinks" if info.sinks else ""
-    what = {"mha": "Multi-head", "gqa": "Grouped-query", "mqa": "Multi-query"}[info.kind]
+@dataclass(frozen=True)
+class _CoreWords:
+    """What the prefill and decode drafts of the attention kernel share: name, axes, words, weights."""
+
+    base: str  # the name, with {phase}
+    heads_axes: dict
+    sinks: str  # ", sinks" when the kernel takes learned sinks
+    what: str
+    extra: str
+    params: dict
+
+
+def _core_words(info: AttentionInfo) -> _CoreWords:
     extras = []
     if info.window:
         extras.append(f"a sliding window of {info.window}")
     if info.sinks:
         extras.append("learned attention sinks")
-    extra = (" with " + " and ".join(extras)) if extras else ""
-    params = {"sinks": "sinks"} if info.sinks else {}
-    drafts = []
+    return _CoreWords(
+        base=f"{info.kind}_attention_{{phase}}_h{info.heads}_kv{info.kv_heads}_d{info.head_dim}{info.core_suffix()}",
+        heads_axes={"num_heads": ("const", info.heads, "Query heads"),
+                    "num_kv_heads": ("const", info.kv_heads, "Key/value heads"),
+                    "head_dim": ("const", info.head_dim, "Head dimension")},
+        sinks=", sinks" if info.sinks else "",
+        what={"mha": "Multi-head", "gqa": "Grouped-query", "mqa": "Multi-query"}[info.kind],
+        extra=(" with " + " and ".join(extras)) if extras else "",
+        params={"sinks": "sinks"} if info.sinks else {})
 
+
+def _core_prefill_draft(info: AttentionInfo, words: _CoreWords, module_ref: str, dtype: str,
+                        fixed_seq: int | None) -> Draft:
     def prefill_call(m, inp):
         q, k, v = (inp[n].transpose(1, 2) for n in ("q", "k", "v"))
         mask = mask_for(info, q.shape[2], k.shape[2], q.dtype)
         out, _ = attention_interface(m)(m, q, k, v, mask, dropout=0.0, scaling=m.scaling, sliding_window=info.window)
         return {"output": out}
 
+    sinks = words.sinks
     prefill_code = f'''{constants(info, block=False)}
 
 
@@ -254,23 +268,23 @@ def run(q, k, v{sinks}):
     small_prefill = {"batch_size": 1 if info.window else 2, "seq_len": (info.window + 9) if info.window and
                      info.window <= 1024 else 9}
     causal_word = "causal " if info.causal else "bidirectional "
-    drafts.append(Draft(
-        name=base.format(phase="bidirectional" if not info.causal else "prefill"), op_type="attention",
-        description=f"{what} {causal_word}attention{extra} over full sequences (prefill): {info.heads} query "
-                    f"heads, {info.kv_heads} key/value heads, head_dim {info.head_dim}, scale {fmt_float(info.scale)}.",
-        axes=seq_axes | heads_axes,
+    return Draft(
+        name=words.base.format(phase="bidirectional" if not info.causal else "prefill"), op_type="attention",
+        description=f"{words.what} {causal_word}attention{words.extra} over full sequences (prefill): {info.heads} "
+                    f"query heads, {info.kv_heads} key/value heads, head_dim {info.head_dim}, scale "
+                    f"{fmt_float(info.scale)}.",
+        axes=seq_axes | words.heads_axes,
         inputs=[Arg("q", ("batch_size", "seq_len", "num_heads", "head_dim"), dtype, "Queries (after RoPE)"),
                 Arg("k", ("batch_size", "seq_len", "num_kv_heads", "head_dim"), dtype, "Keys (after RoPE)"),
                 Arg("v", ("batch_size", "seq_len", "num_kv_heads", "head_dim"), dtype, "Values"),
                 *sinks_arg(info, dtype)],
         outputs=[Arg("output", ("batch_size", "seq_len", "num_heads", "head_dim"), dtype, "Attention output")],
         code=prefill_code, shapes="images" if fixed_seq else "prefill",
-        check=Check(module_ref, params, prefill_call,
-                    {"batch_size": 2} if fixed_seq else small_prefill),
-    ))
-    if not info.causal:
-        return drafts
+        check=Check(module_ref, words.params, prefill_call, {"batch_size": 2} if fixed_seq else small_prefill),
+    )
 
+
+def _core_decode_draft(info: AttentionInfo, words: _CoreWords, module_ref: str, dtype: str) -> Draft:
     def decode_call(m, inp):
         q = inp["q"][:, :, None, :]
         k, v = inp["k_cache"].transpose(1, 2), inp["v_cache"].transpose(1, 2)
@@ -278,6 +292,7 @@ def run(q, k, v{sinks}):
         out, _ = attention_interface(m)(m, q, k, v, mask, dropout=0.0, scaling=m.scaling, sliding_window=info.window)
         return {"output": out[:, 0]}
 
+    sinks = words.sinks
     decode_code = f'''{constants(info, block=False)}
 
 
@@ -294,19 +309,29 @@ def run(q, k_cache, v_cache{sinks}):
     return out[:, :, 0, :]
 '''
     small_decode = {"batch_size": 2, "kv_len": (info.window + 7) if info.window and info.window <= 1024 else 13}
-    drafts.append(Draft(
-        name=base.format(phase="decode"), op_type="attention",
-        description=f"{what} attention{extra} for decode: one query token per sequence against a KV cache of "
-                    f"kv_len positions; {info.heads} query heads, {info.kv_heads} key/value heads, head_dim "
-                    f"{info.head_dim}, scale {fmt_float(info.scale)}.",
+    return Draft(
+        name=words.base.format(phase="decode"), op_type="attention",
+        description=f"{words.what} attention{words.extra} for decode: one query token per sequence against a KV "
+                    f"cache of kv_len positions; {info.heads} query heads, {info.kv_heads} key/value heads, "
+                    f"head_dim {info.head_dim}, scale {fmt_float(info.scale)}.",
         axes={"batch_size": ("var", "Sequences"), "kv_len": ("var", "Cached positions (the new token included)")}
-        | heads_axes,
+        | words.heads_axes,
         inputs=[Arg("q", ("batch_size", "num_heads", "head_dim"), dtype, "Query of the new token (after RoPE)"),
                 Arg("k_cache", ("batch_size", "kv_len", "num_kv_heads", "head_dim"), dtype, "Key cache"),
                 Arg("v_cache", ("batch_size", "kv_len", "num_kv_heads", "head_dim"), dtype, "Value cache"),
                 *sinks_arg(info, dtype)],
         outputs=[Arg("output", ("batch_size", "num_heads", "head_dim"), dtype, "Attention output")],
         code=decode_code, shapes="decode",
-        check=Check(module_ref, params, decode_call, small_decode),
-    ))
+        check=Check(module_ref, words.params, decode_call, small_decode),
+    )
+
+
+def core_drafts(info: AttentionInfo, module_ref: str, dtype: str = "bfloat16",
+                fixed_seq: int | None = None) -> list[Draft]:
+    """The attention kernel alone, on already-projected (and rotated) q, k, v: prefill (or bidirectional),
+    and decode for causal attention."""
+    words = _core_words(info)
+    drafts = [_core_prefill_draft(info, words, module_ref, dtype, fixed_seq)]
+    if info.causal:
+        drafts.append(_core_decode_draft(info, words, module_ref, dtype))
     return drafts
