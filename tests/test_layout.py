@@ -2,6 +2,7 @@
 
 `orchestrator/`, `worker/` and `protocol/` hold the code where every stage of an evaluation meets; the
 limits here keep any one of them from becoming the hub that everything has to be read through again.
+The function-length limit holds for the whole package.
 An import inside a function is allowed only with a comment saying why (an optional dependency, or a
 heavy import kept off a fast path).
 """
@@ -36,6 +37,15 @@ def test_module_size_and_function_length(path):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
             and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]
     assert not long, f"{path.name}: functions over {MAX_FUNCTION_LINES} lines: {long}"
+
+
+def test_no_function_anywhere_in_the_package_is_too_long():
+    long = [f"{path.relative_to(REPO)}:{node.name} ({node.end_lineno - node.lineno + 1} lines)"
+            for path in sorted((REPO / "solbench").rglob("*.py"))
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]
+    assert not long, f"functions over {MAX_FUNCTION_LINES} lines: {long}"
 
 
 @pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(REPO)))

@@ -222,18 +222,17 @@ def description(info: MlaInfo) -> str:
             f"{info.kv_lora_rank}, head dims {info.nope_dim}+{info.rope_dim} (RoPE) / {info.v_dim} (value){rope}")
 
 
-def mla_drafts(info: MlaInfo, module_ref: str, dtype: str = "bfloat16") -> list[Draft]:
-    args, params = weights(info, dtype)
-    helpers = f"{info.norm.helper}\n\n\n{info.rope_helper}"
-    const_axes = info.const_axes()
-    rope_args = info.rope_args(dtype)
+def _mla_prefill_draft(info: MlaInfo, module_ref: str, dtype: str, args: list[Arg], params: dict) -> Draft:
     names = ", ".join(["hidden_states", *(a.name for a in args), "cos", "sin"])
     indent = "\n    "
     table = "rope_pairs" if info.rope == "complex" else "rope_dim"
     prefill = f'''{constants(info)}
 
 
-{helpers}
+{info.norm.helper}
+
+
+{info.rope_helper}
 
 
 @torch.no_grad()
@@ -244,28 +243,35 @@ def run({names}):
     {indent.join(attend_source())}
     return output
 '''
-    desc = f"Multi-head latent attention block ({description(info)})"
 
     def prefill_call(m, inp):
         out = m(inp["hidden_states"], position_embeddings=info.position_embeddings(inp["cos"], inp["sin"]),
                 attention_mask=None)
         return {"output": out[0] if isinstance(out, tuple) else out}
 
-    drafts = [Draft(
-        name=info.name("prefill"), op_type="attention_block", description=desc + "; causal prefill.",
-        axes={"batch_size": ("var", "Sequences"), "seq_len": ("var", "Tokens per sequence")} | const_axes,
+    return Draft(
+        name=info.name("prefill"), op_type="attention_block",
+        description=f"Multi-head latent attention block ({description(info)}); causal prefill.",
+        axes={"batch_size": ("var", "Sequences"), "seq_len": ("var", "Tokens per sequence")} | info.const_axes(),
         inputs=[Arg("hidden_states", ("batch_size", "seq_len", "hidden_size"), dtype, "Input activations"),
-                *args, *rope_args],
+                *args, *info.rope_args(dtype)],
         outputs=[Arg("output", ("batch_size", "seq_len", "hidden_size"), dtype, "Block output")],
         code=prefill, shapes="prefill",
         check=Check(module_ref, params, prefill_call, {"batch_size": 2, "seq_len": 7}),
-    )]
+    )
 
+
+def _mla_decode_draft(info: MlaInfo, module_ref: str, dtype: str, args: list[Arg], params: dict) -> Draft:
     dec_names = ", ".join(["hidden_states", *(a.name for a in args), "cos", "sin", "latent_cache", "rope_cache"])
+    indent = "\n    "
+    table = "rope_pairs" if info.rope == "complex" else "rope_dim"
     decode = f'''{constants(info)}
 
 
-{helpers}
+{info.norm.helper}
+
+
+{info.rope_helper}
 
 
 @torch.no_grad()
@@ -292,18 +298,24 @@ def run({dec_names}):
         out = out[0] if isinstance(out, tuple) else out
         return {"output": out[:, 0]} | cache_news(cache, m.layer_idx)
 
-    drafts.append(Draft(
+    return Draft(
         name=info.name("decode"), op_type="attention_block",
-        description=desc + "; decode: one new token per sequence against a compressed cache of kv_len positions.",
+        description=f"Multi-head latent attention block ({description(info)}); decode: one new token per sequence "
+                    f"against a compressed cache of kv_len positions.",
         axes={"batch_size": ("var", "Sequences"), "kv_len": ("var", "Cached positions before the new token")}
-        | const_axes,
+        | info.const_axes(),
         inputs=[Arg("hidden_states", ("batch_size", "hidden_size"), dtype, "New token activations"), *args,
                 *info.rope_args(dtype, decode=True), *cache_args(dtype)],
         outputs=[Arg("output", ("batch_size", "hidden_size"), dtype, "Block output"), *cache_outputs(dtype)],
         code=decode, shapes="decode",
         check=Check(module_ref, params, decode_call, {"batch_size": 2, "kv_len": 11}),
-    ))
-    return drafts
+    )
 
+
+def mla_drafts(info: MlaInfo, module_ref: str, dtype: str = "bfloat16") -> list[Draft]:
+    """The MLA block, prefill and decode (against the compressed cache of latents and RoPE keys)."""
+    args, params = weights(info, dtype)
+    return [_mla_prefill_draft(info, module_ref, dtype, args, params),
+            _mla_decode_draft(info, module_ref, dtype, args, params)]
 
 __all__ = ["MlaInfo", "is_mla", "mla_drafts", "mla_info", "torch"]

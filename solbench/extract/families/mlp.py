@@ -163,18 +163,9 @@ ACTIVATION_GRADS = {
 }
 
 
-def mlp_backward_draft(info: MlpInfo, module_ref: str, dtype: str = "bfloat16") -> Draft | None:
-    """Backward of a gated MLP without biases (SwiGLU, GeGLU; separate or fused gate/up weights)."""
-    if not info.gated or info.bias or info.activation not in ACTIVATION_GRADS:
-        return None
-    if info.activation == "silu" and not info.fused:
-        return _swiglu_backward_draft(info, module_ref, dtype)
-    w, params = weights(info, dtype)
-    act_name = GATED_NAMES[info.activation]
-    act = info.act("gate")
-    grads = "\n".join("    " + line for line in ACTIVATION_GRADS[info.activation])
-    if info.fused:
-        code = f'''@torch.no_grad()
+def _fused_backward_source(act: str, grads: str) -> str:
+    """The reference of a gated MLP's backward with one gate/up weight (gate rows first)."""
+    return f'''@torch.no_grad()
 def run(hidden_states, gate_up_weight, down_weight, grad_output):
     """Gradients of down(act(gate) * up), where gate, up = chunk(gate_up(x), 2), with respect to x and both weights.
 
@@ -195,13 +186,11 @@ def run(hidden_states, gate_up_weight, down_weight, grad_output):
     grad_hidden_states = grad_gate_up @ gate_up_weight
     return grad_hidden_states, grad_gate_up_weight, grad_down_weight
 '''
-        names = ["grad_hidden_states", "grad_gate_up_weight", "grad_down_weight"]
-        paths = ["gate_up_proj.weight", "down_proj.weight"]
-        weight_outputs = [Arg("grad_gate_up_weight", (str(2 * info.intermediate), "hidden_size"), dtype,
-                              "Gradient of gate_up_weight")]
-        name = f"{act_name}_mlp_gateupfused_backward_h{info.hidden}_i{info.intermediate}"
-    else:
-        code = f'''@torch.no_grad()
+
+
+def _split_backward_source(act: str, grads: str) -> str:
+    """The reference of a gated MLP's backward with separate gate and up weights."""
+    return f'''@torch.no_grad()
 def run(hidden_states, gate_weight, up_weight, down_weight, grad_output):
     """Gradients of down(act(gate(x)) * up(x)) with respect to x and the three weights.
 
@@ -223,6 +212,27 @@ def run(hidden_states, gate_weight, up_weight, down_weight, grad_output):
     grad_hidden_states = grad_gate @ gate_weight + grad_up @ up_weight
     return grad_hidden_states, grad_gate_weight, grad_up_weight, grad_down_weight
 '''
+
+
+def mlp_backward_draft(info: MlpInfo, module_ref: str, dtype: str = "bfloat16") -> Draft | None:
+    """Backward of a gated MLP without biases (SwiGLU, GeGLU; separate or fused gate/up weights)."""
+    if not info.gated or info.bias or info.activation not in ACTIVATION_GRADS:
+        return None
+    if info.activation == "silu" and not info.fused:
+        return _swiglu_backward_draft(info, module_ref, dtype)
+    w, params = weights(info, dtype)
+    act_name = GATED_NAMES[info.activation]
+    act = info.act("gate")
+    grads = "\n".join("    " + line for line in ACTIVATION_GRADS[info.activation])
+    if info.fused:
+        code = _fused_backward_source(act, grads)
+        names = ["grad_hidden_states", "grad_gate_up_weight", "grad_down_weight"]
+        paths = ["gate_up_proj.weight", "down_proj.weight"]
+        weight_outputs = [Arg("grad_gate_up_weight", (str(2 * info.intermediate), "hidden_size"), dtype,
+                              "Gradient of gate_up_weight")]
+        name = f"{act_name}_mlp_gateupfused_backward_h{info.hidden}_i{info.intermediate}"
+    else:
+        code = _split_backward_source(act, grads)
         names = ["grad_hidden_states", "grad_gate_weight", "grad_up_weight", "grad_down_weight"]
         paths = ["gate_proj.weight", "up_proj.weight", "down_proj.weight"]
         weight_outputs = [Arg("grad_gate_weight", ("intermediate_size", "hidden_size"), dtype, "Gradient of gate_weight"),
