@@ -60,7 +60,7 @@ PHASES = {"load": "load", "call": "call", "time": "timing"}
 # garbage collection before (a third of the harness's time on short workloads, benchmarks/throughput.py).
 RELEASE_AFTER = frozenset({"load", "time", "time_compiled", "time_baseline", "trim", "release"})
 # After any other request, a cache this large goes back too: a reference's temporaries in a judge (30 GiB for
-# L2/026 on an H100), kept, left the solution's timed block beside it out of memory.
+# L1/026 on an H100), kept, left the solution's timed block beside it out of memory.
 KEEP_RESERVED_BYTES = 2 << 30
 
 
