@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from solbench.gate.state import RUN_FUNCTION, SolbenchFailure, SolbenchState, selected_workloads, state_of
+from solbench.gate.state import SolbenchFailure, SolbenchState, selected_workloads, state_of
+
+RUN_FUNCTION = {".py": re.compile(r"^def\s+run\s*\(", re.M), ".cu": re.compile(r"\brun\s*\([^;]*\)\s*\{")}
 
 
 class NotATestModule(pytest.File):

@@ -3,7 +3,6 @@ selected (solution, workloads) job that the items wait on."""
 
 from __future__ import annotations
 
-import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,7 +11,6 @@ from typing import Any
 import pytest
 
 STATE_KEY = pytest.StashKey["SolbenchState"]()
-RUN_FUNCTION = {".py": re.compile(r"^def\s+run\s*\(", re.M), ".cu": re.compile(r"\brun\s*\([^;]*\)\s*\{")}
 
 
 class SolbenchFailure(Exception):

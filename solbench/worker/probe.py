@@ -120,9 +120,12 @@ class ProbeResult:
                     f"{rounds}): work on a stream the current stream never waited for")
         return None
 
+    def _idle(self) -> list[float]:
+        """The empty synchronize after each tail (records from before it existed: zeros)."""
+        return self.idle_ms if len(self.idle_ms) == len(self.tail_ms) else [0.0] * len(self.tail_ms)
+
     def _excess(self) -> list[float]:
-        idle = self.idle_ms if len(self.idle_ms) == len(self.tail_ms) else [0.0] * len(self.tail_ms)
-        return [max(0.0, tail - empty) for tail, empty in zip(self.tail_ms, idle)]
+        return [max(0.0, tail - empty) for tail, empty in zip(self.tail_ms, self._idle())]
 
     def tail_excess_ms(self) -> float | None:
         """Median over the calls of the tail beyond the empty synchronize that followed it; None if none."""
@@ -141,8 +144,7 @@ class ProbeResult:
 
     def evidence(self) -> str:
         """The per-call figures an accusation rests on, for the trace's log."""
-        idle = self.idle_ms if len(self.idle_ms) == len(self.tail_ms) else [0.0] * len(self.tail_ms)
-        calls = "; ".join(f"{t:.3f}/{i:.3f}/{e:.3f}" for t, i, e in zip(self.tail_ms, idle, self.event_ms))
+        calls = "; ".join(f"{t:.3f}/{i:.3f}/{e:.3f}" for t, i, e in zip(self.tail_ms, self._idle(), self.event_ms))
         text = f"probe calls (synchronize after the end event / empty synchronize / event time, ms): {calls}"
         if self.escaped_ms:
             text += "; CUPTI escaped/busy ms: " + "; ".join(f"{a:.4f}/{b:.4f}" for a, b in zip(self.escaped_ms, self.busy_ms))
