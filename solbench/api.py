@@ -9,6 +9,13 @@ It is the same code path as `solbench run`: the same option names (`RunConfig` f
 `solbench.orchestrator.config.configure`), the same device choice (every visible GPU unless `devices`
 or a single `device` says otherwise), worker subprocesses, the same checks, the same traces. With
 `cluster="auto"` (or a Ray address) the work runs over a Ray cluster instead (docs/cluster.md).
+
+Each `evaluate` call starts its workers and stops them when it returns, which costs seconds on a GPU
+(torch, a CUDA context). A program asking for many verdicts keeps them instead:
+
+    with api.Evaluator(device="cuda", max_workloads=4) as evaluator:
+        for source in candidates:
+            traces = evaluator.evaluate_source(problem, source)
 """
 
 from __future__ import annotations
@@ -24,8 +31,8 @@ from solbench.spec.problem import Problem, load_problem
 from solbench.spec.solution import Solution, load_solution, solution_from_source
 from solbench.spec.trace import Status, Trace
 
-__all__ = ["RunConfig", "Status", "Trace", "evaluate", "evaluate_source", "load_problem", "load_solution",
-           "read_traces", "run_dataset"]
+__all__ = ["Evaluator", "RunConfig", "Status", "Trace", "evaluate", "evaluate_source", "load_problem",
+           "load_solution", "read_traces", "run_dataset"]
 
 
 def evaluate(problem: Problem | str | Path, solution: Solution | str | Path | None = None, *,
@@ -36,14 +43,19 @@ def evaluate(problem: Problem | str | Path, solution: Solution | str | Path | No
     `options` are `RunConfig` fields (device, trials, max_workloads, iters, ...) plus `quick` and
     `baseline_csv`, as `solbench run` takes them.
     """
-    if not isinstance(problem, Problem):
-        problem = load_problem(problem)
-    if solution is not None and not isinstance(solution, Solution):
-        solution = load_solution(solution, problem.definition)
+    problem, solution = _resolve(problem, solution)
     config = configure(config, **options)
     trace_file = TraceFile(traces_path) if traces_path else None
     return run_jobs([make_job(problem, solution, config.max_workloads)], config, choose_devices(config, devices),
                     trace_file=trace_file)
+
+
+def _resolve(problem: Problem | str | Path, solution: Solution | str | Path | None) -> tuple[Problem, Solution | None]:
+    if not isinstance(problem, Problem):
+        problem = load_problem(problem)
+    if solution is not None and not isinstance(solution, Solution):
+        solution = load_solution(solution, problem.definition)
+    return problem, solution
 
 
 def evaluate_source(problem: Problem | str | Path, source: str, filename: str = "solution.py", **kwargs: Any) -> list[Trace]:
@@ -61,3 +73,58 @@ def run_dataset(root: str | Path, solutions: list[str | Path] | None = None, *, 
     jobs = build_jobs(Path(root), [Path(s) for s in solutions] if solutions else None, config.max_workloads)
     trace_file = TraceFile(traces_path) if traces_path else None
     return run_jobs(jobs, config, choose_devices(config, devices), trace_file=trace_file)
+
+
+class Evaluator:
+    """Workers kept between evaluations, for a program or an agent that asks for many verdicts: the
+    start-up a one-off `evaluate` pays every time (seconds on a GPU) is paid once, when the Evaluator
+    is made. Every verdict is the one `evaluate` would give: each solution still runs in a fresh
+    process that has seen no other code (started ahead, while the previous one was judged), and the
+    reference worker, trusted code, serves every problem in turn.
+
+    `options` (and `config`, `devices`) are `evaluate`'s; a call may override any option but the
+    device, `cluster` and `lock_clocks`. Calls from several threads take turns. `close()` (or leaving
+    the `with` block) stops the workers.
+    """
+
+    def __init__(self, *, config: RunConfig | None = None, devices: list[str] | str | None = None,
+                 **options: Any):
+        from solbench.orchestrator.session_pool import SessionPool  # inner: starts processes, imports torch
+
+        self.config = configure(config, **options)
+        self._pool = SessionPool(self.config, choose_devices(self.config, devices))
+
+    def evaluate(self, problem: Problem | str | Path, solution: Solution | str | Path | None = None, *,
+                 traces_path: str | Path | None = None, **options: Any) -> list[Trace]:
+        """As `api.evaluate`, on the kept workers."""
+        problem, solution = _resolve(problem, solution)
+        config = configure(self.config, **options)
+        return self._pool.run([make_job(problem, solution, config.max_workloads)], config,
+                              trace_file=TraceFile(traces_path) if traces_path else None)
+
+    def evaluate_source(self, problem: Problem | str | Path, source: str, filename: str = "solution.py",
+                        **kwargs: Any) -> list[Trace]:
+        """As `api.evaluate_source`, on the kept workers."""
+        if not isinstance(problem, Problem):
+            problem = load_problem(problem)
+        return self.evaluate(problem, solution_from_source(filename, source, problem.definition), **kwargs)
+
+    def run_dataset(self, root: str | Path, solutions: list[str | Path] | None = None, *,
+                    traces_path: str | Path | None = None, **options: Any) -> list[Trace]:
+        """As `api.run_dataset`, on the kept workers."""
+        config = configure(self.config, **options)
+        jobs = build_jobs(Path(root), [Path(s) for s in solutions] if solutions else None, config.max_workloads)
+        return self._pool.run(jobs, config, trace_file=TraceFile(traces_path) if traces_path else None)
+
+    def worker_pids(self) -> dict[str, dict[str, int | None]]:
+        """Per device, the process ids of the kept workers (reference, solution, spare; None: not running)."""
+        return self._pool.worker_pids()
+
+    def close(self) -> None:
+        self._pool.close()
+
+    def __enter__(self) -> Evaluator:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

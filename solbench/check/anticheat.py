@@ -33,7 +33,9 @@ if TYPE_CHECKING:  # a reply's type only: this module runs in the orchestrator, 
 
 # -- what a solution's worker may claim -----------------------------------------------------------
 
-MAX_PROBE_CALLS = 8  # the escaped-work probe's calls after a timed block (worker.probe: at most 5 + a warm one)
+# The escaped-work probe's calls after a timed block (worker.probe): a warm one, 5, and a confirming round of
+# 5 more when the first round's tails accuse. Written out: this module must not import the worker's torch.
+MAX_PROBE_CALLS = 1 + 2 * 5
 
 # Statuses a solution's worker may report for a failed request. PASSED is never a failure, and the
 # reference-side statuses are decided by the reference worker, which saw the same inputs first.

@@ -1,7 +1,8 @@
 """Compiled languages (CUDA C++, CUTLASS, cuDNN, cuBLAS): built as a torch extension.
 
 The build runs in its own subprocess (killed with its whole process group on timeout) and is
-cached by the solution's content hash, so re-running a solution does not recompile it. The module
+cached by the solution's content hash in the loading process's cache folder (`cache_root`): within one
+worker, loading a solution again does not recompile it; a solution's next worker builds it afresh. The module
 must expose the entry function through `PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)`.
 """
 
@@ -27,8 +28,12 @@ COMPILED_SOURCES = (".cu", ".cpp", ".cc", ".cxx", ".c")
 
 
 def cache_root() -> Path:
-    root = os.environ.get("SOLBENCH_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "solbench")
-    return Path(root) / "extensions"
+    """Where builds go: `SOLBENCH_CACHE`, else the XDG cache folder. A worker gets neither from its orchestrator
+    but its own cache folder as XDG's (`orchestrator.process.sandbox_env`): the one place its sandbox lets it
+    write, private to a solution's process and gone with it (a build folder shared by solutions would let one
+    plant a library that another loads), kept across runs for the trusted reference worker."""
+    xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(os.environ.get("SOLBENCH_CACHE") or os.path.join(xdg, "solbench")) / "extensions"
 
 
 def build_key(solution: Solution) -> str:

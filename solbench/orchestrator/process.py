@@ -66,6 +66,7 @@ def sandbox_env(env: dict[str, str], scratch: str, role: str, namespaces: bool =
     env.update(TMPDIR=os.path.join(cache, "tmp"), TRITON_CACHE_DIR=os.path.join(cache, "triton"),
                TORCHINDUCTOR_CACHE_DIR=os.path.join(cache, "inductor"), CUDA_CACHE_PATH=os.path.join(cache, "cuda"),
                XDG_CACHE_HOME=os.path.join(cache, "xdg"))
+    env.pop("SOLBENCH_CACHE", None)  # compiled solutions build below XDG_CACHE_HOME (languages.cuda_cpp.cache_root)
     if os.environ.get("SOLBENCH_SANDBOX") == SANDBOX_OFF:
         env.pop("SOLBENCH_SANDBOX", None)
         return

@@ -11,7 +11,7 @@ import contextlib
 import queue
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from solbench.orchestrator.config import DeviceUnavailableError, RunConfig
 from solbench.orchestrator.devices import check_torch_sees
@@ -107,13 +107,29 @@ def run_jobs(jobs: list[Job], config: RunConfig, devices: list[str], *, trace_fi
     # A device beyond the number of jobs would never get one: its workers are not started at all.
     sessions, analysis, clocks = open_sessions(config, devices, devices[:max(1, len(jobs))], pairs, timeline)
     ready_to_evaluate(jobs, devices, sink, sessions, analysis, clocks)
-    from solbench.orchestrator.evaluate import evaluate_problem  # inner: torch, imported by the call above
+    try:
+        return drive_sessions(jobs, config, sessions, sink, stop=stop, on_job_start=on_job_start)
+    finally:
+        analysis.close()
+        clocks.close()
+        timeline.mark("closed")
+
+
+def drive_sessions(jobs: list[Job], config: RunConfig, sessions: list[DeviceSession], sink: TraceSink, *,
+                   stop: threading.Event, on_job_start: Callable[[Job, str], None] | None = None,
+                   start_loop: StartLoop | None = None) -> list[Trace]:
+    """Evaluate `jobs` on open device sessions, each session's loop taking the next job from a shared
+    queue; the run's traces. By default each loop runs in a thread of its own and closes its session when
+    it ends. With `start_loop` (a `session_pool.SessionPool`'s device threads) the sessions outlive the run
+    and always expect more work, so the next solution's process is started ahead even after the last job."""
+    from solbench.orchestrator.evaluate import evaluate_problem  # inner: torch (the caller imported it)
 
     pending: queue.Queue[Job] = queue.Queue()
     for job in jobs:
         pending.put(job)
     lock = threading.Lock()
     errors: list[BaseException] = []
+    kept = start_loop is not None
 
     def device_loop(session: DeviceSession) -> None:
         device = session.device
@@ -133,7 +149,8 @@ def run_jobs(jobs: list[Job], config: RunConfig, devices: list[str], *, trace_fi
                     queued = list(pending.queue)
                 # A job after this one needs a fresh solution process unless both run references (one
                 # process serves references in turn): then the next solution's worker starts early.
-                session.expect_more = bool(queued) and (job.solution is not None or any(j.solution for j in queued))
+                session.expect_more = kept or (bool(queued) and (job.solution is not None
+                                                                      or any(j.solution for j in queued)))
                 if on_job_start:
                     on_job_start(job, device)
                 for trace in evaluate_problem(session, job.problem, solution, config, job.workloads, skip=skip):
@@ -144,12 +161,10 @@ def run_jobs(jobs: list[Job], config: RunConfig, devices: list[str], *, trace_fi
             if not stop.is_set():
                 errors.append(exc)
         finally:
-            session.close()
+            if not kept:
+                session.close()
 
-    interrupted = run_device_threads(sessions, device_loop, stop, lock)
-    analysis.close()
-    clocks.close()
-    timeline.mark("closed")
+    interrupted = run_device_threads(sessions, device_loop, stop, lock, start_loop=start_loop)
     if interrupted is not None:
         raise interrupted
     if errors:
@@ -157,16 +172,22 @@ def run_jobs(jobs: list[Job], config: RunConfig, devices: list[str], *, trace_fi
     return sink.results
 
 
+def queue_analyses(jobs: list[Job], sink: TraceSink, analysis: AnalysisPool) -> None:
+    """Send every speed-of-light analysis the jobs need and the cache lacks to the pool, in the order the
+    devices take the jobs; a resumed run skips what is done."""
+    for job in jobs:  # the solution's hash once per job, not per workload
+        digest = job.resolved_solution().content_hash() if sink.trace_file is not None else None
+        analysis.submit_ahead((job.problem.definition, workload) for workload in job.workloads
+                              if not sink.is_done(job, workload, digest))
+
+
 def ready_to_evaluate(jobs: list[Job], devices: list[str], sink: TraceSink, sessions: list[DeviceSession],
                       analysis: AnalysisPool, clocks: contextlib.ExitStack) -> None:
-    """Queue every analysis the cache lacks, in the order the devices take the jobs (the pool then starts
-    while the workers do, before this process's own torch import), then import the evaluation (torch) and
-    check that torch can use the devices chosen without it. Whatever fails closes everything it was given."""
+    """Queue every analysis the cache lacks (the pool then starts while the workers do, before this
+    process's own torch import), then import the evaluation (torch) and check that torch can use the
+    devices chosen without it. Whatever fails closes everything it was given."""
     try:
-        for job in jobs:  # a resumed run skips what is done; the solution's hash once per job, not per workload
-            digest = job.resolved_solution().content_hash() if sink.trace_file is not None else None
-            analysis.submit_ahead((job.problem.definition, workload) for workload in job.workloads
-                                  if not sink.is_done(job, workload, digest))
+        queue_analyses(jobs, sink, analysis)
         import solbench.orchestrator.evaluate  # noqa: F401 - inner: torch (judging), after the analyses are queued
 
         unusable = check_torch_sees(devices)
@@ -203,27 +224,44 @@ def open_sessions(config: RunConfig, devices: list[str], active: list[str], pair
     return sessions, analysis, clocks
 
 
+class Running(Protocol):
+    """A session's loop, running: a thread, or an errand on a thread that outlives the run."""
+
+    def is_alive(self) -> bool: ...
+
+    def join(self, timeout: float | None = None) -> None: ...
+
+
+StartLoop = Callable[["DeviceSession", Callable[["DeviceSession"], None]], Running]  # starts `loop(session)` somewhere
+
+
+def in_new_thread(session: DeviceSession, loop: Callable[[DeviceSession], None]) -> Running:
+    thread = threading.Thread(target=loop, args=(session,), name=f"solbench-{session.device}", daemon=True)
+    thread.start()
+    return thread
+
+
 def run_device_threads(sessions: list[DeviceSession], device_loop: Callable[[DeviceSession], None],
-                       stop: threading.Event, lock: threading.Lock) -> BaseException | None:
-    """One thread per session running `device_loop`, waited for (`wait_or_stop`); the interrupt to
-    re-raise, if there was one. A session whose thread never started (Ctrl-C meanwhile) is closed here."""
-    threads = [threading.Thread(target=device_loop, args=(s,), name=f"solbench-{s.device}", daemon=True)
-               for s in sessions]
+                       stop: threading.Event, lock: threading.Lock, *,
+                       start_loop: StartLoop | None = None) -> BaseException | None:
+    """`device_loop` for every session, started by `start_loop` (default: a thread each), and waited for
+    (`wait_or_stop`); the interrupt to re-raise, if there was one. A session whose loop never started
+    (Ctrl-C meanwhile) is closed here, unless it outlives the run (`start_loop` given)."""
+    running: list[Running] = []
     interrupted: BaseException | None = None
     try:
-        for t in threads:
-            t.start()
+        for session in sessions:
+            running.append((start_loop or in_new_thread)(session, device_loop))
     except BaseException as exc:  # noqa: BLE001 - re-raised by the caller once the others are stopped
         interrupted = exc
         stop.set()
-        for session, t in zip(sessions, threads):
-            if t.ident is None:
+        if start_loop is None:
+            for session in sessions[len(running):]:
                 session.close()
-    started = [t for t in threads if t.ident is not None]
-    return wait_or_stop(started, stop, sessions, lock) or interrupted
+    return wait_or_stop(running, stop, sessions, lock) or interrupted
 
 
-def wait_or_stop(threads: list[threading.Thread], stop: threading.Event, sessions: list[DeviceSession],
+def wait_or_stop(threads: list[Running], stop: threading.Event, sessions: list[DeviceSession],
                  lock: threading.Lock) -> BaseException | None:
     """Wait for the device threads; on `stop` or Ctrl-C, kill the workers in flight and let the threads end.
     Returns the interrupt to re-raise, if there was one."""

@@ -81,10 +81,11 @@ class DeviceSession:
         self._prefetch: threading.Thread | None = None  # the reference worker building a trial's inputs early
 
     def prestart(self) -> None:
-        """Start both workers now, so their (slow) imports overlap."""
-        for worker in (self.reference, self.candidate):
-            if not worker.alive:
-                worker.start()
+        """Start both workers now, so their (slow) imports overlap (the solution's: the spare, when one is up)."""
+        if not self.reference.alive:
+            self.reference.start()
+        if not self.candidate.alive:
+            self._start_candidate(self.candidate)
 
     def close(self) -> None:
         """Stop both workers and kill the spare, all at once: each waits for its process to exit, which on a
@@ -109,6 +110,16 @@ class DeviceSession:
             self.spare = WorkerProcess(self.device)
             self.spare.start()
 
+    def ready_for_next_solution(self) -> None:
+        """Between a pool's runs: the process that ran untrusted code dies now, not at the next load, and one
+        that has seen no code waits for the next solution (the spare, else a fresh solution worker)."""
+        self._join_prefetch()
+        trusted = (self._loaded.get(id(self.candidate)) or (None, False))[1]
+        if self.candidate.alive and self.candidate.requests > 0 and not trusted:
+            self.retire(self.candidate)
+        if not self.candidate.alive and not (self.spare is not None and self.spare.alive):
+            self.candidate.start()
+
     def refusal_here(self, problem: Problem, solution: Solution) -> str | None:
         """Why this machine cannot judge `solution` at all (its language needs CUDA, or gets a dtype wrong
         on CPU): the same reason the solution's worker would give at load, known without starting one.
@@ -116,7 +127,7 @@ class DeviceSession:
         if self.device.startswith("cuda") or shadowing_sources([s.path for s in solution.sources]):
             return None
         try:
-            return languages.refusal(solution.spec.languages, definition_dtypes(problem.definition), is_cuda=False)
+            return languages.refusal(solution.spec.languages, problem.definition.dtypes(), is_cuda=False)
         except Exception:  # noqa: BLE001 - an unknown language is reported by the worker's loader
             return None
 
@@ -231,7 +242,7 @@ class DeviceSession:
         try:
             names = request.solution["spec"]["languages"]
             definition = Definition.from_dict(request.definition)
-            return languages.refusal(names, definition_dtypes(definition), is_cuda=False) is not None
+            return languages.refusal(names, definition.dtypes(), is_cuda=False) is not None
         except Exception:  # noqa: BLE001 - an unknown language is reported by the loader
             return False
 
@@ -386,7 +397,3 @@ def is_reference(solution: Solution, problem: Problem) -> bool:
     return (len(sources) == 1 and sources[0].content == problem.definition.reference
             and solution.spec.languages == ("pytorch",) and not solution.spec.destination_passing_style)
 
-
-def definition_dtypes(definition: Definition) -> list[str]:
-    """Every input and output dtype of a definition (what a language's CPU refusal looks at)."""
-    return [t.dtype for t in {**definition.inputs, **definition.outputs}.values()]

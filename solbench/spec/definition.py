@@ -214,6 +214,10 @@ class Definition:
 
     # -- axes and shapes --------------------------------------------------------------------
 
+    def dtypes(self) -> list[str]:
+        """Every input and output dtype (what a language's CPU refusal looks at)."""
+        return [t.dtype for t in {**self.inputs, **self.outputs}.values()]
+
     def var_axes(self) -> list[str]:
         return [n for n, a in self.axes.items() if a.kind == "var"]
 

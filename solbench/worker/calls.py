@@ -62,16 +62,12 @@ def load_function(state: WorkerState, solution: Solution, source_dir: Path, time
     """The solution's entry point, loaded by its language; SKIPPED where this device cannot judge it."""
     try:
         language = languages.for_solution(solution)
-        reason = language.refusal(definition_dtypes(state.definition), state.is_cuda)
+        reason = language.refusal(state.definition.dtypes(), state.is_cuda)
         if reason:
             raise languages.LoadError(reason, "SKIPPED")
         return language.load(solution, source_dir, state.device, timeout_s)
     except languages.LoadError as exc:
         raise Failure(exc.status, str(exc)) from None
-
-
-def definition_dtypes(definition: Definition) -> list[str]:
-    return [t.dtype for t in {**definition.inputs, **definition.outputs}.values()]
 
 
 def load_reference_module(source: str):

@@ -88,6 +88,21 @@ def test_probe_calls_extend_the_calls_sampled_outputs_may_come_from():
                                                              elapsed_s=0.5))
 
 
+def test_a_probe_that_makes_its_confirming_round_sends_a_plausible_reply():
+    """Tails that accuse in the first round get a second round (worker.probe): the most calls the probe can
+    make must pass the reply's screening, or an honest call with one noisy round would be REWARD_HACK as
+    an "implausible" reply (seen on an H100: a reference, Quant/023, with 11 probe calls against a limit of 8)."""
+    from solbench.check.anticheat import MAX_PROBE_CALLS
+    from solbench.worker.probe import EscapedWorkProbe
+    from tests.anticheat.test_probe_tail_rule import drive
+
+    most = drive(EscapedWorkProbe(use_cupti=False), [0.5] * 20)
+    assert most == MAX_PROBE_CALLS
+    last = _reply(sampled=[[1, 1, []], [4, 2, []], [3 + 5 + most - 1, 3, []]], probe_calls=most)
+    assert check_time_reply(last, CONFIG, checked_outputs=3, elapsed_s=0.5) == []
+    assert check_time_reply(_reply(probe_calls=most + 1), CONFIG, checked_outputs=3, elapsed_s=0.5) != []
+
+
 def test_fewer_sampled_outputs_only_when_the_orchestrator_allows_it():
     one = _reply(sampled=[[4, 123, []]])
     assert check_time_reply(one, CONFIG, checked_outputs=3, required_outputs=1, elapsed_s=0.5) == []

@@ -219,3 +219,37 @@ def test_a_solutions_compiler_caches_are_its_own_and_go_with_it(tmp_path):
         seen[role] = [env[k] for k in ("TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "CUDA_CACHE_PATH", "TMPDIR")]
     assert all(path.startswith(str(tmp_path / "solution") + os.sep) for path in seen["solution"])
     assert not any(path.startswith(str(tmp_path)) for path in seen["reference"])
+
+
+BUILD_INSIDE = r'''
+import errno, json, sys
+from solbench.worker import sandbox
+sandbox.enter_from_env()
+from solbench.languages.cuda_cpp import cache_root
+root = cache_root() / "0123456789abcdef"
+try:
+    root.mkdir(parents=True, exist_ok=True)
+    made = "made"
+except OSError as exc:
+    made = errno.errorcode[exc.errno]
+print(json.dumps({"root": str(root), "made": made, "landlock": str(sandbox.APPLIED.get("landlock"))}))
+'''
+
+
+def test_a_solution_builds_its_cuda_extension_in_its_own_cache_whatever_the_orchestrator_was_told(tmp_path):
+    """A compiled solution's build folder must be somewhere its sandbox lets it write, on a machine that never
+    built anything before (seen on a fresh H100: every .cu solution failed to load, its build folder under
+    ~/.cache denied by Landlock), and nowhere another solution's process could have planted a library."""
+    from solbench.orchestrator.process import sandbox_env
+
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    shared = tmp_path / "shared_cache"  # where the orchestrator's own SOLBENCH_CACHE points: not the worker's
+    env = dict(os.environ, PYTHONPATH=str(REPO), SOLBENCH_CACHE=str(shared), HOME=str(tmp_path / "home"))
+    sandbox_env(env, str(scratch), "solution")
+    out = subprocess.run([sys.executable, "-P", "-c", BUILD_INSIDE], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert seen["root"].startswith(str(scratch) + os.sep) and seen["made"] == "made", seen
+    assert not shared.exists() and not (tmp_path / "home").exists()

@@ -1,0 +1,179 @@
+"""Device sessions held open across runs, for a program that asks for many verdicts (`api.Evaluator`).
+
+A run pays its workers' start-up (a Python interpreter, torch, a CUDA context: 3-6 s on a GPU) before
+its first verdict, and an agent that evaluates its candidates one call at a time pays it on every
+call. A pool starts them once: the reference worker (trusted; it serves the references of every
+problem and run in turn), a solution process started ahead for the next solution, and the
+speed-of-light analysis pool. What a verdict checks does not change: every solution still runs in a
+process that has seen no other code, started before it was known and handed out once.
+
+Every worker of a pool is started by its device's thread, which lives as long as the pool: a worker
+dies with the thread that started it (its parent-death signal, `worker.sandbox.die_with_parent`,
+follows that thread, not the process), so workers started by the threads of one run would die with them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import threading
+from collections.abc import Callable
+
+from solbench.orchestrator.analysis import AnalysisPool, pool_size
+from solbench.orchestrator.config import RunConfig
+from solbench.orchestrator.jobs import Job
+from solbench.orchestrator.lifetime import at_once
+from solbench.orchestrator.scheduler import (
+    drive_sessions,
+    lock_device_clocks,
+    queue_analyses,
+    ready_to_evaluate,
+)
+from solbench.orchestrator.session import DeviceSession
+from solbench.orchestrator.sink import TraceSink
+from solbench.report.traces import TraceFile
+from solbench.spec.errors import SpecError
+from solbench.spec.trace import Trace
+
+# Settings the pool's processes and devices are made with: a run cannot change them.
+FIXED_SETTINGS = ("device", "cluster", "lock_clocks")
+
+
+class Errand:
+    """One piece of work for a device thread, with a thread's `is_alive`/`join` (what a run waits on)."""
+
+    def __init__(self, work: Callable[[], None]):
+        self.work = work
+        self.done = threading.Event()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.work()
+        except BaseException as exc:  # noqa: BLE001 - kept for whoever waits on it; the thread lives on
+            self.error = exc
+        finally:
+            self.done.set()
+
+    def is_alive(self) -> bool:
+        return not self.done.is_set()
+
+    def join(self, timeout: float | None = None) -> None:
+        self.done.wait(timeout)
+
+
+class DeviceThread:
+    """The thread that does one device's work, in order, for as long as the pool lives."""
+
+    def __init__(self, device: str):
+        self._inbox: queue.Queue[Errand | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._serve, name=f"solbench-{device}", daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while (errand := self._inbox.get()) is not None:
+            errand.run()
+
+    def submit(self, work: Callable[[], None]) -> Errand:
+        errand = Errand(work)
+        self._inbox.put(errand)
+        return errand
+
+    def end(self) -> None:
+        """Finish what was submitted, then end."""
+        self._inbox.put(None)
+        self._thread.join()
+
+
+class SessionPool:
+    """One open session per device (its reference worker, its solution worker and a spare), the analysis
+    pool and the clock lock, for runs one after another; `close` ends them. Runs from several threads
+    take turns."""
+
+    def __init__(self, config: RunConfig, devices: list[str]):
+        if config.cluster:
+            raise SpecError("workers kept between runs are local: a cluster run starts its own actors")
+        self.config = config
+        self.devices = list(devices)
+        self._turn = threading.Lock()
+        self._closed = False
+        self.sessions = [DeviceSession(device, config) for device in self.devices]
+        self._threads = {id(s): DeviceThread(s.device) for s in self.sessions}
+        self.analysis = AnalysisPool(workers=pool_size(len(self.devices)))
+        self.analysis.warm()  # no analysis is known yet; on a host with cores to spare its start-up goes now
+        for session in self.sessions:
+            session.analysis = self.analysis
+        self.clocks = contextlib.ExitStack()
+        try:
+            for errand in [self._threads[id(s)].submit(s.prestart) for s in self.sessions]:
+                errand.join()
+                if errand.error is not None:
+                    raise errand.error
+            if config.lock_clocks:
+                self.clocks = lock_device_clocks(self.devices)
+            # torch imported here (after the workers started, so the imports overlap), the devices checked
+            ready_to_evaluate([], self.devices, TraceSink(), self.sessions, self.analysis, self.clocks)
+        except BaseException:
+            self._end()
+            raise
+        for session in self.sessions:
+            session.expect_more = True
+
+    def changed_fixed_settings(self, config: RunConfig) -> list[str]:
+        """The settings of `config` that differ from the pool's own and that a run cannot change."""
+        return [name for name in FIXED_SETTINGS if getattr(config, name) != getattr(self.config, name)]
+
+    def run(self, jobs: list[Job], config: RunConfig, *, trace_file: TraceFile | None = None) -> list[Trace]:
+        """Evaluate `jobs` on the pool's sessions with `config` (which may differ from the pool's in
+        anything but `FIXED_SETTINGS`); the traces, also appended to `trace_file` as each finishes."""
+        changed = self.changed_fixed_settings(config)
+        if changed:
+            raise SpecError(f"{', '.join(changed)} cannot change between the runs of one Evaluator "
+                            f"(they were fixed when it started its workers); start another one")
+        with self._turn:
+            if self._closed:
+                raise RuntimeError("this Evaluator is closed")
+            sink = TraceSink(trace_file)
+            queue_analyses(jobs, sink, self.analysis)
+            for session in self.sessions:
+                session.config = config
+            try:
+                return drive_sessions(jobs, config, self.sessions, sink, stop=threading.Event(),
+                                      start_loop=self._start_loop)
+            finally:
+                # While the caller reads the traces: the last solution's process killed, a fresh one waiting.
+                # Not waited for; the next run's errands queue behind these on the same threads.
+                for session in self.sessions:
+                    self._threads[id(session)].submit(session.ready_for_next_solution)
+
+    def _start_loop(self, session: DeviceSession, loop: Callable[[DeviceSession], None]) -> Errand:
+        return self._threads[id(session)].submit(lambda: loop(session))
+
+    def worker_pids(self) -> dict[str, dict[str, int | None]]:
+        """Per device, the process ids of its reference worker, solution worker and spare (None: none running);
+        for callers that want to see what the pool holds."""
+        def pid(worker) -> int | None:
+            return worker.proc.pid if worker is not None and worker.alive else None
+
+        with self._turn:
+            for session in self.sessions:  # what runs between two runs has run
+                self._threads[id(session)].submit(lambda: None).join()
+            return {s.device: {"reference": pid(s.reference), "solution": pid(s.candidate), "spare": pid(s.spare)}
+                    for s in self.sessions}
+
+    def close(self) -> None:
+        """Stop every worker (all devices at once), the analysis pool and the clock lock; idempotent."""
+        with self._turn:
+            if self._closed:
+                return
+            self._closed = True
+            self._end()
+
+    def _end(self) -> None:
+        try:
+            for thread in self._threads.values():
+                thread.end()
+            at_once([session.close for session in self.sessions])
+        finally:
+            self.analysis.close()
+            self.clocks.close()
