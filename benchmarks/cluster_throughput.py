@@ -17,6 +17,10 @@ Under each row, the run's timeline (`solbench run --timeline`): the seconds from
 to the next (interpreter start to the CLI, devices known, jobs built, first worker spawned, first and last
 trace, workers closed, report printed, exit) and `after_exit`, the interpreter's own exit (wall minus exit).
 
+`kept` runs the problems on an `api.Evaluator` over the GPUs (workers kept between calls): it is made, given
+8 s to come up, and then runs the dataset; its wall is that run alone, its `ray_s` the Evaluator's start-up (not
+in the wall), which is what a run on workers kept from an earlier call pays. Options after `--` are not passed to it.
+
 `ray_s` is the Ray start-up (or connection) inside each Ray run, as the run reports it. By default every Ray
 run starts its own local Ray (`--cluster auto` finds none), so its wall time includes that start-up. A real
 cluster is started once, not per run: `--ray-head` starts one head (`ray start --head`, timed and printed
@@ -48,6 +52,24 @@ from solbench.orchestrator.timeline import parse_line  # noqa: E402
 
 ACTOR_TITLE = "ray::SessionHost"  # how Ray names an actor's process (its command line)
 RAY_STARTUP = re.compile(r"Ray (?:started|connected) in ([0-9.]+) s")  # the line `solbench run --cluster` prints
+KEPT_LINES = re.compile(r"kept workers started in ([0-9.]+) s; run ([0-9.]+) s")
+# The `kept` engine: an `api.Evaluator` over the GPUs, given KEPT_SETTLE_S to come up (as workers kept by an
+# earlier call, or started before the run, would have), then one run of the dataset on it; its wall is the run's.
+KEPT_SETTLE_S = 8.0
+KEPT_RUN = """
+import sys, time
+from solbench import api
+dataset, traces, max_workloads, device, gpus, settle_s = sys.argv[1:7]
+started = time.monotonic()
+devices = None if device == "cpu" else list(range(int(gpus)))
+with api.Evaluator(device=device, devices=devices, max_workloads=int(max_workloads)) as evaluator:
+    ready_s = time.monotonic() - started
+    time.sleep(float(settle_s))
+    begun = time.monotonic()
+    evaluator.run_dataset(dataset, traces_path=traces)
+    run_s = time.monotonic() - begun
+print(f"kept workers started in {ready_s:.1f} s; run {run_s:.1f} s", file=sys.stderr)
+"""
 
 
 def pick_problems(root: Path, count: int | None, max_set_mib: float, max_workloads: int) -> list[Path]:
@@ -164,7 +186,10 @@ def stop_ray_head(proc: subprocess.Popen) -> None:
 def run_once(dataset: Path, engine: str, gpus: int, args, traces: Path, timeout_s: float) -> dict:
     command = [sys.executable, "-m", "solbench", "run", str(dataset), "--max-workloads", str(args.max_workloads),
                "--device", args.device, "-o", str(traces), "--timeline", *args.extra]
-    if engine == "ray":
+    if engine == "kept":
+        command = [sys.executable, "-c", KEPT_RUN, str(dataset), str(traces), str(args.max_workloads), args.device,
+                   str(gpus), str(KEPT_SETTLE_S)]
+    elif engine == "ray":
         command += ["--cluster", "auto", "--cluster-actors", str(gpus)]
     elif args.device != "cpu":
         command += ["--devices", ",".join(str(i) for i in range(gpus))]
@@ -193,7 +218,9 @@ def run_once(dataset: Path, engine: str, gpus: int, args, traces: Path, timeout_
     wall = time.monotonic() - started
     lines = [json.loads(line) for line in traces.read_text().splitlines() if line.strip()] if traces.exists() else []
     keys = [(t["definition"], t["workload"]["uuid"]) for t in lines]
-    startup = RAY_STARTUP.search(err or "")
+    startup, kept = RAY_STARTUP.search(err or ""), KEPT_LINES.search(err or "")
+    if kept:  # the run alone: the workers' start-up is reported in the ray_s column
+        startup, wall = kept, float(kept.group(2))
     return {"engine": engine, "gpus": gpus, "wall_s": round(wall, 1), "workloads": len(lines), "cut": cut,
             "ray_s": float(startup.group(1)) if startup else None, "timeline": parse_line(err or ""),
             "rc": proc.returncode, "busy_s": round(sum(t["evaluation"].get("seconds") or 0 for t in lines), 1),
@@ -238,7 +265,7 @@ def main() -> int:
     parser.add_argument("--max-set-mib", type=float, default=128.0, help="largest input+output set of a picked problem")
     parser.add_argument("--max-workloads", type=int, default=2)
     parser.add_argument("--gpus", default="1,2,4", help="GPU (or CPU slot) counts, comma-separated")
-    parser.add_argument("--engines", default="local,ray", help="local, ray, in the order they run")
+    parser.add_argument("--engines", default="local,ray", help="local, ray, kept, in the order they run")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--kill-after", type=int, help="ray runs: kill one session actor once this many traces exist")
     parser.add_argument("--budget-s", type=float, default=540.0, help="for the whole script")
