@@ -16,6 +16,9 @@ Each `evaluate` call starts its workers and stops them when it returns, which co
     with api.Evaluator(device="cuda", max_workloads=4) as evaluator:
         for source in candidates:
             traces = evaluator.evaluate_source(problem, source)
+
+In a script, call solbench under `if __name__ == "__main__":`: the analysis pool's processes are started with
+multiprocessing's `spawn`, which imports the main script again.
 """
 
 from __future__ import annotations
