@@ -135,3 +135,24 @@ def test_kept_workers_on_a_gpu_give_one_off_verdicts_for_every_language():
             kept = [[t.evaluation.status for t in evaluator.evaluate(problem, s)] for s in [*solutions, None]]
             assert kept == one_off
         assert evaluator.worker_pids()["cuda:0"]["reference"] == reference
+
+
+HELD_AT_IMPORT = "import time\ntime.sleep(900)\n\ndef run(x, y):\n    return x * 2.0 + y\n"
+
+
+def test_an_interrupted_call_and_a_bad_problem_leave_the_evaluator_usable(problem_dir, fast_config, tmp_path):
+    import _thread
+
+    held, good = write_solution(tmp_path, HELD_AT_IMPORT, "held.py"), write_solution(tmp_path, GOOD, "good.py")
+    with api.Evaluator(config=fast_config) as evaluator:
+        timer = threading.Timer(3.0, _thread.interrupt_main)  # Ctrl-C while the held solution loads
+        timer.start()
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                evaluator.evaluate(problem_dir, held)
+        finally:
+            timer.cancel()
+        assert [t.evaluation.status for t in evaluator.evaluate(problem_dir, good)] == [Status.PASSED] * 2
+        with pytest.raises(SpecError, match="not a problem folder"):
+            evaluator.evaluate(tmp_path / "no_such_problem", good)
+        assert [t.evaluation.status for t in evaluator.evaluate(problem_dir)] == [Status.PASSED] * 2
