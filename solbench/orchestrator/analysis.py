@@ -88,6 +88,10 @@ class AnalysisPool:
             self._futures[key] = future
             return future
 
+    def broken(self) -> bool:
+        """Whether a pool process died (the pool then refuses all later work)."""
+        return bool(getattr(self._pool, "_broken", False))
+
     def warm(self) -> None:
         """Start the pool's process and its torch import now, where the analyses to come are not known yet
         (a cluster actor gets its problems one at a time): on a host with cores to spare, so that the first

@@ -235,12 +235,6 @@ class Running(Protocol):
 StartLoop = Callable[["DeviceSession", Callable[["DeviceSession"], None]], Running]  # starts `loop(session)` somewhere
 
 
-def in_new_thread(session: DeviceSession, loop: Callable[[DeviceSession], None]) -> Running:
-    thread = threading.Thread(target=loop, args=(session,), name=f"solbench-{session.device}", daemon=True)
-    thread.start()
-    return thread
-
-
 def run_device_threads(sessions: list[DeviceSession], device_loop: Callable[[DeviceSession], None],
                        stop: threading.Event, lock: threading.Lock, *,
                        start_loop: StartLoop | None = None) -> BaseException | None:
@@ -251,13 +245,21 @@ def run_device_threads(sessions: list[DeviceSession], device_loop: Callable[[Dev
     interrupted: BaseException | None = None
     try:
         for session in sessions:
-            running.append((start_loop or in_new_thread)(session, device_loop))
+            if start_loop is not None:
+                running.append(start_loop(session, device_loop))
+                continue
+            thread = threading.Thread(target=device_loop, args=(session,), name=f"solbench-{session.device}",
+                                      daemon=True)
+            running.append(thread)  # listed first: Ctrl-C inside start() may come once the thread runs
+            thread.start()
     except BaseException as exc:  # noqa: BLE001 - re-raised by the caller once the others are stopped
         interrupted = exc
         stop.set()
         if start_loop is None:
-            for session in sessions[len(running):]:
-                session.close()
+            for session, thread in zip(sessions, running + [None] * (len(sessions) - len(running))):
+                if thread is None or thread.ident is None:
+                    session.close()
+            running = [t for t in running if t.ident is not None]
     return wait_or_stop(running, stop, sessions, lock) or interrupted
 
 

@@ -21,7 +21,7 @@ from solbench.orchestrator.process import WorkerDied, WorkerProcess, WorkerProto
 from solbench.protocol import messages as msg
 from solbench.spec.definition import Definition
 from solbench.spec.problem import Problem
-from solbench.spec.solution import Solution, shadowing_sources
+from solbench.spec.solution import Solution, is_reference, shadowing_sources
 from solbench.spec.trace import Status
 
 TRIM_MIN_SET_BYTES = 256 << 20  # one input set this large or larger: workers are asked to trim their caches
@@ -117,6 +117,9 @@ class DeviceSession:
         trusted = (self._loaded.get(id(self.candidate)) or (None, False))[1]
         if self.candidate.alive and self.candidate.requests > 0 and not trusted:
             self.retire(self.candidate)
+        # a load key holds a problem object's id, which a later call's problem may reuse: each loads afresh
+        self._loaded = {worker: (None, trusted) for worker, (_, trusted) in self._loaded.items()}
+        self.graphless.clear()
         if not self.candidate.alive and not (self.spare is not None and self.spare.alive):
             self.candidate.start()
 
@@ -351,7 +354,7 @@ class DeviceSession:
         previous = self._loaded.get(id(worker))
         if previous is not None and previous[0] == key and worker.alive:
             return
-        trusted = is_reference(solution, problem)
+        trusted = is_reference(solution, problem.definition)
         reason = None if trusted or worker is self.reference else self.refusal_here(problem, solution)
         if reason:
             raise StepFailed(Status.SKIPPED, reason)
@@ -389,11 +392,3 @@ class DeviceSession:
             return None
         self.ipc_offered = True
         return int(minimum)
-
-
-def is_reference(solution: Solution, problem: Problem) -> bool:
-    """The problem's own reference code (trusted), whatever the solution is called."""
-    sources = solution.sources
-    return (len(sources) == 1 and sources[0].content == problem.definition.reference
-            and solution.spec.languages == ("pytorch",) and not solution.spec.destination_passing_style)
-

@@ -37,6 +37,9 @@ from solbench.spec.trace import Trace
 
 # Settings the pool's processes and devices are made with: a run cannot change them.
 FIXED_SETTINGS = ("device", "cluster", "lock_clocks")
+# How long closing waits for a device's thread to finish its work (an interrupted run's loop still ending)
+# before it kills that device's workers from here.
+END_WAIT_S = 60.0
 
 
 class Errand:
@@ -67,6 +70,7 @@ class DeviceThread:
 
     def __init__(self, device: str):
         self._inbox: queue.Queue[Errand | None] = queue.Queue()
+        self._ended = False
         self._thread = threading.Thread(target=self._serve, name=f"solbench-{device}", daemon=True)
         self._thread.start()
 
@@ -76,13 +80,20 @@ class DeviceThread:
 
     def submit(self, work: Callable[[], None]) -> Errand:
         errand = Errand(work)
-        self._inbox.put(errand)
+        if self._ended:  # nothing would ever run it
+            errand.error = RuntimeError("this device's thread has ended")
+            errand.done.set()
+        else:
+            self._inbox.put(errand)
         return errand
 
-    def end(self) -> None:
-        """Finish what was submitted, then end."""
+    def end(self, timeout_s: float = END_WAIT_S) -> bool:
+        """Finish what was submitted, then end; False when that took longer than `timeout_s` (the thread is
+        then left to finish on its own: a daemon, its workers killed by the caller)."""
+        self._ended = True
         self._inbox.put(None)
-        self._thread.join()
+        self._thread.join(timeout_s)
+        return not self._thread.is_alive()
 
 
 class SessionPool:
@@ -98,13 +109,12 @@ class SessionPool:
         self._turn = threading.Lock()
         self._closed = False
         self.sessions = [DeviceSession(device, config) for device in self.devices]
-        self._threads = {id(s): DeviceThread(s.device) for s in self.sessions}
-        self.analysis = AnalysisPool(workers=pool_size(len(self.devices)))
-        self.analysis.warm()  # no analysis is known yet; on a host with cores to spare its start-up goes now
-        for session in self.sessions:
-            session.analysis = self.analysis
+        self._threads: dict[int, DeviceThread] = {}
+        self.analysis: AnalysisPool | None = None
         self.clocks = contextlib.ExitStack()
         try:
+            self._threads = {id(s): DeviceThread(s.device) for s in self.sessions}
+            self._new_analysis_pool()
             for errand in [self._threads[id(s)].submit(s.prestart) for s in self.sessions]:
                 errand.join()
                 if errand.error is not None:
@@ -118,6 +128,16 @@ class SessionPool:
             raise
         for session in self.sessions:
             session.expect_more = True
+
+    def _new_analysis_pool(self) -> None:
+        """A fresh analysis pool for every session (at the start, and after a pool process died: a broken
+        pool refuses all later work, where a one-off run would have made a new one)."""
+        if self.analysis is not None:
+            self.analysis.close()
+        self.analysis = AnalysisPool(workers=pool_size(len(self.devices)))
+        self.analysis.warm()  # no analysis is known yet; on a host with cores to spare its start-up goes now
+        for session in self.sessions:
+            session.analysis = self.analysis
 
     def changed_fixed_settings(self, config: RunConfig) -> list[str]:
         """The settings of `config` that differ from the pool's own and that a run cannot change."""
@@ -133,6 +153,8 @@ class SessionPool:
         with self._turn:
             if self._closed:
                 raise RuntimeError("this Evaluator is closed")
+            if self.analysis.broken():
+                self._new_analysis_pool()
             sink = TraceSink(trace_file)
             queue_analyses(jobs, sink, self.analysis)
             for session in self.sessions:
@@ -156,6 +178,8 @@ class SessionPool:
             return worker.proc.pid if worker is not None and worker.alive else None
 
         with self._turn:
+            if self._closed:
+                raise RuntimeError("this Evaluator is closed")
             for session in self.sessions:  # what runs between two runs has run
                 self._threads[id(session)].submit(lambda: None).join()
             return {s.device: {"reference": pid(s.reference), "solution": pid(s.candidate), "spare": pid(s.spare)}
@@ -170,10 +194,16 @@ class SessionPool:
             self._end()
 
     def _end(self) -> None:
+        """Each session closed by its own thread (a worker dies with the thread that started it, so it is
+        stopped there, politely, before that thread ends), then the threads, the analysis pool, the clocks."""
         try:
-            for thread in self._threads.values():
-                thread.end()
-            at_once([session.close for session in self.sessions])
+            closing = [self._threads[id(s)].submit(s.close) for s in self.sessions if id(s) in self._threads]
+            for errand in closing:
+                errand.join(END_WAIT_S)
+            ended = [thread.end() for thread in self._threads.values()]
+            if not all(ended) or len(closing) < len(self.sessions):  # a thread still busy: kill its workers here
+                at_once([session.close for session in self.sessions])
         finally:
-            self.analysis.close()
+            if self.analysis is not None:
+                self.analysis.close()
             self.clocks.close()

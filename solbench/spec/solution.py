@@ -359,3 +359,10 @@ def reference_solution(definition: Definition) -> Solution:
     return Solution(name=f"reference_{definition.name}", definition=definition.name, author="reference",
                     spec=BuildSpec(("pytorch",), "reference.py::run", destination_passing_style=False),
                     sources=(SourceFile("reference.py", definition.reference),))
+
+
+def is_reference(solution: Solution, definition: Definition) -> bool:
+    """The problem's own reference code (trusted), whatever the solution is called."""
+    sources = solution.sources
+    return (len(sources) == 1 and sources[0].content == definition.reference
+            and solution.spec.languages == ("pytorch",) and not solution.spec.destination_passing_style)

@@ -102,8 +102,10 @@ def test_workers_outlive_the_thread_that_made_the_evaluator_and_calls_take_turns
     finally:
         evaluator.close()
     assert not alive(pids["reference"])
-    with pytest.raises(RuntimeError, match="closed"):
-        evaluator.evaluate(problem_dir)
+    for call in (lambda: evaluator.evaluate(problem_dir), evaluator.worker_pids):  # an error, not a wait
+        with pytest.raises(RuntimeError, match="closed"):
+            call()
+    evaluator.close()  # again: nothing left to do
 
 
 def test_settings_the_workers_were_made_with_cannot_change_per_call(problem_dir, fast_config):
@@ -156,3 +158,28 @@ def test_an_interrupted_call_and_a_bad_problem_leave_the_evaluator_usable(proble
         with pytest.raises(SpecError, match="not a problem folder"):
             evaluator.evaluate(tmp_path / "no_such_problem", good)
         assert [t.evaluation.status for t in evaluator.evaluate(problem_dir)] == [Status.PASSED] * 2
+
+
+def test_a_dead_analysis_process_costs_no_later_call_its_speed_of_light_record(fast_config, tmp_path):
+    """A one-off run makes a new analysis pool; a kept one whose process died would refuse every later analysis."""
+    import os
+    import signal
+
+    from tests.runner.conftest import write_problem
+
+    # problems no other test analysed (the speed-of-light cache is shared by the session's tests)
+    first_problem = write_problem(tmp_path / "one", name="axpy_fp32_pool_a", sizes=(72,))
+    other = write_problem(tmp_path / "two", name="axpy_fp32_pool_b", sizes=(80,))
+    with api.Evaluator(config=fast_config) as evaluator:
+        first = evaluator.evaluate(first_problem)
+        assert first[0].evaluation.sol is not None
+        analysis = evaluator._pool.analysis
+        for process in list((analysis._pool._processes or {}).values()):
+            os.kill(process.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while not analysis.broken() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert analysis.broken()
+        [trace] = evaluator.evaluate(other)  # a problem the dead pool never analysed
+        assert trace.evaluation.status == Status.PASSED and trace.evaluation.sol is not None
+        assert not any("analysis failed" in w for w in trace.evaluation.warnings)
