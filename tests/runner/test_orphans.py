@@ -73,6 +73,12 @@ def cmdline(pid: int) -> list[str]:
         return []
 
 
+def default_sigint() -> None:
+    """In the child: Ctrl-C at its default, as in a terminal, even where this test runs with SIGINT ignored
+    (a background job of a non-interactive shell), which the child would inherit and then never see."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads /proc (Linux)")
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL],
                          ids=lambda s: signal.Signals(s).name)
@@ -82,7 +88,8 @@ def test_no_process_survives_its_orchestrator(tmp_path, sig):
     env = dict(os.environ, PYTHONPATH=str(REPO))
     proc = subprocess.Popen([sys.executable, "-m", "solbench", "run", str(problem), "--solution", str(solution),
                              "-o", str(tmp_path / "t.jsonl"), "--device", "cpu", "--compile-timeout", "900"],
-                            env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            preexec_fn=default_sigint)
     try:
         daemon = None
         deadline = time.monotonic() + 240  # worker start-up on a loaded 2-core machine: generous, not a timing assert

@@ -144,20 +144,34 @@ HELD_AT_IMPORT = "import time\ntime.sleep(900)\n\ndef run(x, y):\n    return x *
 
 def test_an_interrupted_call_and_a_bad_problem_leave_the_evaluator_usable(problem_dir, fast_config, tmp_path):
     import _thread
+    import signal
+    from dataclasses import replace
 
     held, good = write_solution(tmp_path, HELD_AT_IMPORT, "held.py"), write_solution(tmp_path, GOOD, "good.py")
-    with api.Evaluator(config=fast_config) as evaluator:
-        timer = threading.Timer(3.0, _thread.interrupt_main)  # Ctrl-C while the held solution loads
-        timer.start()
-        try:
+    config = replace(fast_config, compile_timeout_s=30)  # a missed interrupt ends the held load, not the test run
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C raises here, whatever ran before
+    try:
+        with api.Evaluator(config=config) as evaluator:
+            session = evaluator._pool.sessions[0]
+
+            def interrupt_once_loading() -> None:  # Ctrl-C once the held solution's load has been sent
+                deadline = time.monotonic() + 120
+                while session.candidate.requests == 0 and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                time.sleep(0.5)
+                _thread.interrupt_main()
+
+            threading.Thread(target=interrupt_once_loading, daemon=True).start()
+            started = time.monotonic()
             with pytest.raises(KeyboardInterrupt):
                 evaluator.evaluate(problem_dir, held)
-        finally:
-            timer.cancel()
-        assert [t.evaluation.status for t in evaluator.evaluate(problem_dir, good)] == [Status.PASSED] * 2
-        with pytest.raises(SpecError, match="not a problem folder"):
-            evaluator.evaluate(tmp_path / "no_such_problem", good)
-        assert [t.evaluation.status for t in evaluator.evaluate(problem_dir)] == [Status.PASSED] * 2
+            assert time.monotonic() - started < 60  # the held load was abandoned, not waited out
+            assert [t.evaluation.status for t in evaluator.evaluate(problem_dir, good)] == [Status.PASSED] * 2
+            with pytest.raises(SpecError, match="not a problem folder"):
+                evaluator.evaluate(tmp_path / "no_such_problem", good)
+            assert [t.evaluation.status for t in evaluator.evaluate(problem_dir)] == [Status.PASSED] * 2
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def test_a_dead_analysis_process_costs_no_later_call_its_speed_of_light_record(fast_config, tmp_path):
