@@ -77,6 +77,11 @@ def main() -> None:
     parser.add_argument("--json", help="write the rows here")
     args = parser.parse_args()
     problem = Path(args.problem).resolve()
+    if not (problem / "definition.json").is_file():
+        raise SystemExit(f"{problem} is not a problem folder (no definition.json)")
+    missing = [s for s in args.solutions if not Path(s).is_file()]
+    if missing:
+        raise SystemExit(f"solution files not found: {', '.join(missing)}")
     todo = candidates(problem, args.solutions) * args.rounds
     ways = [w for w in args.ways.split(",") if w in WAYS]
     rows, walls = [], {way: [] for way in ways}

@@ -63,8 +63,7 @@ def _resolve(problem: Problem | str | Path, solution: Solution | str | Path | No
 
 def evaluate_source(problem: Problem | str | Path, source: str, filename: str = "solution.py", **kwargs: Any) -> list[Trace]:
     """Evaluate source code held in memory (what an agent just wrote) as a bare-file solution."""
-    if not isinstance(problem, Problem):
-        problem = load_problem(problem)
+    problem, _ = _resolve(problem, None)
     return evaluate(problem, solution_from_source(filename, source, problem.definition), **kwargs)
 
 
@@ -108,8 +107,7 @@ class Evaluator:
     def evaluate_source(self, problem: Problem | str | Path, source: str, filename: str = "solution.py",
                         **kwargs: Any) -> list[Trace]:
         """As `api.evaluate_source`, on the kept workers."""
-        if not isinstance(problem, Problem):
-            problem = load_problem(problem)
+        problem, _ = _resolve(problem, None)
         return self.evaluate(problem, solution_from_source(filename, source, problem.definition), **kwargs)
 
     def run_dataset(self, root: str | Path, solutions: list[str | Path] | None = None, *,

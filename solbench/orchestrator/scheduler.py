@@ -256,8 +256,8 @@ def run_device_threads(sessions: list[DeviceSession], device_loop: Callable[[Dev
         interrupted = exc
         stop.set()
         if start_loop is None:
-            for session, thread in zip(sessions, running + [None] * (len(sessions) - len(running))):
-                if thread is None or thread.ident is None:
+            for index, session in enumerate(sessions):
+                if index >= len(running) or running[index].ident is None:
                     session.close()
             running = [t for t in running if t.ident is not None]
     return wait_or_stop(running, stop, sessions, lock) or interrupted

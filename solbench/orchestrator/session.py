@@ -118,7 +118,7 @@ class DeviceSession:
         if self.candidate.alive and self.candidate.requests > 0 and not trusted:
             self.retire(self.candidate)
         # a load key holds a problem object's id, which a later call's problem may reuse: each loads afresh
-        self._loaded = {worker: (None, trusted) for worker, (_, trusted) in self._loaded.items()}
+        self._loaded = {worker_id: (None, held_trusted) for worker_id, (_, held_trusted) in self._loaded.items()}
         self.graphless.clear()
         if not self.candidate.alive and not (self.spare is not None and self.spare.alive):
             self.candidate.start()

@@ -76,7 +76,23 @@ def test_a_solution_that_kills_its_worker_leaves_the_next_verdicts_alone(problem
         assert evaluator.worker_pids()["cpu"]["reference"] == reference
 
 
-def test_workers_outlive_the_thread_that_made_the_evaluator_and_calls_take_turns(problem_dir, fast_config, tmp_path):
+def test_workers_outlive_the_thread_that_made_the_evaluator_and_calls_take_turns(problem_dir, fast_config, tmp_path,
+                                                                               monkeypatch):
+    from solbench.orchestrator import session_pool
+
+    inside, most = [0], [0]  # runs driving the sessions now, and at most at once
+    drive = session_pool.drive_sessions
+
+    def counted(*args, **kwargs):
+        inside[0] += 1
+        most[0] = max(most[0], inside[0])
+        try:
+            time.sleep(0.5)  # a second caller let in meanwhile would be counted
+            return drive(*args, **kwargs)
+        finally:
+            inside[0] -= 1
+
+    monkeypatch.setattr(session_pool, "drive_sessions", counted)
     made: list[api.Evaluator] = []
     maker = threading.Thread(target=lambda: made.append(api.Evaluator(config=fast_config)))
     maker.start()
@@ -98,6 +114,7 @@ def test_workers_outlive_the_thread_that_made_the_evaluator_and_calls_take_turns
         for caller in callers:
             caller.join()
         assert results == {"good": [Status.PASSED], "wrong": [Status.INCORRECT_NUMERICAL]}
+        assert most == [1]  # the two calls took turns
         assert evaluator.worker_pids()["cpu"]["reference"] == pids["reference"]
     finally:
         evaluator.close()
