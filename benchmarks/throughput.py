@@ -3,6 +3,7 @@
     python benchmarks/throughput.py                                  # the 10 problems below, 4 workloads each
     python benchmarks/throughput.py PROBLEM_DIR ... --max-workloads 2 --device cpu
     python benchmarks/throughput.py --json after.json --before before.json   # with a before/after table
+    python benchmarks/throughput.py --from-json after.json                   # the table of a saved run
 
 Runs one `solbench run` over the problems (a throw-away dataset folder of copies of them), with the
 defaults unless arguments after `--` say otherwise, and reads each trace's `seconds` and `phases_s`:
@@ -103,6 +104,25 @@ def print_table(rows: list[dict], wall: float) -> None:
         beyond = [r["seconds"] - r["gpu_timed"] for r in rows if r["gpu_timed"] and (r["latency_ms"] or 0) >= 1.0]
         print(f"workloads >= 1 ms: seconds beyond the timed GPU seconds: median {statistics.median(beyond):.2f} s, "
               f"max {max(beyond):.2f} s")
+        for label, parts in FLOOR_PARTS:
+            floor = ratio_floor(rows, parts)
+            print(f"  floor from {label}: median {statistics.median(floor):.2f}, "
+                  f"{sum(x > TARGET_RATIO for x in floor)} of {len(floor)} over {TARGET_RATIO}")
+
+
+# What a workload's seconds / timed GPU seconds cannot go below while the checks stay as they are, even with
+# every other part of the harness free: the timed loop itself (the timed calls plus what each call needs:
+# fresh inputs drawn for it, the cache flush, the launch hold, the settle of short calls), and then the
+# correctness checks (trials; judging the trials and the sampled timed outputs against the reference).
+TARGET_RATIO = 1.5
+FLOOR_PARTS = (("the timed loop alone", ("timing.loop",)),
+               ("the timed loop and the correctness checks", ("timing.loop", "trials", "judge")))
+
+
+def ratio_floor(rows: list[dict], parts: tuple[str, ...]) -> list[float]:
+    """Per workload of a millisecond or more: the seconds of `parts` over the timed GPU seconds."""
+    return [sum(r["phases"].get(p, 0.0) for p in parts) / r["gpu_timed"]
+            for r in rows if r["gpu_timed"] and (r["latency_ms"] or 0) >= 1.0]
 
 
 def main() -> int:
@@ -113,8 +133,13 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="write the rows and the wall time here")
     parser.add_argument("--before", type=Path, help="a --json of an earlier run: print the two side by side")
     parser.add_argument("--traces", type=Path, help="keep the traces here (default: a temporary file)")
+    parser.add_argument("--from-json", type=Path, help="print the table of an earlier --json instead of running")
     args, extra = parser.parse_known_args()
     extra = [a for a in extra if a != "--"]
+    if args.from_json:
+        saved = json.loads(args.from_json.read_text())
+        print_table(saved["rows"], saved["wall_s"])
+        return 0
     dirs = problem_dirs(args.problems)
     with tempfile.TemporaryDirectory() as tmp:
         traces = args.traces or Path(tmp) / "traces.jsonl"

@@ -1,0 +1,40 @@
+"""The ratio floor `benchmarks/throughput.py` prints: which workloads it counts and what it adds up."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "throughput.py"
+
+
+@pytest.fixture(scope="module")
+def throughput():
+    spec = importlib.util.spec_from_file_location("throughput_script", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def row(latency_ms, gpu_timed, **phases):
+    return {"problem": "p", "axes": "", "status": "PASSED", "seconds": 9.0, "gpu_timed": gpu_timed,
+            "latency_ms": latency_ms, "phases": {k.replace("__", "."): v for k, v in phases.items()}}
+
+
+def test_floor_adds_the_named_parts_over_timed_gpu_seconds(throughput):
+    rows = [row(2.0, 1.0, timing__loop=1.6, trials=0.2, judge=0.3, timing__warmup=5.0)]
+    assert throughput.ratio_floor(rows, ("timing.loop",)) == pytest.approx([1.6])
+    assert throughput.ratio_floor(rows, ("timing.loop", "trials", "judge")) == pytest.approx([2.1])
+
+
+def test_floor_leaves_out_short_calls_and_untimed_workloads(throughput):
+    rows = [row(0.5, 1.0, timing__loop=3.0), row(None, 0.0, timing__loop=1.0), row(1.0, 2.0, timing__loop=2.5)]
+    assert throughput.ratio_floor(rows, ("timing.loop",)) == pytest.approx([1.25])
+
+
+def test_table_prints_the_floor_lines(throughput, capsys):
+    rows = [row(2.0, 1.0, timing__loop=1.6, trials=0.2, judge=0.3), row(3.0, 1.0, timing__loop=1.2)]
+    throughput.print_table(rows, 20.0)
+    out = capsys.readouterr().out
+    assert "floor from the timed loop alone: median 1.40, 1 of 2 over 1.5" in out
+    assert "floor from the timed loop and the correctness checks: median 1.65, 1 of 2 over 1.5" in out
