@@ -66,6 +66,9 @@ def run(dirs: list[Path], args: argparse.Namespace, extra: list[str], traces: Pa
     return wall
 
 
+ROW_KEYS = frozenset({"problem", "axes", "status", "seconds", "gpu_timed", "latency_ms", "phases"})
+
+
 def rows_of(traces: Path) -> list[dict]:
     rows = []
     for line in traces.read_text().splitlines():
@@ -78,6 +81,25 @@ def rows_of(traces: Path) -> list[dict]:
                      "seconds": evaluation.get("seconds") or 0.0, "gpu_timed": phases.get("gpu_timed", 0.0),
                      "latency_ms": latency, "phases": phases})
     return rows
+
+
+# What a workload's seconds / timed GPU seconds cannot go below while the checks stay as they are, even with
+# every other part of the harness free: the timed loop itself (the timed calls plus what each call needs:
+# fresh inputs drawn for it, the cache flush, the launch hold, the settle of short calls), and then the
+# correctness checks (trials; judging the trials and the sampled timed outputs against the reference).
+TARGET_RATIO = 1.5
+FLOOR_PARTS = (("the timed loop alone", ("timing.loop",)),
+               ("the timed loop and the correctness checks", ("timing.loop", "trials", "judge")))
+
+
+def long_call_rows(rows: list[dict]) -> list[dict]:
+    """The workloads the ratio target is about: timed, with calls of a millisecond or more."""
+    return [r for r in rows if r["gpu_timed"] and (r["latency_ms"] or 0) >= 1.0]
+
+
+def ratio_floor(rows: list[dict], parts: tuple[str, ...]) -> list[float]:
+    """Per workload of a millisecond or more: the seconds of `parts` over the timed GPU seconds."""
+    return [sum(r["phases"].get(p, 0.0) for p in parts) / r["gpu_timed"] for r in long_call_rows(rows)]
 
 
 def print_table(rows: list[dict], wall: float) -> None:
@@ -95,34 +117,20 @@ def print_table(rows: list[dict], wall: float) -> None:
     passed = sum(r["status"] == "PASSED" for r in rows)
     print(f"\n{len(rows)} workloads, {passed} PASSED; wall {wall:.1f} s (workloads {total:.1f} s, outside them "
           f"{wall - total:.1f} s)")
-    long = [r["seconds"] / r["gpu_timed"] for r in rows if r["gpu_timed"] and (r["latency_ms"] or 0) >= 1.0]
+    long = long_call_rows(rows)
     if long:
-        print(f"workloads >= 1 ms: {len(long)}; seconds / timed GPU seconds: median {statistics.median(long):.2f}, "
-              f"max {max(long):.2f} (target <= 1.5)")
+        ratios = [r["seconds"] / r["gpu_timed"] for r in long]
+        print(f"workloads >= 1 ms: {len(long)}; seconds / timed GPU seconds: median {statistics.median(ratios):.2f}, "
+              f"max {max(ratios):.2f} (target <= {TARGET_RATIO})")
         # The same overhead in seconds: what the checks cost per workload, whatever the call's length (a ratio
         # rewards timing longer; this does not).
-        beyond = [r["seconds"] - r["gpu_timed"] for r in rows if r["gpu_timed"] and (r["latency_ms"] or 0) >= 1.0]
+        beyond = [r["seconds"] - r["gpu_timed"] for r in long]
         print(f"workloads >= 1 ms: seconds beyond the timed GPU seconds: median {statistics.median(beyond):.2f} s, "
               f"max {max(beyond):.2f} s")
         for label, parts in FLOOR_PARTS:
             floor = ratio_floor(rows, parts)
             print(f"  floor from {label}: median {statistics.median(floor):.2f}, "
                   f"{sum(x > TARGET_RATIO for x in floor)} of {len(floor)} over {TARGET_RATIO}")
-
-
-# What a workload's seconds / timed GPU seconds cannot go below while the checks stay as they are, even with
-# every other part of the harness free: the timed loop itself (the timed calls plus what each call needs:
-# fresh inputs drawn for it, the cache flush, the launch hold, the settle of short calls), and then the
-# correctness checks (trials; judging the trials and the sampled timed outputs against the reference).
-TARGET_RATIO = 1.5
-FLOOR_PARTS = (("the timed loop alone", ("timing.loop",)),
-               ("the timed loop and the correctness checks", ("timing.loop", "trials", "judge")))
-
-
-def ratio_floor(rows: list[dict], parts: tuple[str, ...]) -> list[float]:
-    """Per workload of a millisecond or more: the seconds of `parts` over the timed GPU seconds."""
-    return [sum(r["phases"].get(p, 0.0) for p in parts) / r["gpu_timed"]
-            for r in rows if r["gpu_timed"] and (r["latency_ms"] or 0) >= 1.0]
 
 
 def main() -> int:
@@ -137,8 +145,14 @@ def main() -> int:
     args, extra = parser.parse_known_args()
     extra = [a for a in extra if a != "--"]
     if args.from_json:
-        saved = json.loads(args.from_json.read_text())
-        print_table(saved["rows"], saved["wall_s"])
+        try:
+            saved = json.loads(args.from_json.read_text())
+            rows, wall = saved["rows"], float(saved["wall_s"])
+            if not all(isinstance(r, dict) and ROW_KEYS <= r.keys() for r in rows):
+                raise ValueError(f"every row needs {sorted(ROW_KEYS)}")
+        except (OSError, ValueError, TypeError, KeyError) as exc:
+            raise SystemExit(f"--from-json {args.from_json}: not a --json file of this script ({exc})") from None
+        print_table(rows, wall)
         return 0
     dirs = problem_dirs(args.problems)
     with tempfile.TemporaryDirectory() as tmp:

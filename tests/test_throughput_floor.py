@@ -38,3 +38,21 @@ def test_table_prints_the_floor_lines(throughput, capsys):
     out = capsys.readouterr().out
     assert "floor from the timed loop alone: median 1.40, 1 of 2 over 1.5" in out
     assert "floor from the timed loop and the correctness checks: median 1.65, 1 of 2 over 1.5" in out
+
+
+@pytest.mark.parametrize("text", ["not json", '{"rows": []}', '{"rows": [{"problem": "p"}], "wall_s": 1}'])
+def test_from_json_refuses_other_files_in_one_line(throughput, tmp_path, monkeypatch, text):
+    saved = tmp_path / "saved.json"
+    saved.write_text(text)
+    monkeypatch.setattr("sys.argv", ["throughput.py", "--from-json", str(saved)])
+    with pytest.raises(SystemExit, match="not a --json file of this script"):
+        throughput.main()
+
+
+def test_from_json_reprints_a_saved_run(throughput, tmp_path, monkeypatch, capsys):
+    saved = tmp_path / "saved.json"
+    saved.write_text('{"wall_s": 20.0, "rows": [{"problem": "p", "axes": "", "status": "PASSED", "seconds": 3.0, '
+                     '"gpu_timed": 1.0, "latency_ms": 2.0, "phases": {"timing.loop": 1.6}}]}')
+    monkeypatch.setattr("sys.argv", ["throughput.py", "--from-json", str(saved)])
+    assert throughput.main() == 0
+    assert "floor from the timed loop alone: median 1.60, 1 of 1 over 1.5" in capsys.readouterr().out
