@@ -16,6 +16,7 @@ works (e.g. a driver older than torch's CUDA) is found when the run imports torc
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import re
@@ -132,3 +133,29 @@ def check_torch_sees(devices: list[str]) -> str | None:
     if missing:
         return f"devices {missing} are not visible to CUDA ({count} device(s))"
     return None
+
+
+@functools.cache
+def compute_capability(device: str, nvml: NvmlBoundary | None = None) -> tuple[int, int] | None:
+    """The (major, minor) compute capability of a `cuda[:N]` device, from NVML without starting CUDA in this
+    process; None for other devices and where NVML cannot tell (UUIDs in CUDA_VISIBLE_DEVICES, MIG)."""
+    if not device.startswith("cuda"):
+        return None
+    index = int(device.partition(":")[2] or 0)
+    variable = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if variable is not None:
+        entries = [e.strip() for e in variable.split(",")]
+        if index >= len(entries) or not entries[index].isdigit():
+            return None
+        index = int(entries[index])
+    nvml = nvml or NvmlBoundary()
+    try:
+        nvml.init()
+    except NvmlError:
+        return None
+    try:
+        return nvml.cuda_capability(nvml.handle_by_index(index))
+    except NvmlError:
+        return None
+    finally:
+        nvml.shutdown()
