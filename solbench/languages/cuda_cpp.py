@@ -57,6 +57,16 @@ def vendor_flags(solution: Solution) -> BuildFlags:
     return BuildFlags(tuple(d for f in flags for d in f.include_dirs), tuple(o for f in flags for o in f.ld_flags))
 
 
+def link_options(own: tuple[str, ...] | list[str], flags: BuildFlags) -> list[str]:
+    """The solution's linker options, then the vendor ones. An official solution names `-lcudnn` or `-lcublas`,
+    which finds no file where only the pip packages' versioned libraries exist: where a vendor option names
+    that library by file name (`-l:libcudnn.so.9`), it takes the bare `-l`'s place."""
+    named = {option.split(":", 1)[1].split(".so")[0].removeprefix("lib") for option in flags.ld_flags
+             if option.startswith("-l:")}
+    return [option for option in own if option.removeprefix("-l") not in named or not option.startswith("-l")
+            ] + list(flags.ld_flags)
+
+
 def build_key(solution: Solution, flags: BuildFlags | None = None) -> str:
     import torch  # heavy: the registry is also read where torch is not loaded (bare-file detection)
 
@@ -85,7 +95,7 @@ def load_extension_entry(solution: Solution, source_dir: Path, device: str, time
             "sources": [str(source_dir / s) for s in sources],
             "cflags": list(options.cflags) if options else [],
             "cuda_cflags": list(options.cuda_cflags) if options else ["-O3"],
-            "ld_flags": [*(options.ld_flags if options else ()), *flags.ld_flags],
+            "ld_flags": link_options(options.ld_flags if options else (), flags),
         }
         _build_in_subprocess(request, timeout_s)
         if not library.exists():

@@ -98,6 +98,7 @@ class BuildSpec:
     dependencies: tuple[str, ...] = ()
     destination_passing_style: bool = True
     compile_options: CompileOptions | None = None
+    binding: str | None = None  # the official format's field (only "torch"), kept so a file round-trips
 
     @classmethod
     def from_dict(cls, data: dict) -> BuildSpec:
@@ -123,7 +124,7 @@ class BuildSpec:
         hardware = data.get("target_hardware") or ["LOCAL"]
         deps = data.get("dependencies") or []
         return cls(tuple(x.strip().lower() for x in languages), entry, tuple(str(h) for h in hardware),
-                   tuple(str(d) for d in deps), dps, CompileOptions.from_dict(data.get("compile_options")))
+                   tuple(str(d) for d in deps), dps, CompileOptions.from_dict(data.get("compile_options")), binding)
 
     def to_dict(self) -> dict:
         out: dict[str, Any] = {"languages": list(self.languages), "target_hardware": list(self.target_hardware),
@@ -131,6 +132,8 @@ class BuildSpec:
                                "destination_passing_style": self.destination_passing_style}
         if self.compile_options is not None:
             out["compile_options"] = self.compile_options.to_dict()
+        if self.binding is not None:
+            out["binding"] = self.binding
         return out
 
     @property

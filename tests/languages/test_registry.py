@@ -206,3 +206,15 @@ def test_gpu_languages_are_skipped_on_cpu_with_a_reason(language, monkeypatch):
     reason = languages.get(language).refusal(["float32"], False)
     assert reason and "\n" not in reason
     assert "CUDA GPU" in reason or "pip install" in reason
+
+
+def test_an_official_bare_library_option_gives_way_to_the_found_file(tmp_path, monkeypatch):
+    from solbench.languages.cuda_cpp import link_options
+
+    lib = tmp_path / "nvidia" / "cu13" / "lib"
+    lib.mkdir(parents=True)
+    (lib / "libcublas.so.13").write_bytes(b"")
+    monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
+    flags = vendor_flags(compiled_solution("cublas"))
+    assert link_options(["-lcuda", "-lcublas", "-lcublasLt"], flags) == [
+        "-lcuda", "-lcublasLt", f"-L{lib}", "-l:libcublas.so.13", f"-Wl,-rpath,{lib}"]
