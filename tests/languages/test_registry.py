@@ -218,3 +218,10 @@ def test_an_official_bare_library_option_gives_way_to_the_found_file(tmp_path, m
     flags = vendor_flags(compiled_solution("cublas"))
     assert link_options(["-lcuda", "-lcublas", "-lcublasLt"], flags) == [
         "-lcuda", "-lcublasLt", f"-L{lib}", "-l:libcublas.so.13", f"-Wl,-rpath,{lib}"]
+
+
+def test_hostile_suite_has_a_case_in_every_new_language_that_runs_on_hopper():
+    from tests.anticheat.suite import discover, load_case
+
+    declared = {load_case(case, None).spec.languages[0] for case in discover("hostile")}
+    assert {"cute_dsl", "cudnn_frontend", "cuda_cpp", "cutlass", "cudnn", "cublas"} <= declared
