@@ -22,24 +22,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-CUTILE_AXPY = '''import cuda.tile as ct
-import torch
-
-TILE = 32  # divides the suite problem's sizes (64, 96): no partial tile
-
-
-@ct.kernel
-def _axpy(x, y, out):
-    block = ct.bid(0)
-    a = ct.load(x, index=(block,), shape=(TILE,))
-    b = ct.load(y, index=(block,), shape=(TILE,))
-    ct.store(out, index=(block,), tile=a * 2.0 + b)
-
-
-def run(x, y, out):
-    grid = ((x.shape[0] + TILE - 1) // TILE, 1, 1)
-    ct.launch(torch.cuda.current_stream(), grid, _axpy, (x, y, out))
-'''
 
 
 def examples(only: list[str] | None) -> list[tuple[Path, str, str]]:
@@ -59,10 +41,18 @@ def examples(only: list[str] | None) -> list[tuple[Path, str, str]]:
     return found
 
 
-def judge(problem: Path, solution, graphs: bool, max_workloads: int | None) -> list:
-    from solbench.api import evaluate
+_EVALUATOR = None
+DEVICE = "cuda"
 
-    return evaluate(problem, solution, device="cuda", cuda_graphs=graphs, max_workloads=max_workloads)
+
+def judge(problem: Path, solution, graphs: bool, max_workloads: int | None) -> list:
+    """One evaluation; the workers are kept between them (api.Evaluator), each solution in a fresh process."""
+    global _EVALUATOR
+    from solbench.api import Evaluator
+
+    if _EVALUATOR is None:
+        _EVALUATOR = Evaluator(device=DEVICE)
+    return _EVALUATOR.evaluate(problem, solution, cuda_graphs=graphs, max_workloads=max_workloads)
 
 
 def row(traces) -> tuple[str, str, str]:
@@ -76,33 +66,42 @@ def row(traces) -> tuple[str, str, str]:
 
 
 def cutile_case(max_workloads: int | None) -> tuple[str, bool]:
-    """The cuTile axpy on the anti-cheat suite's problem: SKIPPED for Hopper's reason there, else PASSED."""
+    """A cuTile axpy (tests/languages): SKIPPED for Hopper's reason there, else PASSED."""
     import torch
 
-    from solbench.spec.solution import Solution
-    from tests.anticheat.suite import write_problem
+    from tests.languages.test_languages_gpu import cutile_axpy_file
+    from tests.runner.conftest import write_problem
 
-    folder = write_problem(Path(tempfile.mkdtemp(prefix="solbench_cutile_")))
-    solution = Solution.from_dict({
-        "name": "cutile_axpy", "definition": folder.name, "author": "solbench",
-        "spec": {"languages": ["cutile"], "entry_point": "axpy.py::run", "destination_passing_style": True},
-        "sources": [{"path": "axpy.py", "content": CUTILE_AXPY}]})
-    traces = judge(folder, solution, True, max_workloads)
+    folder = Path(tempfile.mkdtemp(prefix="solbench_cutile_"))
+    traces = judge(write_problem(folder / "problems"), str(cutile_axpy_file(folder)), True, max_workloads)
     statuses = {t.evaluation.status.value for t in traces}
     hopper = torch.cuda.get_device_capability()[0] == 9
     log = traces[0].evaluation.log.splitlines()[0] if traces and traces[0].evaluation.log else ""
     ok = statuses == {"SKIPPED"} and "Hopper" in log if hopper else statuses == {"PASSED"}
-    return f"cutile axpy (ac_axpy): {sorted(statuses)} {log[:150]}", ok
+    return f"cutile axpy (axpy_fp32): {sorted(statuses)} {log[:150]}", ok
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--max-workloads", type=int, default=None)
-    parser.add_argument("--only", nargs="*", help="languages to run (default: all)")
+    parser.add_argument("--only", nargs="*", help="languages to run (default: all; the issue-33 ones: "
+                        "--only cute_dsl cudnn_frontend cutlass cudnn cublas cutile)")
+    parser.add_argument("--device", default="cuda", help="cpu: a smoke test of this script (GPU languages SKIPPED)")
     args = parser.parse_args(argv)
+    global DEVICE
+    DEVICE = args.device
+    try:
+        return report(args)
+    finally:
+        if _EVALUATOR is not None:
+            _EVALUATOR.close()
+
+
+def report(args: argparse.Namespace) -> int:
     import torch
 
-    print(f"GPU: {torch.cuda.get_device_name()} (sm_{''.join(map(str, torch.cuda.get_device_capability()))})")
+    if DEVICE != "cpu":
+        print(f"GPU: {torch.cuda.get_device_name()} (sm_{''.join(map(str, torch.cuda.get_device_capability()))})")
     failures, lines = [], []
     header = f"{'language':15} {'problem':30} {'example':22} {'graphs':6} {'statuses':22} {'median ms':>10} {'SOL':>6}"
     for path, language, problem_name in examples(args.only):
@@ -119,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
                     first = (t.evaluation.log or "").strip().splitlines()[:1]
                     failures.append(f"{name} graphs={'on' if graphs else 'off'} {t.workload_uuid[:8]} "
                                     f"{t.evaluation.status.value}: {first[0][:200] if first else ''}")
-    if not args.only or "cutile" in args.only:
+    if DEVICE != "cpu" and (not args.only or "cutile" in args.only):
         text, ok = cutile_case(args.max_workloads)
         print(text)
         if not ok:

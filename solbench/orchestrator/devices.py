@@ -20,8 +20,12 @@ import functools
 import importlib.util
 import os
 import re
+from collections.abc import Callable
+from typing import TypeVar
 
 from solbench.timing.nvml import NvmlBoundary, NvmlError
+
+T = TypeVar("T")
 
 
 def torch_cuda_version() -> str | None | bool:
@@ -83,17 +87,23 @@ def nvml_device_count(nvml: NvmlBoundary | None = None) -> int | None:
         return None
     if cuda is None:
         return 0  # a CPU-only torch
+    def count(nvml: NvmlBoundary) -> int | None:
+        physical = nvml.device_count()
+        if any(nvml.mig_enabled(nvml.handle_by_index(index)) for index in range(physical)):
+            return None
+        return visible_indices(variable, physical)
+    return nvml_query(count, nvml)
+
+
+def nvml_query(query: Callable[[NvmlBoundary], T], nvml: NvmlBoundary | None = None) -> T | None:
+    """`query(nvml)` between NVML's init and shutdown; None where NVML is missing or a call fails."""
     nvml = nvml or NvmlBoundary()
     try:
         nvml.init()
     except NvmlError:
         return None
     try:
-        physical = nvml.device_count()
-        for index in range(physical):
-            if nvml.mig_enabled(nvml.handle_by_index(index)):
-                return None
-        return visible_indices(variable, physical)
+        return query(nvml)
     except NvmlError:
         return None
     finally:
@@ -148,14 +158,4 @@ def compute_capability(device: str, nvml: NvmlBoundary | None = None) -> tuple[i
         if index >= len(entries) or not entries[index].isdigit():
             return None
         index = int(entries[index])
-    nvml = nvml or NvmlBoundary()
-    try:
-        nvml.init()
-    except NvmlError:
-        return None
-    try:
-        return nvml.cuda_capability(nvml.handle_by_index(index))
-    except NvmlError:
-        return None
-    finally:
-        nvml.shutdown()
+    return nvml_query(lambda nvml: nvml.cuda_capability(nvml.handle_by_index(index)), nvml)

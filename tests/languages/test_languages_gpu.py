@@ -6,6 +6,7 @@ the whole runner with graphs on and off, in benchmarks/languages_gpu.py."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -35,6 +36,15 @@ def run(x, y, out):
 '''
 
 
+def cutile_axpy_file(folder: Path) -> Path:
+    """The axpy problem's solution in cuTile, in the official JSON format (also run by languages_gpu.py)."""
+    path = official_file(folder, "cutile")
+    data = json.loads(path.read_text())
+    data["sources"][0]["content"] = CUTILE_AXPY
+    path.write_text(json.dumps(data))
+    return path
+
+
 def test_orchestrator_reads_the_capability_the_worker_sees():
     assert compute_capability("cuda:0") == torch.cuda.get_device_capability(0)
     assert compute_capability("cpu") is None
@@ -48,11 +58,7 @@ def test_cutile_solution_is_skipped_on_hopper_and_judged_elsewhere(tmp_path):
     if missing:
         pytest.skip(missing)
     problem = write_problem(tmp_path / "problems", sizes=(64, 96))
-    path = official_file(tmp_path, "cutile")
-    data = json.loads(path.read_text())
-    data["sources"][0]["content"] = CUTILE_AXPY
-    path.write_text(json.dumps(data))
-    traces = evaluate(problem, path, device="cuda", max_workloads=2)
+    traces = evaluate(problem, cutile_axpy_file(tmp_path), device="cuda", max_workloads=2)
     statuses = {t.evaluation.status.value for t in traces}
     if torch.cuda.get_device_capability()[0] == 9:
         assert statuses == {"SKIPPED"}
