@@ -5,6 +5,7 @@ CPU tests here; the GPU side (every example PASSED, cuTile SKIPPED on Hopper) is
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -225,3 +226,14 @@ def test_hostile_suite_has_a_case_in_every_new_language_that_runs_on_hopper():
 
     declared = {load_case(case, None).spec.languages[0] for case in discover("hostile")}
     assert {"cute_dsl", "cudnn_frontend", "cuda_cpp", "cutlass", "cudnn", "cublas"} <= declared
+
+
+def test_cute_dsl_cache_is_in_the_solution_workers_scratch_folder(tmp_path):
+    """As Triton's: a JIT cache shared between solutions would let one plant kernels that another loads."""
+    from solbench.orchestrator.process import sandbox_env
+
+    env: dict[str, str] = {}
+    sandbox_env(env, str(tmp_path), "candidate")
+    cache = Path(env["CUTE_DSL_CACHE_DIR"])
+    assert cache.is_dir() and cache.is_relative_to(tmp_path)
+    assert str(tmp_path) in json.loads(env["SOLBENCH_SANDBOX"])["writable"]
