@@ -20,6 +20,10 @@
 #   scaling-ray    issue 18: the same through a local Ray cluster (statuses compared with scaling-local's 1 GPU)
 #   scaling        issue 18 in one go: local then Ray (against one pre-started head) on 1, 2, 4 GPUs, traces kept
 #   scaling-kill   issue 18: 20 problems through Ray on 2 GPUs, one actor killed mid-run: none lost or duplicated
+#   lang-tests     issue 33: the language wheels of .whl/lang-*/ installed (split wheels joined), then the
+#                  new languages' GPU tests, every example through its loader, and their anti-cheat cases
+#   languages      issue 33: benchmarks/languages_gpu.py, every example solution in every language with CUDA
+#                  graphs on and off (LANG_ARGS: more options, e.g. "--max-workloads 3")
 #   startup        benchmarks/startup_profile.py: a worker's start-up stages, workers' readiness, the driver's
 #                  device listing (torch vs NVML), alone and with every GPU's workers starting at once
 #
@@ -105,6 +109,33 @@ step_scaling_local() {
   mkdir -p $KEEP; scaling local "${GPUS:-1,2,4}" 40 510 --json "$KEEP/scaling_local.json" --keep-traces "$OUT/traces_local"; cp $KEEP/scaling_local.json "$OUT/" 2>/dev/null
 }
 step_scaling_ray() { scaling ray "${GPUS:-1,2,4}" 40 510 --json "$OUT/scaling_ray.json" --compare-to "$KEEP/scaling_local.json"; }
+lang_wheels() {  # issue 33's wheels, carried in folders .whl/lang-1, .whl/lang-2, ... (a wheel too big for one
+  # call's 64 MiB split into NAME.whl.part-aa, -ab, ... across them, in folder order), installed into /tmp/site
+  local dir=/tmp/solbench-lang-wheels first name
+  mkdir -p $dir
+  for first in .whl/lang-*/*.whl.part-aa; do
+    [ -f "$first" ] || continue
+    name=$(basename "${first%.part-aa}")
+    cat .whl/lang-*/"$name".part-* > "$dir/$name"
+  done
+  cp .whl/lang-*/*.whl "$dir/" 2>/dev/null
+  local todo=() wheel
+  for wheel in "$dir"/*.whl; do  # a package the machine already has (cuda-bindings, protobuf) is left alone
+    python3 -c "import importlib.metadata as m, sys; m.version(sys.argv[1])" "$(basename "$wheel" | cut -d- -f1)" \
+      2>/dev/null || todo+=("$wheel")
+  done
+  [ ${#todo[@]} -eq 0 ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
+    --target /tmp/site "${todo[@]}"
+  case ":$PYTHONPATH:" in *:/tmp/site:*) ;; *) export PYTHONPATH=$PYTHONPATH:/tmp/site ;; esac
+  python3 -c "from solbench import languages; [print(f'{l.name:15}', l.refusal([], True) or 'ready') for l in languages.known()]"
+}
+step_lang_tests() {
+  lang_wheels
+  box 420 python3 -m pytest -q -m gpu -p no:cacheprovider tests/languages tests/test_example_solutions.py 2>&1 | tail -25
+  box 150 python3 benchmarks/anticheat_gpu.py --only cute_dsl_cache_by_address cudnn_frontend_cache_by_address \
+    cpp_thread_after_return cutlass_thread_after_return cudnn_thread_after_return cublas_thread_after_return 2>&1 | tail -15
+}
+step_languages() { lang_wheels; box 560 python3 benchmarks/languages_gpu.py ${LANG_ARGS:-} 2>&1 | tail -45; }
 step_startup() { box 300 python3 benchmarks/startup_profile.py --json "$OUT/startup.json" 2>&1 | tail -20; }
 step_scaling() { scaling "${ENGINES:-local,ray}" "${GPUS:-1,2,4}" 40 520 --ray-head --json "$OUT/scaling.json" --keep-traces "$OUT/traces"; }
 step_scaling_kill() { scaling ray 2 20 400 --kill-after 8 --json "$OUT/scaling_kill.json"; }

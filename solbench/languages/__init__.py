@@ -9,8 +9,11 @@ build an extension first (`cuda_cpp`). The spec (detecting a bare file's languag
 
 from __future__ import annotations
 
+import ast
 import importlib
+import importlib.util
 import pkgutil
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +32,34 @@ class LoadError(RuntimeError):
 
 
 @dataclass(frozen=True)
+class Requirement:
+    """Something a language needs installed: `missing()` says why it is absent (None when present), and
+    `install` is the exact command that provides it."""
+
+    what: str
+    missing: Callable[[], str | None]
+    install: str | Callable[[], str]  # a callable where the line depends on the environment (a CUDA version)
+
+    def refusal(self, language: str) -> str | None:
+        why = self.missing()
+        if not why:
+            return None
+        install = self.install() if callable(self.install) else self.install
+        return f"{language} solutions need {self.what} ({why}): {install}"
+
+
+def python_module(module: str, package: str, extra: str) -> Requirement:
+    """A Python package found by import name without importing it (the orchestrator checks this too)."""
+    def missing() -> str | None:
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):  # a parent that is no package, or a module set to None
+            found = False
+        return None if found else f"no module {module!r}"
+    return Requirement(package, missing, f"pip install 'solbench[{extra}]'")
+
+
+@dataclass(frozen=True)
 class Language:
     name: str
     load: Callable[[Solution, Path, str, float], Callable]  # (solution, source_dir, device, timeout_s)
@@ -38,11 +69,21 @@ class Language:
     marker_imports: tuple[str, ...] = ()  # a bare .py file that imports one of these is in this language
     cpu_wrong_dtypes: tuple[str, ...] = ()  # dtypes the CPU fallback of this language computes wrongly
     cpu_wrong_reason: str = ""
+    requires: tuple[Requirement, ...] = ()  # installed packages or libraries; absent: SKIPPED with the install line
+    marker_includes: tuple[str, ...] = ()  # a compiled solution in this language #includes one of these
+    # (major, minor) compute capability -> why this language cannot run there, or None
+    unsupported_on: Callable[[tuple[int, int]], str | None] | None = None
 
-    def refusal(self, dtype_names: Iterable[str], is_cuda: bool) -> str | None:
-        """Why a solution in this language cannot be judged on this device (then SKIPPED), or None."""
+    def refusal(self, dtype_names: Iterable[str], is_cuda: bool,
+                capability: tuple[int, int] | None = None) -> str | None:
+        """Why a solution in this language cannot be judged on this device (then SKIPPED), or None.
+        `capability`: the GPU's compute capability where known."""
+        for requirement in self.requires:
+            reason = requirement.refusal(self.name)
+            if reason:
+                return reason
         if is_cuda:
-            return None
+            return self.unsupported_on(capability) if self.unsupported_on and capability else None
         if self.needs_cuda:
             return f"{self.name} solutions need a CUDA GPU; this machine has none"
         wrong = sorted(set(dtype_names) & set(self.cpu_wrong_dtypes))
@@ -83,19 +124,80 @@ def known() -> list[Language]:
 
 
 def for_solution(solution: Solution) -> Language:
-    """The language that builds a solution; mixed Python/compiled sets are refused."""
+    """The language that builds a solution, taken from its declaration; mixed Python/compiled sets, and a
+    declaration its sources contradict, are refused (COMPILE_ERROR, one line)."""
     languages = [get(name) for name in solution.spec.languages]
     loaders = {lang.load for lang in languages}
     if len(loaders) > 1:
         raise LoadError(f"languages {list(solution.spec.languages)} need different loaders; use one kind")
+    for language in languages:
+        contradiction = contradicted_by_sources(language, solution)
+        if contradiction:
+            raise LoadError(contradiction)
     return languages[0]
 
 
-def refusal(language_names: Iterable[str], dtype_names: Iterable[str], is_cuda: bool) -> str | None:
+COMPILED_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx", ".c")
+_INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
+
+
+def contradicted_by_sources(language: Language, solution: Solution) -> str | None:
+    """Why the sources are not in the declared language (no marker import or #include of it), or None.
+    A source that does not parse is left to the loader, which reports the syntax error."""
+    entry = solution.spec.entry_file
+    if language.compiled and not any(Path(s.path).suffix in COMPILED_SUFFIXES for s in solution.sources):
+        return (f"declares language {language.name}, a compiled language, but has no "
+                f"{'/'.join(COMPILED_SUFFIXES)} source")
+    if not language.compiled and Path(entry).suffix != ".py":
+        return f"declares language {language.name}, a Python language, but its entry file {entry} is not a .py file"
+    if language.marker_imports:
+        imported: set[str] = set()
+        for source in solution.sources:
+            if source.path.endswith(".py"):
+                try:
+                    imported |= imported_modules(ast.parse(source.content))
+                except SyntaxError:
+                    return None
+        if not is_marked_by(language, imported):
+            return (f"declares language {language.name} but no source imports "
+                    f"{' or '.join(language.marker_imports)}")
+    if language.marker_includes:
+        included = [name for source in solution.sources for name in _INCLUDE.findall(source.content)]
+        if not any(marker in name for marker in language.marker_includes for name in included):
+            return (f"declares language {language.name} but no source includes "
+                    f"{' or '.join(language.marker_includes)}")
+    return None
+
+
+def imported_modules(tree: ast.AST) -> set[str]:
+    """Every module name an import statement of `tree` names (absolute imports only)."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def solution_refusal(solution: Solution, dtype_names: Iterable[str], is_cuda: bool,
+                     capability: tuple[int, int] | None = None) -> str | None:
+    """Why `solution` cannot be judged here (then SKIPPED), or None; also None for a declaration its sources
+    contradict, which its worker's loader refuses as a COMPILE_ERROR on any machine."""
+    try:
+        for_solution(solution)
+    except LoadError:
+        return None
+    return refusal(solution.spec.languages, dtype_names, is_cuda, capability)
+
+
+def refusal(language_names: Iterable[str], dtype_names: Iterable[str], is_cuda: bool,
+            capability: tuple[int, int] | None = None) -> str | None:
     """Why a solution in these languages cannot be judged here (the first reason), or None."""
     dtype_names = list(dtype_names)
     for name in language_names:
-        reason = get(name).refusal(dtype_names, is_cuda)
+        reason = get(name).refusal(dtype_names, is_cuda, capability)
         if reason:
             return reason
     return None

@@ -36,5 +36,5 @@ def load_python_entry(solution: Solution, source_dir: Path, device: str, timeout
         raise LoadError(f"importing {entry} failed: {type(exc).__name__}: {exc}", status="RUNTIME_ERROR") from exc
     function = getattr(module, solution.spec.entry_function, None)
     if not callable(function):
-        raise LoadError(f"{entry} has no callable {solution.spec.entry_function!r}", status="RUNTIME_ERROR")
+        raise LoadError(f"{entry} has no callable {solution.spec.entry_function!r}")
     return function

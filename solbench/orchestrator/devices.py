@@ -16,11 +16,16 @@ works (e.g. a driver older than torch's CUDA) is found when the run imports torc
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import re
+from collections.abc import Callable
+from typing import TypeVar
 
 from solbench.timing.nvml import NvmlBoundary, NvmlError
+
+T = TypeVar("T")
 
 
 def torch_cuda_version() -> str | None | bool:
@@ -82,17 +87,23 @@ def nvml_device_count(nvml: NvmlBoundary | None = None) -> int | None:
         return None
     if cuda is None:
         return 0  # a CPU-only torch
+    def count(nvml: NvmlBoundary) -> int | None:
+        physical = nvml.device_count()
+        if any(nvml.mig_enabled(nvml.handle_by_index(index)) for index in range(physical)):
+            return None
+        return visible_indices(variable, physical)
+    return nvml_query(count, nvml)
+
+
+def nvml_query(query: Callable[[NvmlBoundary], T], nvml: NvmlBoundary | None = None) -> T | None:
+    """`query(nvml)` between NVML's init and shutdown; None where NVML is missing or a call fails."""
     nvml = nvml or NvmlBoundary()
     try:
         nvml.init()
     except NvmlError:
         return None
     try:
-        physical = nvml.device_count()
-        for index in range(physical):
-            if nvml.mig_enabled(nvml.handle_by_index(index)):
-                return None
-        return visible_indices(variable, physical)
+        return query(nvml)
     except NvmlError:
         return None
     finally:
@@ -132,3 +143,19 @@ def check_torch_sees(devices: list[str]) -> str | None:
     if missing:
         return f"devices {missing} are not visible to CUDA ({count} device(s))"
     return None
+
+
+@functools.cache
+def compute_capability(device: str, nvml: NvmlBoundary | None = None) -> tuple[int, int] | None:
+    """The (major, minor) compute capability of a `cuda[:N]` device, from NVML without starting CUDA in this
+    process; None for other devices and where NVML cannot tell (UUIDs in CUDA_VISIBLE_DEVICES, MIG)."""
+    if not device.startswith("cuda"):
+        return None
+    index = int(device.partition(":")[2] or 0)
+    variable = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if variable is not None:
+        entries = [e.strip() for e in variable.split(",")]
+        if index >= len(entries) or not entries[index].isdigit():
+            return None
+        index = int(entries[index])
+    return nvml_query(lambda nvml: nvml.cuda_capability(nvml.handle_by_index(index)), nvml)

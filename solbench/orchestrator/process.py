@@ -60,12 +60,12 @@ def sandbox_env(env: dict[str, str], scratch: str, role: str, namespaces: bool =
     opened across PID namespaces (large outputs travel that way); Landlock's signal scope and ptrace rule
     then keep the solution away from other processes."""
     cache = worker_cache(role, scratch)
-    for name in ("triton", "inductor", "cuda", "xdg", "tmp"):
+    for name in ("triton", "inductor", "cuda", "cute_dsl", "xdg", "tmp"):
         os.makedirs(os.path.join(cache, name), mode=0o700, exist_ok=True)
     # Inductor keeps its precompiled headers below the temporary folder whatever its cache variable says.
     env.update(TMPDIR=os.path.join(cache, "tmp"), TRITON_CACHE_DIR=os.path.join(cache, "triton"),
                TORCHINDUCTOR_CACHE_DIR=os.path.join(cache, "inductor"), CUDA_CACHE_PATH=os.path.join(cache, "cuda"),
-               XDG_CACHE_HOME=os.path.join(cache, "xdg"))
+               XDG_CACHE_HOME=os.path.join(cache, "xdg"), CUTE_DSL_CACHE_DIR=os.path.join(cache, "cute_dsl"))
     env.pop("SOLBENCH_CACHE", None)  # compiled solutions build below XDG_CACHE_HOME (languages.cuda_cpp.cache_root)
     if os.environ.get("SOLBENCH_SANDBOX") == SANDBOX_OFF:
         env.pop("SOLBENCH_SANDBOX", None)

@@ -16,6 +16,7 @@ from dataclasses import replace
 from solbench import languages
 from solbench.check.anticheat import check_time_reply, screen_failure
 from solbench.orchestrator.config import RunConfig
+from solbench.orchestrator.devices import compute_capability
 from solbench.orchestrator.lifetime import at_once
 from solbench.orchestrator.process import WorkerDied, WorkerProcess, WorkerProtocolError, WorkerTimeout
 from solbench.protocol import messages as msg
@@ -124,13 +125,15 @@ class DeviceSession:
             self.candidate.start()
 
     def refusal_here(self, problem: Problem, solution: Solution) -> str | None:
-        """Why this machine cannot judge `solution` at all (its language needs CUDA, or gets a dtype wrong
-        on CPU): the same reason the solution's worker would give at load, known without starting one.
-        None when a worker must decide (a GPU here, or sources the worker refuses as shadowing)."""
-        if self.device.startswith("cuda") or shadowing_sources([s.path for s in solution.sources]):
+        """Why this machine cannot judge `solution` at all (its language needs CUDA, a package that is not
+        installed or another GPU, or gets a dtype wrong on CPU): the same reason the solution's worker would
+        give at load, known without starting one. None when a worker must decide (sources it refuses as
+        shadowing)."""
+        if shadowing_sources([s.path for s in solution.sources]):
             return None
         try:
-            return languages.refusal(solution.spec.languages, problem.definition.dtypes(), is_cuda=False)
+            return languages.solution_refusal(solution, problem.definition.dtypes(), self.device.startswith("cuda"),
+                                              compute_capability(self.device))
         except Exception:  # noqa: BLE001 - an unknown language is reported by the worker's loader
             return None
 
@@ -240,12 +243,13 @@ class DeviceSession:
 
     def _skip_plausible(self, request: msg.Request) -> bool:
         """Whether this machine itself cannot judge the solution a `load` names (then SKIPPED is believable)."""
-        if not isinstance(request, msg.Load) or self.device.startswith("cuda"):
+        if not isinstance(request, msg.Load):
             return False
         try:
             names = request.solution["spec"]["languages"]
             definition = Definition.from_dict(request.definition)
-            return languages.refusal(names, definition.dtypes(), is_cuda=False) is not None
+            return languages.refusal(names, definition.dtypes(), self.device.startswith("cuda"),
+                                     compute_capability(self.device)) is not None
         except Exception:  # noqa: BLE001 - an unknown language is reported by the loader
             return False
 

@@ -98,6 +98,7 @@ class BuildSpec:
     dependencies: tuple[str, ...] = ()
     destination_passing_style: bool = True
     compile_options: CompileOptions | None = None
+    binding: str | None = None  # the official format's field (only "torch"), kept so a file round-trips
 
     @classmethod
     def from_dict(cls, data: dict) -> BuildSpec:
@@ -123,7 +124,7 @@ class BuildSpec:
         hardware = data.get("target_hardware") or ["LOCAL"]
         deps = data.get("dependencies") or []
         return cls(tuple(x.strip().lower() for x in languages), entry, tuple(str(h) for h in hardware),
-                   tuple(str(d) for d in deps), dps, CompileOptions.from_dict(data.get("compile_options")))
+                   tuple(str(d) for d in deps), dps, CompileOptions.from_dict(data.get("compile_options")), binding)
 
     def to_dict(self) -> dict:
         out: dict[str, Any] = {"languages": list(self.languages), "target_hardware": list(self.target_hardware),
@@ -131,6 +132,8 @@ class BuildSpec:
                                "destination_passing_style": self.destination_passing_style}
         if self.compile_options is not None:
             out["compile_options"] = self.compile_options.to_dict()
+        if self.binding is not None:
+            out["binding"] = self.binding
         return out
 
     @property
@@ -246,25 +249,13 @@ def language_declared_in(content: str) -> str | None:
     return None
 
 
-def imported_modules(tree: ast.AST) -> set[str]:
-    """Top-level names of the modules a parsed file imports anywhere (in functions and `try` blocks
-    too); text in strings and comments is not code and does not count, relative imports name none."""
-    names: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names.update(alias.name.split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names.add(node.module.split(".")[0])
-    return names
-
-
 def python_language(declared: str | None, tree: ast.AST | None, filename: str) -> str:
     """A bare `.py` file's language: what its header declares, else the language whose marker module it
     imports (`solbench.languages`: triton for `import triton`), else `pytorch`. A declared language that
     has a marker module must import it: the label decides how (and on a CPU, whether) the file runs, so it
     has to describe the code. A file that does not parse (`tree` None) keeps its declaration or `pytorch`;
     the loader reports it as a COMPILE_ERROR."""
-    imports = imported_modules(tree) if tree is not None else set()
+    imports = languages.imported_modules(tree) if tree is not None else set()
     if declared:
         language = _known_language(declared, filename)
         if language.compiled:

@@ -94,6 +94,10 @@ class NvmlBoundary:
         name = self._call("nvmlDeviceGetName", handle)
         return name.decode() if isinstance(name, bytes) else str(name)
 
+    def cuda_capability(self, handle: Any) -> tuple[int, int]:
+        major, minor = self._call("nvmlDeviceGetCudaComputeCapability", handle)
+        return int(major), int(minor)
+
     def mig_enabled(self, handle: Any) -> bool:
         """Whether the GPU is in MIG mode (CUDA then enumerates its instances); False where MIG does not exist."""
         try:

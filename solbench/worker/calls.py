@@ -62,7 +62,8 @@ def load_function(state: WorkerState, solution: Solution, source_dir: Path, time
     """The solution's entry point, loaded by its language; SKIPPED where this device cannot judge it."""
     try:
         language = languages.for_solution(solution)
-        reason = language.refusal(state.definition.dtypes(), state.is_cuda)
+        capability = torch.cuda.get_device_capability(state.device) if state.is_cuda else None
+        reason = language.refusal(state.definition.dtypes(), state.is_cuda, capability)
         if reason:
             raise languages.LoadError(reason, "SKIPPED")
         return language.load(solution, source_dir, state.device, timeout_s)

@@ -16,7 +16,8 @@ header comments the tests read:
     # expect-log: some text              (optional, repeatable: each must appear in the first trace's log;
     #                                      "a|b": either one)
     # device: gpu                        (optional: only on a CUDA machine)
-    # needs: cupti                       (optional: only caught where cupti-python is installed; elsewhere the
+    # needs: cupti                       (optional: only caught where cupti-python is installed; a language
+    #                                      name: where its package is); elsewhere the
     #                                      case is skipped and says why, since no defence there can see it)
 
 JSON solutions (several sources) carry the same headers in a top-level "x-expect" object.
@@ -188,7 +189,18 @@ def _cupti_missing() -> str | None:
     return None
 
 
-NEEDS: dict[str, Callable[[], str | None]] = {"cupti": _cupti_missing}
+def _language_missing(name: str) -> Callable[[], str | None]:
+    """Why this machine lacks what a language needs (its package, headers or library), or None."""
+    def missing() -> str | None:
+        from solbench import languages  # solbench imported lazily, as in the helpers below
+
+        return languages.get(name).refusal([], is_cuda=True)
+    return missing
+
+
+NEEDS: dict[str, Callable[[], str | None]] = {
+    "cupti": _cupti_missing, **{name: _language_missing(name) for name in (
+        "cute_dsl", "cudnn_frontend", "cutlass", "cudnn", "cublas")}}
 
 
 def missing_needs(case: Case) -> str | None:

@@ -120,3 +120,19 @@ def test_the_driver_lists_devices_and_opens_sessions_without_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "False"
+
+
+def test_compute_capability_of_the_device_cuda_would_number(monkeypatch):
+    """The orchestrator's view of a device's architecture (cuTile is SKIPPED on Hopper without a worker):
+    `cuda:N` is the N-th entry of CUDA_VISIBLE_DEVICES, where it is an index NVML can follow."""
+    capability = devices.compute_capability.__wrapped__  # uncached: each case its own fake
+    fake = FakeNvml([FakeGpu(uuid="GPU-a", capability=(9, 0)), FakeGpu(uuid="GPU-b", capability=(10, 0))])
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert capability("cuda", fake) == (9, 0) and capability("cuda:1", fake) == (10, 0)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    assert capability("cuda:0", fake) == (10, 0)
+    assert capability("cuda:1", fake) is None  # not visible
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-b")
+    assert capability("cuda:0", fake) is None  # a UUID: left to the worker
+    assert capability("cpu", fake) is None
+    assert capability("cuda:0", FakeNvml(available=False)) is None

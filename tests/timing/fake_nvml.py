@@ -30,6 +30,7 @@ class FakeGpu:
     # what locking does to the readback: None = clocks follow the lock exactly
     sm_after_lock: int | None = None
     mig: bool = False
+    capability: tuple[int, int] = (9, 0)
 
 
 class FakeNvml:
@@ -71,6 +72,10 @@ class FakeNvml:
     def mig_enabled(self, handle: FakeGpu) -> bool:
         self._log("mig_enabled", handle.uuid)
         return handle.mig
+
+    def cuda_capability(self, handle: FakeGpu) -> tuple[int, int]:
+        self._log("cuda_capability", handle.uuid)
+        return handle.capability
 
     def handle_by_pci_bus_id(self, bus_id: str) -> FakeGpu:
         self._log("handle_by_pci_bus_id", bus_id)
