@@ -20,7 +20,7 @@ from solbench import __version__
 from solbench.report import svg
 from solbench.report.leaderboard import COLUMNS, LEVEL_PROBLEM, latency_ms, leaderboard, sol_value
 from solbench.report.merge import MergeResult, hardware_of
-from solbench.report.reasons import reason
+from solbench.report.reasons import reason, unscored_bounds
 from solbench.spec.trace import Status, Trace
 
 TABLE_COLUMNS = ("solution", "problem", "workloads", "passed", "failed", "numerics_flagged", "skipped", "conflicts",
@@ -152,15 +152,12 @@ def failures_list(traces: list[Trace], limit: int = 50) -> str:
 
 def unscored_note(traces: list[Trace]) -> str:
     """Said plainly when the bounds are another GPU's and the latencies are not scored (a CPU run)."""
-    unscored = [t for t in traces if (t.evaluation.sol or {}).get("unscored")]
-    if not unscored:
+    sentence = unscored_bounds(traces)
+    if sentence is None:
         return ""
-    hardware = ", ".join(sorted({str(t.evaluation.sol.get("hw")) for t in unscored}))
-    return (f'<p class="warn">T_SOL here is each workload\'s bound on {escape(hardware)}: these traces were '
-            f"measured with no GPU and no --hw, so the bound shown is the solution's target GPU (B200 where it "
-            f"declares none). Their latencies are not scored: a SOL score compares a GPU kernel's time with "
-            f"that GPU's bound, and a CPU time says nothing about it. The charts below show how far each "
-            f"measured time is from that GPU's speed of light, for scale only.</p>")
+    return (f'<p class="warn">{escape(sentence)} These latencies are not scored: a SOL score compares a GPU '
+            f"kernel's time with that GPU's bound, and a CPU time says nothing about it. The charts below show how "
+            f"far each measured time is from that GPU's speed of light, for scale only.</p>")
 
 
 def flagged_list(traces: list[Trace], limit: int = 50) -> str:
