@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+CHECKOUT_KEY = pytest.StashKey["set[str] | None"]()
 
 
 def _has_cuda() -> bool:
@@ -33,6 +35,19 @@ def _private_sol_cache(tmp_path_factory):
         os.environ.pop("SOLBENCH_SOL_CACHE", None)
     else:
         os.environ["SOLBENCH_SOL_CACHE"] = previous
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_runs_dir(tmp_path_factory):
+    """Runs that name no -o keep their traces in a temporary folder, never the checkout's .solbench/runs/
+    (a later `solbench leaderboard .solbench/runs/` would show test fixtures as results)."""
+    previous = os.environ.get("SOLBENCH_RUNS_DIR")
+    os.environ["SOLBENCH_RUNS_DIR"] = str(tmp_path_factory.mktemp("runs"))
+    yield
+    if previous is None:
+        os.environ.pop("SOLBENCH_RUNS_DIR", None)
+    else:
+        os.environ["SOLBENCH_RUNS_DIR"] = previous
 
 
 def pytest_collection_modifyitems(config, items):
@@ -75,3 +90,38 @@ def _trace_keys_in_a_temporary_state_dir(tmp_path_factory):
     if "SOLBENCH_STATE_DIR" not in os.environ:
         os.environ["SOLBENCH_STATE_DIR"] = str(tmp_path_factory.mktemp("solbench_state"))
     yield
+
+
+CACHE_PARTS = {"__pycache__", ".pytest_cache", ".ruff_cache"}  # written by Python and the tools, not by tests
+
+
+def checkout_state() -> set[str] | None:
+    """The checkout's untracked and ignored paths, as `git status` lists them (caches left out); None outside
+    a git checkout. Edits to tracked files are not counted: a developer may be editing while the suite runs."""
+    try:
+        out = subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--ignored", "--untracked-files=all"],
+                             capture_output=True, text=True, timeout=120, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {line[3:] for line in out.splitlines()
+            if line[:2] in ("??", "!!") and not CACHE_PARTS & set(Path(line[3:]).parts)}
+
+
+def pytest_sessionstart(session):
+    session.config.stash[CHECKOUT_KEY] = checkout_state()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """The suite writes only to temporary folders: a path it added to the checkout fails the session, named."""
+    before = session.config.stash.get(CHECKOUT_KEY, None)
+    after = checkout_state() if before is not None else None
+    if before is None or after is None or session.config.option.collectonly:
+        return
+    added = sorted(after - before)
+    if added:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.ensure_newline()
+            reporter.write_line(f"FAILED: the tests changed the checkout ({len(added)} path(s); tests must write to "
+                                f"temporary folders): " + ", ".join(added[:20]), red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
