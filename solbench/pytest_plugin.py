@@ -84,7 +84,22 @@ def pytest_configure(config: pytest.Config) -> None:
                                     "(pip install pytest-benchmark, or solbench[test])") from None
     state.configure_run()
     config.stash[STATE_KEY] = state
+    if config.option.verbose == 0:  # one line per item, its workload named while it is judged (minutes on a CPU)
+        config.option.verbose = 1
+    if not config.getoption("solbench_benchmark_json"):
+        config.pluginmanager.register(BenchmarkBannerFilter(), "solbench-benchmark-banner")
     config.addinivalue_line("markers", "solbench: a (solution, workload) graded by solbench")
+
+
+class BenchmarkBannerFilter:
+    """pytest-benchmark, when installed, heads every session with its settings; a gate that writes no
+    benchmark JSON (`--solbench-benchmark-json`) uses none of them, so the line is left out."""
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_report_header(self, config: pytest.Config):
+        lines = yield
+        return [entry for entry in lines
+                if not str(entry if isinstance(entry, str) else (entry or [""])[0]).startswith("benchmark:")]
 
 
 def pytest_report_header(config: pytest.Config) -> list[str] | None:
