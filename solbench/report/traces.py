@@ -55,7 +55,8 @@ class TraceFile:
             self.key = signing.load_key(self.path, create=True)
         if self.key is not None and has_lines:
             self._refuse_unsigned()
-        self._done = {t.key() for t in self._read_existing()}
+        self.earlier = self._read_existing()  # what the file held when opened: a resumed run's tables show it too
+        self._done = {t.key() for t in self.earlier}
 
     @property
     def refused_path(self) -> Path:
