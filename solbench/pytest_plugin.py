@@ -106,9 +106,13 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     state = state_of(config)
     if state is None:
         return None
-    gate = (f", baseline {config.getoption('solbench_baseline')} (max regression {state.max_regression:.1%})"
-            if state.baseline is not None else "")
-    return [f"solbench: problems {state.problems_dir}, device {config.getoption('solbench_device')}{gate}"]
+    from solbench.report.leaderboard import older_format_note
+
+    baseline = config.getoption("solbench_baseline")
+    gate = (f", baseline {baseline} (max regression {state.max_regression:.1%})" if state.baseline is not None else "")
+    lines = [f"solbench: problems {state.problems_dir}, device {config.getoption('solbench_device')}{gate}"]
+    note = older_format_note(state.baseline, baseline) if state.baseline is not None else None
+    return lines + ([f"solbench: note: {note}"] if note else [])
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector):

@@ -289,3 +289,20 @@ def test_workloads_sharing_their_axes_keep_their_uuid():
     labels = workload_labels([workload("a1", {"m": 1, "k": 2}), workload("b2", {"m": 1, "k": 2}),
                               workload("c3", {}), workload("d4", {"m": 4, "k": 2})])
     assert labels == ["m=1-k=2-a1", "m=1-k=2-b2", "c3", "m=4-k=2"]
+
+
+def test_an_older_leaderboard_format_is_named_in_the_header(project, fake_runner, capsys):
+    """A baseline CSV written before a column existed (the shipped one lacked numerics_flagged) still gates,
+    and the session's header says it should be regenerated; a current one gets no such line."""
+    solution(project, "kern.py")
+    traces = project / "base.jsonl"
+    assert run_pytest(project, "--solbench", "solutions", "--solbench-traces", str(traces)).ret == 0
+    baseline = project / "leaderboard.csv"
+    assert solbench_main(["leaderboard", str(traces), "-o", str(baseline)]) == 0
+    capsys.readouterr()
+    result = run_pytest(project, "--solbench", "solutions", "--solbench-baseline", str(baseline), capsys=capsys)
+    assert result.ret == 0 and "older leaderboard format" not in result.output
+    pd.read_csv(baseline).drop(columns=["numerics_flagged"]).to_csv(baseline, index=False)
+    result = run_pytest(project, "--solbench", "solutions", "--solbench-baseline", str(baseline), capsys=capsys)
+    assert result.ret == 0
+    assert f"{baseline} is an older leaderboard format (no numerics_flagged column)" in result.output
