@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from solbench.report.html import render_report
+from solbench.report.html import render_report, speedup_class
 from solbench.report.merge import merge
 from solbench.spec.trace import Status
 from tests.report.conftest import make_trace, sample_traces, sol
@@ -150,3 +150,55 @@ def test_leaderboard_fits_1400_px_without_sideways_scrolling(tmp_path):
     for table in probe["tables"]:
         assert table["scroll"] <= table["box"] and table["table"] <= table["box"], probe
     assert probe["page"] <= 1400, probe
+
+
+CLIP_PROBE = """<script>
+const clipped = [];
+for (const chart of document.querySelectorAll("svg.chart")) {
+  const box = chart.getBoundingClientRect();
+  if (box.left < -0.5 || box.right > window.innerWidth + 0.5) clipped.push({chart: chart.dataset.chart, box: [box.left, box.right]});
+  for (const text of chart.querySelectorAll("text")) {
+    const r = text.getBoundingClientRect();
+    if (r.width && (r.left < box.left - 0.5 || r.right > box.right + 0.5))
+      clipped.push({text: text.textContent, left: r.left - box.left, right: box.right - r.right});
+  }
+}
+document.body.setAttribute("data-clip", JSON.stringify({inner: window.innerWidth, texts:
+  document.querySelectorAll("svg.chart text").length, clipped}));
+</script>"""
+
+
+@needs_chromium
+@pytest.mark.parametrize("width", [1400, 800])
+def test_no_chart_label_or_title_is_clipped_in_a_browser(tmp_path, width):
+    """Long problem and solution names (the speedup chart's "problem · solution" labels, each problem's
+    chart title): every text of every chart lies inside its chart, and every chart inside the window."""
+    long_problem = "attention_softmax_dropout_value_matmul_backward_h32_d128_causal"
+    traces = sample_traces() + [
+        make_trace(long_problem, "triton_fused_attention_backward_with_a_long_descriptive_name", f"w{i}",
+                   latency_ms=1.0 + i, sol=sol(0.2, 1.0 + i), axes={"batch_size": 2 ** i}) for i in range(3)]
+    page = render_report(merge(traces), sources=["sample.jsonl"]).replace("</body>", CLIP_PROBE + "</body>")
+    probe_page = tmp_path / "probe.html"
+    probe_page.write_text(page)
+    dom = chromium(f"--window-size={width},1800", "--dump-dom", probe_page.as_uri()).stdout
+    found = re.search(r'data-clip="([^"]*)"', dom)
+    assert found, dom[-2000:]
+    probe = json.loads(unescape(found.group(1)))
+    assert probe["inner"] == width and probe["texts"] > 50, probe
+    assert probe["clipped"] == [], probe
+
+
+def test_speedups_are_coloured_only_where_their_interval_excludes_one_and_single_problem_summaries_go():
+    def row(speedup: float, low: float, high: float) -> dict:
+        return {"geomean_speedup_vs_reference": speedup, "geomean_latency_ms": 1.0, "latency_ci_low_ms": low,
+                "latency_ci_high_ms": high}
+
+    assert speedup_class(1.0, row(1.0, 0.98, 1.02)) == ""  # 1.00x: neither red nor green
+    assert speedup_class(0.99, row(0.99, 0.98, 1.02)) == ""  # below 1 but within the noise
+    assert speedup_class(1.5, row(1.5, 0.98, 1.02)) == "good" and speedup_class(0.5, row(0.5, 0.98, 1.02)) == "bad"
+    assert speedup_class(1.5, {"geomean_latency_ms": 1.0}) == ""  # no interval: no colour
+    page = render_report(merge(sample_traces()))
+    board = page[page.index('<table class="leaderboard"'):page.index("</table>")]
+    # sample_traces: triton_fast solves both problems (a summary row); the others one each (none)
+    summaries = re.findall(r'<tr class="summary"><td class="text">([^<]*)</td>', board)
+    assert summaries == ["triton_fast"] and board.count("<tr") > 5
