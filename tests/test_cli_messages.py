@@ -84,3 +84,18 @@ class _Fixed:
 
     def print_help(self):
         self.parser.print_help()
+
+
+def test_the_t_sol_note_says_why_that_gpu_with_and_without_hw(tmp_path):
+    """On a CPU, `--hw H100_SXM` is the reason the bounds are an H100's: the note says so, not "no --hw"."""
+    problem = write_problem(tmp_path, sizes=(64,))
+    env = dict(os.environ, PYTHONPATH=str(REPO), CUDA_VISIBLE_DEVICES="")
+    notes = {}
+    for hw in ([], ["--hw", "h100_sxm"]):
+        result = subprocess.run([sys.executable, "-m", "solbench", "run", str(problem), *FAST, *hw, "-o",
+                                 str(tmp_path / f"t{len(hw)}.jsonl")], env=env, capture_output=True, text=True,
+                                timeout=300, cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        notes[bool(hw)] = " ".join(result.stdout[result.stdout.index("Speed of light:"):].split())
+    assert "the GPU named with --hw: this run has no GPU" in notes[True] and "no --hw" not in notes[True]
+    assert "because this run has no GPU and no --hw" in notes[False]
