@@ -25,29 +25,28 @@ if not HAS_CUDA:  # Triton decides at decoration time whether to interpret: set 
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
+def private_folder(tmp_path_factory, variable: str, name: str):
+    """`variable` names a fresh temporary folder for the session, then is restored."""
+    previous = os.environ.get(variable)
+    os.environ[variable] = str(tmp_path_factory.mktemp(name))
+    yield
+    if previous is None:
+        os.environ.pop(variable, None)
+    else:
+        os.environ[variable] = previous
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _private_sol_cache(tmp_path_factory):
     """Analyses cached by tests go to a private folder, never the user's ~/.cache (solbench.sol.cache)."""
-    previous = os.environ.get("SOLBENCH_SOL_CACHE")
-    os.environ["SOLBENCH_SOL_CACHE"] = str(tmp_path_factory.mktemp("sol-cache"))
-    yield
-    if previous is None:
-        os.environ.pop("SOLBENCH_SOL_CACHE", None)
-    else:
-        os.environ["SOLBENCH_SOL_CACHE"] = previous
+    yield from private_folder(tmp_path_factory, "SOLBENCH_SOL_CACHE", "sol-cache")
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _private_runs_dir(tmp_path_factory):
     """Runs that name no -o keep their traces in a temporary folder, never the checkout's .solbench/runs/
     (a later `solbench leaderboard .solbench/runs/` would show test fixtures as results)."""
-    previous = os.environ.get("SOLBENCH_RUNS_DIR")
-    os.environ["SOLBENCH_RUNS_DIR"] = str(tmp_path_factory.mktemp("runs"))
-    yield
-    if previous is None:
-        os.environ.pop("SOLBENCH_RUNS_DIR", None)
-    else:
-        os.environ["SOLBENCH_RUNS_DIR"] = previous
+    yield from private_folder(tmp_path_factory, "SOLBENCH_RUNS_DIR", "runs")
 
 
 def pytest_collection_modifyitems(config, items):

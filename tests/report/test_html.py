@@ -130,22 +130,29 @@ document.body.setAttribute("data-probe", JSON.stringify({inner: window.innerWidt
 </script>"""
 
 
+def probed(tmp_path: Path, long_problem: str, long_solution: str, script: str, attribute: str, width: int) -> dict:
+    """The sample report plus three workloads of a long-named problem and solution, laid out by Chromium at
+    `width` px; what `script` measured there (JSON in the body's `attribute`)."""
+    traces = sample_traces() + [
+        make_trace(long_problem, long_solution, f"w{i}", latency_ms=1.0 + i, sol=sol(0.2, 1.0 + i),
+                   axes={"batch_size": 2 ** i}) for i in range(3)]
+    page = render_report(merge(traces), sources=["sample.jsonl"]).replace("</body>", script + "</body>")
+    probe_page = tmp_path / "probe.html"
+    probe_page.write_text(page)
+    dom = chromium(f"--window-size={width},1800", "--dump-dom", probe_page.as_uri()).stdout
+    found = re.search(rf'{attribute}="([^"]*)"', dom)
+    assert found, dom[-2000:]
+    return json.loads(unescape(found.group(1)))
+
+
 @needs_chromium
 def test_leaderboard_fits_1400_px_without_sideways_scrolling(tmp_path):
     """Long generated names (as `solbench extract` writes them) and every column: the table wraps its
     headers and names instead of scrolling; measured by Chromium's layout at a 1400 px window."""
     long_problem = ("decoder_layer_decode_mla_hs7168_h128_qr1536_kvr512_nope128_rope64_v128_ropeinterleave_"
                     "scale0p135234_moe_sigmoid_grouped_e256_k8_i2048_shared2048_eps1e-06")
-    traces = sample_traces() + [
-        make_trace(long_problem, "triton_fused_decoder_layer_with_a_long_descriptive_name", f"w{i}",
-                   latency_ms=1.0 + i, sol=sol(0.2, 1.0 + i), axes={"batch_size": 2 ** i}) for i in range(3)]
-    page = render_report(merge(traces), sources=["sample.jsonl"]).replace("</body>", WIDTH_PROBE + "</body>")
-    probe_page = tmp_path / "probe.html"
-    probe_page.write_text(page)
-    dom = chromium("--window-size=1400,1800", "--dump-dom", probe_page.as_uri()).stdout
-    found = re.search(r'data-probe="([^"]*)"', dom)
-    assert found, dom[-2000:]
-    probe = json.loads(unescape(found.group(1)))
+    probe = probed(tmp_path, long_problem, "triton_fused_decoder_layer_with_a_long_descriptive_name", WIDTH_PROBE,
+                   "data-probe", 1400)
     assert probe["inner"] == 1400 and probe["tables"], probe
     for table in probe["tables"]:
         assert table["scroll"] <= table["box"] and table["table"] <= table["box"], probe
@@ -174,16 +181,8 @@ def test_no_chart_label_or_title_is_clipped_in_a_browser(tmp_path, width):
     """Long problem and solution names (the speedup chart's "problem · solution" labels, each problem's
     chart title): every text of every chart lies inside its chart, and every chart inside the window."""
     long_problem = "attention_softmax_dropout_value_matmul_backward_h32_d128_causal"
-    traces = sample_traces() + [
-        make_trace(long_problem, "triton_fused_attention_backward_with_a_long_descriptive_name", f"w{i}",
-                   latency_ms=1.0 + i, sol=sol(0.2, 1.0 + i), axes={"batch_size": 2 ** i}) for i in range(3)]
-    page = render_report(merge(traces), sources=["sample.jsonl"]).replace("</body>", CLIP_PROBE + "</body>")
-    probe_page = tmp_path / "probe.html"
-    probe_page.write_text(page)
-    dom = chromium(f"--window-size={width},1800", "--dump-dom", probe_page.as_uri()).stdout
-    found = re.search(r'data-clip="([^"]*)"', dom)
-    assert found, dom[-2000:]
-    probe = json.loads(unescape(found.group(1)))
+    probe = probed(tmp_path, long_problem, "triton_fused_attention_backward_with_a_long_descriptive_name", CLIP_PROBE,
+                   "data-clip", width)
     assert probe["inner"] == width and probe["texts"] > 50, probe
     assert probe["clipped"] == [], probe
 
