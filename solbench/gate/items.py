@@ -52,7 +52,9 @@ class SolutionFile(pytest.File):
             name = problem_of_solution_file(self.path)
             problem = state.problem(name)
             if problem is None:
-                raise SpecError(f"{self.path.name} is for problem {name!r}, which is not under {state.problems_dir}")
+                broken = [m for m in state.unloadable if f"/{name}/" in m.replace("\\", "/")]
+                raise SpecError(f"problem {name!r} could not be loaded: {broken[0]}" if broken else
+                                f"{self.path.name} is for problem {name!r}, which is not under {state.problems_dir}")
             self.problem = problem
             self.solution = load_solution(self.path, problem.definition)
         except SpecError as exc:

@@ -306,3 +306,18 @@ def test_an_older_leaderboard_format_is_named_in_the_header(project, fake_runner
     result = run_pytest(project, "--solbench", "solutions", "--solbench-baseline", str(baseline), capsys=capsys)
     assert result.ret == 0
     assert f"{baseline} is an older leaderboard format (no numerics_flagged column)" in result.output
+
+
+def test_a_broken_problem_fails_only_its_own_solutions(project, fake_runner):
+    from tests.runner.conftest import write_problem
+
+    broken = write_problem(project / "problem_defs", name="axpy_broken") / "definition.json"
+    broken.write_text(broken.read_text()[:-5])  # cut short: not valid JSON
+    solution(project, "good.py")
+    (project / "solutions" / "other.py").write_text("# solbench: problem=axpy_broken\ndef run(x, y):\n    return x\n")
+    result = run_pytest(project, "--solbench", "solutions", "--solbench-device", "cpu")
+    assert result.ret == 1
+    assert result.outcomes == {f"solutions/good.py::{W0}": "passed", f"solutions/good.py::{W1}": "passed",
+                               "solutions/other.py::load": "failed"}
+    assert "problem 'axpy_broken' could not be loaded" in result.messages["solutions/other.py::load"]
+    assert "not valid JSON at line" in result.messages["solutions/other.py::load"]
