@@ -84,16 +84,35 @@ def pytest_configure(config: pytest.Config) -> None:
                                     "(pip install pytest-benchmark, or solbench[test])") from None
     state.configure_run()
     config.stash[STATE_KEY] = state
+    if config.option.verbose == 0:  # one line per item, its workload named while it is judged (minutes on a CPU)
+        config.option.verbose = 1
+    if not config.getoption("solbench_benchmark_json"):
+        config.pluginmanager.register(BenchmarkBannerFilter(), "solbench-benchmark-banner")
     config.addinivalue_line("markers", "solbench: a (solution, workload) graded by solbench")
+
+
+class BenchmarkBannerFilter:
+    """pytest-benchmark, when installed, heads every session with its settings; a gate that writes no
+    benchmark JSON (`--solbench-benchmark-json`) uses none of them, so the line is left out."""
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_report_header(self, config: pytest.Config):
+        lines = yield
+        return [entry for entry in lines
+                if not str(entry if isinstance(entry, str) else (entry or [""])[0]).startswith("benchmark:")]
 
 
 def pytest_report_header(config: pytest.Config) -> list[str] | None:
     state = state_of(config)
     if state is None:
         return None
-    gate = (f", baseline {config.getoption('solbench_baseline')} (max regression {state.max_regression:.1%})"
-            if state.baseline is not None else "")
-    return [f"solbench: problems {state.problems_dir}, device {config.getoption('solbench_device')}{gate}"]
+    from solbench.report.leaderboard import older_format_note
+
+    baseline = config.getoption("solbench_baseline")
+    gate = (f", baseline {baseline} (max regression {state.max_regression:.1%})" if state.baseline is not None else "")
+    lines = [f"solbench: problems {state.problems_dir}, device {config.getoption('solbench_device')}{gate}"]
+    note = older_format_note(state.baseline, baseline) if state.baseline is not None else None
+    return lines + ([f"solbench: note: {note}"] if note else [])
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector):

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+CHECKOUT_KEY = pytest.StashKey["set[str] | None"]()
 
 
 def _has_cuda() -> bool:
@@ -23,16 +25,28 @@ if not HAS_CUDA:  # Triton decides at decoration time whether to interpret: set 
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
+def private_folder(tmp_path_factory, variable: str, name: str):
+    """`variable` names a fresh temporary folder for the session, then is restored."""
+    previous = os.environ.get(variable)
+    os.environ[variable] = str(tmp_path_factory.mktemp(name))
+    yield
+    if previous is None:
+        os.environ.pop(variable, None)
+    else:
+        os.environ[variable] = previous
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _private_sol_cache(tmp_path_factory):
     """Analyses cached by tests go to a private folder, never the user's ~/.cache (solbench.sol.cache)."""
-    previous = os.environ.get("SOLBENCH_SOL_CACHE")
-    os.environ["SOLBENCH_SOL_CACHE"] = str(tmp_path_factory.mktemp("sol-cache"))
-    yield
-    if previous is None:
-        os.environ.pop("SOLBENCH_SOL_CACHE", None)
-    else:
-        os.environ["SOLBENCH_SOL_CACHE"] = previous
+    yield from private_folder(tmp_path_factory, "SOLBENCH_SOL_CACHE", "sol-cache")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_runs_dir(tmp_path_factory):
+    """Runs that name no -o keep their traces in a temporary folder, never the checkout's .solbench/runs/
+    (a later `solbench leaderboard .solbench/runs/` would show test fixtures as results)."""
+    yield from private_folder(tmp_path_factory, "SOLBENCH_RUNS_DIR", "runs")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -75,3 +89,38 @@ def _trace_keys_in_a_temporary_state_dir(tmp_path_factory):
     if "SOLBENCH_STATE_DIR" not in os.environ:
         os.environ["SOLBENCH_STATE_DIR"] = str(tmp_path_factory.mktemp("solbench_state"))
     yield
+
+
+CACHE_PARTS = {"__pycache__", ".pytest_cache", ".ruff_cache"}  # written by Python and the tools, not by tests
+
+
+def checkout_state() -> set[str] | None:
+    """The checkout's untracked and ignored paths, as `git status` lists them (caches left out); None outside
+    a git checkout. Edits to tracked files are not counted: a developer may be editing while the suite runs."""
+    try:
+        out = subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--ignored", "--untracked-files=all"],
+                             capture_output=True, text=True, timeout=120, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {line[3:] for line in out.splitlines()
+            if line[:2] in ("??", "!!") and not CACHE_PARTS & set(Path(line[3:]).parts)}
+
+
+def pytest_sessionstart(session):
+    session.config.stash[CHECKOUT_KEY] = checkout_state()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """The suite writes only to temporary folders: a path it added to the checkout fails the session, named."""
+    before = session.config.stash.get(CHECKOUT_KEY, None)
+    after = checkout_state() if before is not None else None
+    if before is None or after is None or session.config.option.collectonly:
+        return
+    added = sorted(after - before)
+    if added:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.ensure_newline()
+            reporter.write_line(f"FAILED: the tests changed the checkout ({len(added)} path(s); tests must write to "
+                                f"temporary folders): " + ", ".join(added[:20]), red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -238,6 +238,7 @@ def test_failed_and_skipped_rows_say_why_and_a_run_without_o_keeps_its_traces(tm
     (broken / "kernel.cu").write_text("// solbench: problem=axpy_fp32\n"
                                       "torch::Tensor run(torch::Tensor x, torch::Tensor y) { return x * 2 + y; }\n")
     env = dict(os.environ, PYTHONPATH=str(REPO), CUDA_VISIBLE_DEVICES="")
+    env.pop("SOLBENCH_RUNS_DIR", None)  # the default folder, under the working directory (here tmp_path)
     result = subprocess.run([sys.executable, "-m", "solbench", "run", str(problem), "--solution", str(broken), *FAST],
                             env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert result.returncode == 1, result.stderr

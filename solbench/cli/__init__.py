@@ -68,7 +68,7 @@ def _main(argv: list[str] | None) -> int:
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
-        print("interrupted; finished workloads are in the trace file", file=sys.stderr)
+        print("interrupted", file=sys.stderr)  # before a run started: no trace file to speak of
         return 130
 
 

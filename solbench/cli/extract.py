@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
+import warnings
 from pathlib import Path
 
 DTYPES = {"bf16": "bfloat16", "bfloat16": "bfloat16", "fp16": "float16", "float16": "float16",
@@ -29,10 +30,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     which.add_argument("--all", action="store_true", help="every model solbench ships config facts for")
     which.add_argument("--list", action="store_true", help="list the models solbench knows offline and exit")
     parser.add_argument("--config", type=Path, help="a config.json to use instead of the cache/hub/shipped facts")
-    parser.add_argument("-o", "--output", type=Path, default=Path("problem_defs"),
-                        help="problem root; problems go to OUTPUT/hf/<name>/ (default: problem_defs)")
-    parser.add_argument("--references", type=Path, default=Path("reference_impls"),
-                        help="reference root; sources go to REFERENCES/hf/<name>.py (default: reference_impls)")
+    parser.add_argument("-o", "--output", type=Path,
+                        help="problem root; problems go to OUTPUT/hf/<name>/ and, unless --references says "
+                             "otherwise, reference sources to OUTPUT/reference_impls/hf/: everything under OUTPUT "
+                             "(default: problem_defs and reference_impls in the working directory, a checkout's layout)")
+    parser.add_argument("--references", type=Path,
+                        help="reference root; sources go to REFERENCES/hf/<name>.py")
     parser.add_argument("--dtype", default="bf16", choices=sorted(DTYPES), help="activation/weight dtype")
     parser.add_argument("--no-validate", action="store_true",
                         help="skip comparing each reference with its transformers module on CPU")
@@ -45,9 +48,11 @@ def handle(args: argparse.Namespace) -> int:
 
     from solbench.spec.errors import SpecError
 
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)  # lines never broken at 80 columns in a log
     try:
-        return _run(args, console)
+        with warnings.catch_warnings():  # transformers' deprecation notes concern its callers' code, not ours
+            warnings.simplefilter("ignore", FutureWarning)
+            return _run(args, console)
     except SpecError as exc:
         console.print(f"[red]error:[/red] {exc}")
         return 2
@@ -55,6 +60,11 @@ def handle(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace, console) -> int:
     from solbench.extract import configs, emit, hub, pipeline
+
+    if args.references is None:  # -o DIR keeps everything under DIR; no -o: a checkout's two folders
+        args.references = args.output / "reference_impls" if args.output is not None else Path("reference_impls")
+    if args.output is None:
+        args.output = Path("problem_defs")
 
     if args.list:
         for model_id, entry in configs.shipped_models().items():

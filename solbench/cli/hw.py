@@ -37,7 +37,7 @@ def register(subparsers) -> None:
 
 def hw_command(args) -> int:
     console = output_console()
-    err = Console(stderr=True)
+    err = Console(stderr=True, soft_wrap=True)  # lines never broken at 80 columns in a log
     try:
         if args.hw_command == "list":
             return _list(console, args.json)

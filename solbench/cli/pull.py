@@ -28,7 +28,7 @@ def handle(args: argparse.Namespace) -> int:
     from solbench.extract import hub, pull
     from solbench.spec.errors import SpecError
 
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)  # lines never broken at 80 columns in a log
     try:
         if args.from_parquet:
             missing = [str(p) for p in args.from_parquet if not p.is_file()]

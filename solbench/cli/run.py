@@ -18,7 +18,7 @@ from solbench.orchestrator.config import (
     configure,
     devices_from_options,
 )
-from solbench.orchestrator.jobs import Job, build_jobs, repo_default
+from solbench.orchestrator.jobs import SOLUTION_SUFFIXES, Job, build_jobs, repo_default
 from solbench.orchestrator.timeline import RunTimeline
 from solbench.report.table import output_console, print_results
 from solbench.report.traces import TraceFile, default_trace_path
@@ -118,13 +118,15 @@ def job_target(args: argparse.Namespace) -> tuple[Path, list[Path] | None]:
         target, solutions = args.problem, args.solution
     if not target.exists():
         raise SpecError(f"{target} does not exist")
+    if target.is_file() and target.suffix in SOLUTION_SUFFIXES and target.name != "definition.json":
+        raise SpecError(f"{target} is a file, not a problem folder: did you mean `--solution {target}`?")
     return target, solutions
 
 
-def jobs_from_args(args: argparse.Namespace, config: RunConfig) -> list[Job]:
-    """The jobs the command line asks for."""
+def jobs_from_args(args: argparse.Namespace, config: RunConfig, unloadable: list[str]) -> list[Job]:
+    """The jobs the command line asks for; a dataset's problems that cannot be loaded go to `unloadable`."""
     target, solutions = job_target(args)
-    return build_jobs(target, solutions, config.max_workloads)
+    return build_jobs(target, solutions, config.max_workloads, unloadable)
 
 
 def begin_cluster(config: RunConfig):
@@ -159,15 +161,14 @@ def open_trace_file(output: Path | None, console: Console) -> TraceFile | None:
         return None
 
 
-def done_count(jobs: list[Job], trace_file: TraceFile | None) -> int:
-    """Workloads of these jobs already in the trace file: a resumed run's progress starts there."""
+def done_traces(jobs: list[Job], trace_file: TraceFile | None) -> list:
+    """The traces of these jobs' workloads already in the trace file, one per workload: a resumed run's
+    progress starts at their count, and its tables show them with the new ones."""
     if trace_file is None or not trace_file.done_count:
-        return 0
-    done = 0
-    for job in jobs:
-        digest = job.resolved_solution().content_hash()
-        done += sum(trace_file.is_done(job.problem.name, digest, w.uuid) for w in job.workloads)
-    return done
+        return []
+    wanted = {(job.problem.name, job.resolved_solution().content_hash(), w.uuid) for job in jobs for w in job.workloads}
+    latest = {t.key(): t for t in trace_file.earlier if t.key() in wanted}
+    return list(latest.values())
 
 
 def shown_path(path: Path) -> str:
@@ -197,7 +198,10 @@ def run_command(args: argparse.Namespace) -> int:
                 timeline.mark("first_spawn")  # the session actors are starting
             elif [w[0].device for w in workers] != devices:  # not the devices the run is on after all
                 workers = swap_workers(workers, devices, timeline)
-            jobs = jobs_from_args(args, config)
+            unloadable: list[str] = []
+            jobs = jobs_from_args(args, config, unloadable)
+            for message in unloadable:
+                console.print(f"[red]problem not loaded:[/red] {escape(message)}")
             if config.lock_clocks and not config.cluster and not any(d.startswith("cuda") for d in devices):
                 raise SpecError("--lock-clocks needs a CUDA GPU")
             trace_file = open_trace_file(args.output, console)
@@ -205,7 +209,11 @@ def run_command(args: argparse.Namespace) -> int:
         except (SpecError, OSError) as exc:
             console.print(f"[red]error:[/red] {escape(str(exc))}")
             return EXIT_BAD_INPUT
-        return run_and_report(args, config, jobs, devices, trace_file, console, launch, timeline, workers)
+        code = run_and_report(args, config, jobs, devices, trace_file, console, launch, timeline, workers)
+        if unloadable and code != EXIT_INTERRUPTED:
+            console.print(f"{len(unloadable)} problem(s) could not be loaded (above): not run")
+            return EXIT_FAILED if code == EXIT_OK else code
+        return code
     finally:
         if workers:  # the run stops the workers it took; these are the ones it never got (or already stopped)
             from solbench.orchestrator.scheduler import kill_workers
@@ -248,7 +256,8 @@ def run_and_report(args: argparse.Namespace, config: RunConfig, jobs: list[Job],
     note = auto_fallback_note(config, devices)
     if note:
         console.print(note)
-    total, done = sum(len(j.workloads) for j in jobs), done_count(jobs, trace_file)
+    total, earlier = sum(len(j.workloads) for j in jobs), done_traces(jobs, trace_file)
+    done = len(earlier)
     if done:
         console.print(f"resuming: {done} of {total} workloads already in {shown_path(trace_file.path)}")
     console.print(f"{len(jobs)} job(s), {total} workload(s) on {', '.join(devices)}")
@@ -291,20 +300,23 @@ def run_and_report(args: argparse.Namespace, config: RunConfig, jobs: list[Job],
         return EXIT_BAD_INPUT
     except SpecError as exc:  # a cluster that cannot be reached or has no actor left: what finished is kept
         if finished:
-            report_results(finished, args.json, console, trace_file, interrupted=True)
+            report_results(finished, args.json, console, trace_file, interrupted=True, earlier=earlier)
         console.print(f"[red]error:[/red] {escape(str(exc))}")
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
-        report_results(finished, args.json, console, trace_file, interrupted=True)
+        report_results(finished, args.json, console, trace_file, interrupted=True, earlier=earlier)
         return EXIT_INTERRUPTED
-    code = report_results(traces, args.json, console, trace_file)
+    code = report_results(traces, args.json, console, trace_file, earlier=earlier)
     timeline.mark("report")
     return code
 
 
 def report_results(traces: list, as_json: bool, console: Console, trace_file: TraceFile | None, *,
-                   interrupted: bool = False) -> int:
-    """The tables (stdout), why each failed or skipped workload did so, where the traces are; the exit code."""
+                   interrupted: bool = False, earlier: list | None = None) -> int:
+    """The tables (stdout), why each failed or skipped workload did so, where the traces are; the exit code.
+    A resumed run's tables, counts and exit code take in the `earlier` traces of its workloads too."""
+    new = len(traces)
+    traces = list(earlier or []) + list(traces)
     if not as_json and traces:
         print_results(output_console(), traces)
     failed = sum(t.status.failed for t in traces)
@@ -312,7 +324,8 @@ def report_results(traces: list, as_json: bool, console: Console, trace_file: Tr
     where = f"traces in {shown_path(trace_file.path)}" if trace_file else "no traces kept"
     if interrupted:
         resume = f"; re-run with -o {shown_path(trace_file.path)} to resume" if trace_file else ""
-        console.print(f"interrupted: {len(traces)} finished workload(s) kept ({where}){resume}")
+        console.print(f"interrupted: {new} finished workload(s) kept ({where}){resume}")
         return EXIT_INTERRUPTED
-    console.print(f"{passed}/{len(traces)} workloads passed or skipped; {failed} failed; {where}")
+    resumed = f" ({len(traces) - new} from before this run)" if len(traces) > new else ""
+    console.print(f"{passed}/{len(traces)} workloads passed or skipped{resumed}; {failed} failed; {where}")
     return EXIT_FAILED if failed else EXIT_OK

@@ -80,7 +80,7 @@ def workload_record(problem, workload, hw: HardwareSpec, use_cache: bool = True)
 
 
 def sol_command(args) -> int:
-    err = Console(stderr=True)
+    err = Console(stderr=True, soft_wrap=True)  # lines never broken at 80 columns in a log
     try:
         paths = discover_problems(args.problem) if args.problem.is_dir() else [args.problem]
         if not paths:

@@ -52,7 +52,9 @@ class SolutionFile(pytest.File):
             name = problem_of_solution_file(self.path)
             problem = state.problem(name)
             if problem is None:
-                raise SpecError(f"{self.path.name} is for problem {name!r}, which is not under {state.problems_dir}")
+                broken = [m for m in state.unloadable if f"/{name}/" in m.replace("\\", "/")]
+                raise SpecError(f"problem {name!r} could not be loaded: {broken[0]}" if broken else
+                                f"{self.path.name} is for problem {name!r}, which is not under {state.problems_dir}")
             self.problem = problem
             self.solution = load_solution(self.path, problem.definition)
         except SpecError as exc:
@@ -60,10 +62,19 @@ class SolutionFile(pytest.File):
             return
         limit = state.option("solbench_max_workloads")
         workloads = problem.workloads[:limit] if limit else problem.workloads
-        for workload in workloads:
-            yield WorkloadItem.from_parent(self, name=f"{problem.name}[{workload.uuid}]", workload_uuid=workload.uuid)
+        for workload, label in zip(workloads, workload_labels(workloads), strict=True):
+            yield WorkloadItem.from_parent(self, name=f"{problem.name}[{label}]", workload_uuid=workload.uuid)
         if state.baseline is not None:
             yield RegressionItem.from_parent(self, name=f"regression[{problem.name}]")
+
+
+def workload_labels(workloads: list) -> list[str]:
+    """Each workload named by its axes (`batch_size=8`, several joined by '-' as pytest joins parameters), so
+    that item names say what is judged and `-k` can pick them; the uuid where a workload has no axes or
+    shares its axes with another."""
+    labels = ["-".join(f"{k}={v}" for k, v in w.axes.items()) or w.uuid for w in workloads]
+    return [label if labels.count(label) == 1 or label == w.uuid else f"{label}-{w.uuid}"
+            for label, w in zip(labels, workloads, strict=True)]
 
 
 class _SolbenchItem(pytest.Item):
@@ -73,7 +84,7 @@ class _SolbenchItem(pytest.Item):
         return super().repr_failure(excinfo, style)
 
     def reportinfo(self):
-        return self.path, None, f"solbench {self.name}"
+        return self.path, 0, f"solbench {self.name}"  # skips and failures point at the solution file
 
 
 class BrokenSolutionItem(_SolbenchItem):
@@ -128,7 +139,8 @@ class WorkloadItem(_SolbenchItem):
         if trace.status.value == "SKIPPED":
             if state.option("solbench_require_gpu"):
                 raise SolbenchFailure("SKIPPED although --solbench-require-gpu is set:\n" + describe_failure(trace))
-            pytest.skip(f"{trace.definition}[{trace.workload_uuid}]: {reason(trace)}")
+            # reported at the item's location (the solution file), not at this line of the plugin
+            raise pytest.skip.Exception(f"{self.name}: {reason(trace)}", _use_item_location=True)
         if trace.status.failed:
             raise SolbenchFailure(describe_failure(trace))
         min_score = state.option("solbench_min_score")
@@ -156,12 +168,12 @@ class RegressionItem(_SolbenchItem):
         uuids = next((u for path, (_, u) in selected_workloads(self.session).items() if path == self.path), [])
         traces = [t for t in (run.wait_for(str(self.path), u) for u in uuids) if t is not None]
         if not traces:
-            pytest.skip("no workload of this solution was selected")
+            raise pytest.skip.Exception("no workload of this solution was selected", _use_item_location=True)
         verdict = check(traces, state.baseline, state.max_regression)
         self.user_properties.append(("regression", verdict.message))
         if verdict.regressed:
             raise SolbenchFailure(verdict.message)
         if not verdict.comparable:
-            pytest.skip(verdict.message)
+            raise pytest.skip.Exception(verdict.message, _use_item_location=True)
 
 

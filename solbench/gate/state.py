@@ -85,6 +85,7 @@ class SolbenchState:
     devices: list[str] | None = None
     gpu_error: str | None = None
     device_error: str | None = None
+    unloadable: list[str] = field(default_factory=list)  # problems that could not be loaded, with their reasons
 
     @property
     def all_traces(self) -> list:
@@ -96,8 +97,10 @@ class SolbenchState:
     def problem(self, name: str):
         from solbench.orchestrator.jobs import load_problems
 
-        if self.problems is None:  # the same loading (and duplicate-name check) as `solbench run`
-            self.problems = {problem.name: problem for problem in load_problems(Path(self.problems_dir))}
+        if self.problems is None:  # the same loading (and duplicate-name check) as `solbench run`; a broken
+            self.unloadable = []  # problem fails its own solutions' items only (`SolutionFile.collect`)
+            loaded = load_problems(Path(self.problems_dir), self.unloadable)
+            self.problems = {problem.name: problem for problem in loaded}
         return self.problems.get(name)
 
     def is_solution_file(self, path: Path) -> bool:

@@ -120,6 +120,8 @@ def configure(base: RunConfig | None = None, *, quick: bool = False, baseline_cs
     if "data_roots" in settings:
         settings["data_roots"] = [Path(p) for p in settings["data_roots"]]
     config = replace(base or RunConfig(), **settings)
+    if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", config.device):
+        raise SpecError(f"unknown device {config.device!r}: use auto, cpu, cuda or cuda:N")
     if config.hw is not None:
         try:
             load_spec(config.hw)  # an unknown name is bad input here, not a warning inside every trace

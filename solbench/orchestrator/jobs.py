@@ -53,11 +53,25 @@ def repo_default(folder: str) -> Path:
     return Path(__file__).resolve().parents[2] / folder
 
 
-def load_problems(target: Path) -> list[Problem]:
+def load_problems(target: Path, unloadable: list[str] | None = None) -> list[Problem]:
+    """The problems under `target`. With a list for `unloadable`, a dataset's problem that cannot be
+    loaded is noted there (its folder and one-line reason) and the rest are loaded: one broken problem
+    does not stop a dataset run. Without one, or when nothing loads, the first error is raised."""
     paths = discover_problems(target)
     if not paths:
         raise SpecError(f"no problems (definition.json + workload.jsonl) under {target}")
-    problems = [load_problem(p) for p in paths]
+    problems, errors = [], []
+    for path in paths:
+        try:
+            problems.append(load_problem(path))
+        except SpecError as exc:
+            if unloadable is None or len(paths) == 1:
+                raise
+            errors.append(str(exc))
+    if not problems:
+        raise SpecError(f"no problem under {target} could be loaded: {errors[0]}")
+    if unloadable is not None:
+        unloadable += errors
     seen: dict[str, Path] = {}
     for problem in problems:  # solutions name their problem: two problems of one name would be ambiguous
         if problem.name in seen:
@@ -112,9 +126,11 @@ def problem_of_solution_file(path: Path) -> str:
     raise SpecError(f"{path}: a solution is a .json, .py or .cu file")
 
 
-def build_jobs(target: Path, solutions: list[Path] | None, max_workloads: int | None = None) -> list[Job]:
-    """Jobs for a problem or dataset folder, with the given solutions or each problem's reference."""
-    problems = load_problems(target)
+def build_jobs(target: Path, solutions: list[Path] | None, max_workloads: int | None = None,
+               unloadable: list[str] | None = None) -> list[Job]:
+    """Jobs for a problem or dataset folder, with the given solutions or each problem's reference; a
+    dataset's problems that cannot be loaded go to `unloadable` when it is given (`load_problems`)."""
+    problems = load_problems(target, unloadable)
     if not solutions:
         return [make_job(p, None, max_workloads) for p in problems]
     by_name = {p.name: p for p in problems}

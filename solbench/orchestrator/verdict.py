@@ -75,7 +75,8 @@ def speed_of_light(session: DeviceSession, problem: Problem, workload: Workload,
         record = sol_record(cost, sol_time_ms(cost, hw), hw, None, None)
         record.update(latency_ms=latency_ms, t_baseline_ms=baseline_ms,
                       unscored=f"measured on the {session.device.upper()}: T_SOL is the bound on {hw.name}, "
-                               f"not scored (a {session.device} time says nothing about a GPU's bound)")
+                               f"not scored (a {session.device} time says nothing about a GPU's bound)",
+                      hw_chosen_by="--hw" if config.hw else "target_hardware")
     if cost.unknown_ops:
         notes.append(f"speed-of-light analysis did not understand: {', '.join(cost.unknown_ops)}")
     return record, impossible, notes

@@ -20,7 +20,7 @@ from solbench import __version__
 from solbench.report import svg
 from solbench.report.leaderboard import COLUMNS, LEVEL_PROBLEM, latency_ms, leaderboard, sol_value
 from solbench.report.merge import MergeResult, hardware_of
-from solbench.report.reasons import reason
+from solbench.report.reasons import reason, unscored_bounds
 from solbench.spec.trace import Status, Trace
 
 TABLE_COLUMNS = ("solution", "problem", "workloads", "passed", "failed", "numerics_flagged", "skipped", "conflicts",
@@ -47,19 +47,31 @@ tr.summary td { font-weight: 600; background: #fafafa; }
 td.na { color: #aaa; } td.bad { color: #c00; } td.good { color: #080; } td.flagged { color: #b36b00; }
 .scroll { overflow-x: auto; }
 .charts { display: flex; flex-wrap: wrap; gap: 14px; align-items: flex-start; }
-.chart { border: 1px solid #eee; border-radius: 4px; }
+.chart { border: 1px solid #eee; border-radius: 4px; max-width: 100%; height: auto; }
 .warn { background: #fff4e5; border: 1px solid #f0c36d; padding: 8px 12px; border-radius: 4px; }
 pre { white-space: pre-wrap; font-size: 11px; margin: 2px 0; color: #555; max-height: 6em; overflow: auto; }
 """
 
 
-def _cell(column: str, value) -> str:
+def speedup_class(speedup: float, row: dict) -> str:
+    """"good" or "bad" only where the speedup's confidence interval excludes 1: the latency's CI
+    (latency_ci_low_ms .. latency_ci_high_ms around geomean_latency_ms) carried over to the speedup; a
+    speedup whose interval holds 1 (or has none) is not coloured, whatever its sign."""
+    latency, low, high = (row.get(k) for k in ("geomean_latency_ms", "latency_ci_low_ms", "latency_ci_high_ms"))
+    if not all(isinstance(v, float) and math.isfinite(v) and v > 0 for v in (latency, low, high)):
+        return ""
+    if speedup * latency / high > 1:
+        return "good"
+    return "bad" if speedup * latency / low < 1 else ""
+
+
+def _cell(column: str, value, row: dict | None = None) -> str:
     if isinstance(value, float) and math.isnan(value):
         return '<td class="na">n/a</td>'
     if column in PERCENT_COLUMNS:
         return f"<td>{100 * value:.0f}%</td>"
     if column.startswith("geomean_speedup"):
-        css = "good" if value > 1 else "bad" if value < 1 else ""
+        css = speedup_class(value, row or {})
         return f'<td class="{css}">{value:.2f}x</td>'
     if column == "mean_sol_score":
         return f"<td>{value:.3f}</td>"
@@ -87,8 +99,10 @@ def leaderboard_table(frame: pd.DataFrame) -> str:
                    for c in TABLE_COLUMNS)
     rows = []
     for row in frame.to_dict(orient="records"):
+        if row["level"] != LEVEL_PROBLEM and row["problems"] == 1:
+            continue  # the summary of a solution of one problem repeats that problem's row
         css = "summary" if row["level"] != LEVEL_PROBLEM else ""
-        rows.append(f'<tr class="{css}">' + "".join(_cell(c, row[c]) for c in TABLE_COLUMNS) + "</tr>")
+        rows.append(f'<tr class="{css}">' + "".join(_cell(c, row[c], row) for c in TABLE_COLUMNS) + "</tr>")
     return (f'<div class="scroll"><table class="leaderboard"><thead><tr>{head}</tr></thead>'
             f'<tbody>{"".join(rows)}</tbody></table></div>')
 
@@ -152,15 +166,12 @@ def failures_list(traces: list[Trace], limit: int = 50) -> str:
 
 def unscored_note(traces: list[Trace]) -> str:
     """Said plainly when the bounds are another GPU's and the latencies are not scored (a CPU run)."""
-    unscored = [t for t in traces if (t.evaluation.sol or {}).get("unscored")]
-    if not unscored:
+    sentence = unscored_bounds(traces)
+    if sentence is None:
         return ""
-    hardware = ", ".join(sorted({str(t.evaluation.sol.get("hw")) for t in unscored}))
-    return (f'<p class="warn">T_SOL here is each workload\'s bound on {escape(hardware)}: these traces were '
-            f"measured with no GPU and no --hw, so the bound shown is the solution's target GPU (B200 where it "
-            f"declares none). Their latencies are not scored: a SOL score compares a GPU kernel's time with "
-            f"that GPU's bound, and a CPU time says nothing about it. The charts below show how far each "
-            f"measured time is from that GPU's speed of light, for scale only.</p>")
+    return (f'<p class="warn">{escape(sentence)} These latencies are not scored: a SOL score compares a GPU '
+            f"kernel's time with that GPU's bound, and a CPU time says nothing about it. The charts below show how "
+            f"far each measured time is from that GPU's speed of light, for scale only.</p>")
 
 
 def flagged_list(traces: list[Trace], limit: int = 50) -> str:

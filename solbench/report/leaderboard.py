@@ -263,4 +263,15 @@ def read_leaderboard(path: str | Path) -> pd.DataFrame:
     missing = [c for c in ("level", "solution", "problem", "hardware", "geomean_latency_ms") if c not in frame.columns]
     if missing:
         raise SpecError(f"{path}: not a leaderboard CSV (no column {', '.join(missing)})")
+    frame.attrs["older_format"] = [c.name for c in COLUMNS if c.name not in frame.columns]
     return frame
+
+
+def older_format_note(frame: pd.DataFrame, path: str | Path) -> str | None:
+    """Said when a leaderboard CSV was written by an older solbench (columns of the current format missing):
+    it still gates speed, but should be regenerated."""
+    missing = frame.attrs.get("older_format") or []
+    if not missing:
+        return None
+    return (f"{path} is an older leaderboard format (no {', '.join(missing)} column): it gates speed as before; "
+            f"regenerate it with `solbench leaderboard TRACES -o {path}`")

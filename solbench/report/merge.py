@@ -19,6 +19,7 @@ from pathlib import Path
 
 from solbench.report.traces import read_trace_lines
 from solbench.spec.errors import SpecError
+from solbench.spec.problem import WORKLOAD_FILE
 from solbench.spec.trace import Status, Trace
 
 UNKNOWN_HARDWARE = "unknown"
@@ -82,11 +83,12 @@ def hardware_of(trace: Trace) -> str:
 
 
 def trace_files(paths: Iterable[str | Path]) -> list[Path]:
-    """Trace files named directly, or every `*.jsonl` under a folder."""
+    """Trace files named directly, or every `*.jsonl` under a folder except a problem's `workload.jsonl`
+    (a folder of problems holds workloads, not traces)."""
     files: list[Path] = []
     for path in map(Path, paths):
         if path.is_dir():
-            found = sorted(path.rglob("*.jsonl"))
+            found = sorted(f for f in path.rglob("*.jsonl") if f.name != WORKLOAD_FILE)
             if not found:
                 raise SpecError(f"no trace files (*.jsonl) under {path}")
             files += found

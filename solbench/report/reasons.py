@@ -53,3 +53,19 @@ def log_tail(trace: Trace, lines: int = 4) -> list[str]:
     kept = [line.rstrip() for line in (trace.evaluation.log or "").splitlines()
             if line.strip() and line.strip().strip("^~") != ""]
     return kept[-lines:] if len(kept) > 1 else []
+
+
+def unscored_bounds(traces: list[Trace]) -> str | None:
+    """One sentence: on which GPU the T_SOL of unscored (CPU) traces is, and why that GPU, as the traces
+    record it (`hw_chosen_by`: --hw, else the solution's target GPU); None when every trace is scored."""
+    unscored = [t.evaluation.sol for t in traces if (t.evaluation.sol or {}).get("unscored")]
+    if not unscored:
+        return None
+    hardware = ", ".join(sorted({str(sol.get("hw")) for sol in unscored}))
+    chosen_by = {sol.get("hw_chosen_by") for sol in unscored}
+    if chosen_by == {"--hw"}:
+        return f"T_SOL is each workload's bound on {hardware}, the GPU named with --hw: this run has no GPU."
+    if chosen_by == {"target_hardware"}:
+        return (f"T_SOL is each workload's bound on {hardware} (the solution's target GPU; B200 where a solution "
+                f"declares none), because this run has no GPU and no --hw.")
+    return f"T_SOL is each workload's bound on {hardware} (named with --hw or the solution's target GPU): no GPU ran these."

@@ -16,6 +16,18 @@ PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#1
 FAIL_COLOUR = "#d62728"
 REFERENCE_COLOUR = "#444"
 FONT = 'font-family="system-ui, sans-serif" font-size="11"'
+LABEL_BREAK = " · "  # a bar label's parts, drawn one under the other
+
+
+def text_px(text: str, font_px: float) -> float:
+    """A generous estimate of a text's rendered width (system-ui averages about 0.55 em a character), so
+    a chart can be made wide enough for its longest label or title instead of cutting it."""
+    return len(text) * font_px * 0.62
+
+
+def title_width(title: str, minimum: int) -> int:
+    """A chart's width: `minimum`, or wider to hold its title (13 px) whole."""
+    return max(minimum, math.ceil(text_px(title, 13) + 24))
 
 
 def colour(index: int) -> str:
@@ -155,7 +167,7 @@ def score_histogram(scores: Sequence[float], failed: int, title: str = "SOL scor
     """Workload counts per SOL-score bin in [0, 1]; failed workloads (score 0) stacked in red in the first bin."""
     if not scores and not failed:
         return empty("sol-histogram", title, empty_reason or "no SOL scores in these traces (n/a)")
-    plot = Plot(width=560, height=300)
+    plot = Plot(width=title_width(title, 560), height=300)
     counts = [0] * bins
     for s in scores:
         counts[min(bins - 1, max(0, int(s * bins)))] += 1
@@ -195,7 +207,7 @@ def sol_scatter(points: Sequence[Point], series: Sequence[tuple[str, int]], titl
     pts = [p for p in points if p.x > 0 and p.y > 0]
     if not pts:
         return empty("roofline", title, "no T_SOL for these workloads (n/a)")
-    plot = Plot(width=420, height=320)
+    plot = Plot(width=title_width(title, 420), height=320)
     lo, hi = log_bounds([v for p in pts for v in (p.x, p.y)])
     xs, ys = Scale(lo, hi, plot.x0, plot.x1, log=True), Scale(lo, hi, plot.y0, plot.y1, log=True)
     out = plot.open("roofline", title) + _grid(plot, xs, ys)
@@ -232,8 +244,9 @@ def speedup_bars(bars: Sequence[Bar], series: Sequence[tuple[str, int]], title: 
     bars = [b for b in bars if b.value > 0 and math.isfinite(b.value)]
     if not bars:
         return empty("speedup", title, "no speedups in these traces (n/a)")
-    row_px = 18
-    label_px = min(420, 16 + 7 * max(len(b.label) for b in bars))
+    lines = [b.label.split(LABEL_BREAK) for b in bars]  # "problem · solution": one line each
+    row_px = 18 + 13 * (max(len(parts) for parts in lines) - 1)
+    label_px = math.ceil(16 + max(text_px(part, 11) for parts in lines for part in parts))
     plot = Plot(width=label_px + 420, height=60 + row_px * len(bars) + 14 * len(series), left=label_px,
                 top=34 + 14 * len(series))
     lo, hi = log_bounds([b.value for b in bars] + [1.0], pad=1.2)
@@ -242,7 +255,9 @@ def speedup_bars(bars: Sequence[Bar], series: Sequence[tuple[str, int]], title: 
     for i, b in enumerate(bars):
         y = plot.y1 + 6 + i * row_px
         a, z = sorted((xs(1.0), xs(b.value)))
-        out.append(f'<text class="bar-label" x="{plot.x0 - 6}" y="{y + 11}" text-anchor="end">{escape(b.label)}</text>')
+        spans = "".join(f'<tspan x="{plot.x0 - 6}" dy="{0 if n == 0 else 13}">{"· " if n else ""}{escape(part)}</tspan>'
+                        for n, part in enumerate(lines[i]))
+        out.append(f'<text class="bar-label" x="{plot.x0 - 6}" y="{y + 11}" text-anchor="end">{spans}</text>')
         out.append(f'<rect class="bar" x="{a:.1f}" y="{y}" width="{max(z - a, 1):.1f}" height="{row_px - 5}" '
                    f'fill="{colour(b.series)}"><title>{escape(b.label)}: {b.value:.3g}x {escape(b.note)}</title></rect>')
         out.append(f'<text class="bar-value" x="{z + 3:.1f}" y="{y + 11}">{b.value:.2f}x</text>')

@@ -5,16 +5,19 @@ from __future__ import annotations
 import math
 import sys
 from collections import defaultdict
+from collections.abc import Callable
 
 from rich.console import Console, Group
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from solbench.report.reasons import log_tail, reason
+from solbench.report.reasons import log_tail, reason, unscored_bounds
 from solbench.spec.trace import Status, Trace
 
 STATUS_STYLE = {Status.PASSED: "green", Status.SKIPPED: "dim", Status.INCORRECT_NUMERICAL: "yellow"}
 PIPED_WIDTH = 320  # columns for a table written to a pipe or file: rich would assume 80 and cut names
+UNBOUNDED_WIDTH = 100_000  # to measure a table's natural width, which rich otherwise caps at the console's
 
 
 def output_console() -> Console:
@@ -53,38 +56,63 @@ def workload_bounds(traces: list[Trace]) -> dict[tuple[str, str], tuple[float, s
     return bounds
 
 
-def workload_table(traces: list[Trace], title: str = "Results") -> Table:
+WORKLOAD_COLUMNS = ("problem", "solution", "axes", "status", "latency ms", "±ci %", "ref ms", "speedup",
+                    "max abs err", "flags", "T_SOL", "SOL score", "reason")
+# Left out, in this order, while a table is wider than the terminal: the reason first (the `Why` section
+# below the tables lists every one), then the figures a reader looks at last.
+WORKLOAD_DROP_ORDER = ("reason", "±ci %", "max abs err", "ref ms", "SOL score", "flags", "T_SOL")
+SUMMARY_DROP_ORDER = ("flagged", "failed", "passed")
+
+
+def workload_table(traces: list[Trace], title: str = "Results", leave_out: frozenset[str] = frozenset()) -> Table:
     """One row per workload: status, latency with its spread, reference, speedup, errors, numerics flags,
     the speed-of-light bound and score, axes, and for a failed or skipped row the one-line reason
-    (`reasons.reason`)."""
+    (`reasons.reason`); the columns in `leave_out` are not shown (`fitted`)."""
     bounds = workload_bounds(traces)
     hardware = sorted({hw for _, hw in bounds.values()})
-    t_sol_column = f"T_SOL ms ({hardware[0]})" if len(hardware) == 1 else "T_SOL ms"
     with_reasons = any(t.status != Status.PASSED for t in traces)
+    shown = [c for c in WORKLOAD_COLUMNS if c not in leave_out and (c != "reason" or with_reasons)]
     table = Table(title=title, show_lines=False)
-    text_columns = ("problem", "solution", "axes", "status", "flags")
-    for column in ("problem", "solution", "axes", "status", "latency ms", "±ci %", "ref ms", "speedup",
-                   "max abs err", "flags", t_sol_column, "SOL score"):
-        table.add_column(column, justify="left" if column in text_columns else "right")
-    if with_reasons:
-        table.add_column("reason", justify="left", no_wrap=True, max_width=70, overflow="ellipsis")
+    text_columns = ("problem", "solution", "axes", "status", "flags", "reason")
+    for column in shown:
+        header = (f"T_SOL ms ({hardware[0]})" if len(hardware) == 1 else "T_SOL ms") if column == "T_SOL" else column
+        table.add_column(header, justify="left" if column in text_columns else "right", overflow="fold")
     for t in traces:
         perf, corr, sol = t.evaluation.performance, t.evaluation.correctness, t.evaluation.sol or {}
         ci = perf.latency.rel_ci_halfwidth if perf and perf.latency else None
-        axes = " ".join(f"{k}={v}" for k, v in t.workload.get("axes", {}).items())
         bound = bounds.get((t.definition, t.workload_uuid))
-        row = [t.definition, t.solution, axes, status_text(t.status),
-               fmt_ms(perf.latency_ms) if perf else "-",
-               f"{100 * ci:.1f}" if ci is not None else "-",
-               fmt_ms(perf.reference_latency_ms) if perf else "-",
-               f"{perf.speedup_factor:.2f}x" if perf and perf.speedup_factor else "-",
-               fmt_err(corr.max_absolute_error) if corr else "-",
-               flags_text(t.numerics_flags),
-               (f"{bound[0]:.4g}" + ("" if len(hardware) == 1 else f" ({bound[1]})")) if bound else "-",
-               f"{sol['score']:.3f}" if isinstance(sol.get("score"), (int, float)) else "-"]
-        if with_reasons:
-            row.append(Text(reason(t)))
-        table.add_row(*row)
+        cells = {"problem": t.definition, "solution": t.solution, "axes": axes_text(t), "status": status_text(t.status),
+                 "latency ms": fmt_ms(perf.latency_ms) if perf else "-",
+                 "±ci %": f"{100 * ci:.1f}" if ci is not None else "-",
+                 "ref ms": fmt_ms(perf.reference_latency_ms) if perf else "-",
+                 "speedup": f"{perf.speedup_factor:.2f}x" if perf and perf.speedup_factor else "-",
+                 "max abs err": fmt_err(corr.max_absolute_error) if corr else "-",
+                 "flags": flags_text(t.numerics_flags),
+                 "T_SOL": (f"{bound[0]:.4g}" + ("" if len(hardware) == 1 else f" ({bound[1]})")) if bound else "-",
+                 "SOL score": f"{sol['score']:.3f}" if isinstance(sol.get("score"), (int, float)) else "-",
+                 "reason": Text(reason(t))}
+        table.add_row(*(cells[c] for c in shown))
+    return table
+
+
+def axes_text(trace: Trace) -> str:
+    return " ".join(f"{k}={v}" for k, v in trace.workload.get("axes", {}).items())
+
+
+def fitted(console: Console, build: Callable[[frozenset[str]], Table], drop_order: tuple[str, ...]) -> Table:
+    """The table `build` makes, less as few columns of `drop_order` as make it fit the console's width
+    with no cell cut short (rich would otherwise squeeze every column to a few letters); a caption names
+    what was left out. What still does not fit wraps inside its cells, never cut."""
+    unbounded = console.options.update(max_width=UNBOUNDED_WIDTH)
+    left_out: list[str] = []
+    table = build(frozenset())
+    for column in drop_order:
+        if Measurement.get(console, unbounded, table).maximum <= console.width:
+            break
+        left_out.append(column)
+        table = build(frozenset(left_out))
+    if left_out:
+        table.caption = f"left out to fit {console.width} columns: {', '.join(left_out)} (a wider terminal shows them)"
     return table
 
 
@@ -102,7 +130,7 @@ def failures_section(traces: list[Trace], max_groups: int = 40) -> Group | None:
     lines = [Text(f"Why: {failed} failed, {skipped} skipped", style="bold")]
     ordered = sorted(groups.items(), key=lambda kv: (not Status(kv[0][2]).failed, kv[0]))
     for (problem, solution, status, why), items in ordered[:max_groups]:
-        which = (" ".join(f"{k}={v}" for k, v in items[0].workload.get("axes", {}).items()) or items[0].workload_uuid
+        which = (axes_text(items[0]) or items[0].workload_uuid
                  if len(items) == 1 else f"{len(items)} workloads")
         line = Text("  ")
         line.append(status, style=STATUS_STYLE.get(Status(status), "red"))
@@ -117,36 +145,39 @@ def failures_section(traces: list[Trace], max_groups: int = 40) -> Group | None:
 
 
 def sol_note(traces: list[Trace]) -> str | None:
-    """What the T_SOL column means when the bounds are not this machine's: said plainly, with the GPU named."""
-    unscored = [t for t in traces if (t.evaluation.sol or {}).get("unscored")]
-    if not unscored:
+    """What the T_SOL column means when the bounds are not this machine's: said plainly, with the GPU named
+    and where it came from (`unscored_bounds`)."""
+    sentence = unscored_bounds(traces)
+    if sentence is None:
         return None
-    hardware = ", ".join(sorted({str(t.evaluation.sol.get("hw")) for t in unscored}))
-    return (f"Speed of light: T_SOL is each workload's bound on {hardware} (the solution's target GPU; B200 "
-            f"where a solution declares none), because this run has no GPU and no --hw. CPU latencies are not "
-            f"scored: a SOL score compares a GPU kernel's time with that GPU's bound, and a CPU time says "
-            f"nothing about it. Run on a GPU for scores (--hw NAME picks the GPU whose bounds are shown).")
+    return (f"Speed of light: {sentence} CPU latencies are not scored: a SOL score compares a GPU kernel's time "
+            f"with that GPU's bound, and a CPU time says nothing about it. Run on a GPU for scores (--hw NAME "
+            f"picks the GPU whose bounds are shown).")
 
 
 def print_results(console: Console, traces: list[Trace], max_rows: int = 60) -> None:
     """What a run shows after it (`solbench run`, the pytest plugin's section): one row per workload when
     there are at most `max_rows`, one per (problem, solution), why each row did not pass, the SOL note."""
     if len(traces) <= max_rows:
-        console.print(workload_table(traces))
-    console.print(summary_table(traces))
+        console.print(fitted(console, lambda leave_out: workload_table(traces, leave_out=leave_out), WORKLOAD_DROP_ORDER))
+    console.print(fitted(console, lambda leave_out: summary_table(traces, leave_out=leave_out), SUMMARY_DROP_ORDER))
     for extra in (failures_section(traces), sol_note(traces)):
         if extra is not None:
             console.print(extra)
 
 
-def summary_table(traces: list[Trace], title: str = "Summary") -> Table:
-    """One row per (problem, solution): counts by status and the geometric-mean speedup."""
+def summary_table(traces: list[Trace], title: str = "Summary", leave_out: frozenset[str] = frozenset()) -> Table:
+    """One row per (problem, solution): counts by status and the geometric-mean speedup (less the columns
+    in `leave_out`)."""
     groups: dict[tuple[str, str], list[Trace]] = defaultdict(list)
     for t in traces:
         groups[(t.definition, t.solution)].append(t)
     table = Table(title=title)
-    for column in ("problem", "solution", "workloads", "passed", "failed", "flagged", "statuses", "geomean speedup"):
-        table.add_column(column, justify="left" if column in ("problem", "solution", "statuses") else "right")
+    shown = [c for c in ("problem", "solution", "workloads", "passed", "failed", "flagged", "statuses",
+                         "geomean speedup") if c not in leave_out]
+    for column in shown:
+        table.add_column(column, justify="left" if column in ("problem", "solution", "statuses") else "right",
+                         overflow="fold")
     for (problem, solution), items in sorted(groups.items()):
         passed = sum(t.status == Status.PASSED for t in items)
         failed = sum(t.status.failed for t in items)
@@ -158,7 +189,8 @@ def summary_table(traces: list[Trace], title: str = "Summary") -> Table:
         geomean = math.exp(sum(math.log(s) for s in speedups) / len(speedups)) if speedups else None
         statuses = ", ".join(f"{status_text(Status(k))}×{v}" for k, v in sorted(counts.items()))
         flagged = sum(1 for t in items if t.status == Status.PASSED and t.numerics_flags)
-        table.add_row(problem, solution, str(len(items)), str(passed), str(failed),
-                      f"[yellow]{flagged}[/yellow]" if flagged else "0", statuses,
-                      f"{geomean:.2f}x" if geomean else "-")
+        cells = {"problem": problem, "solution": solution, "workloads": str(len(items)), "passed": str(passed),
+                 "failed": str(failed), "flagged": f"[yellow]{flagged}[/yellow]" if flagged else "0",
+                 "statuses": statuses, "geomean speedup": f"{geomean:.2f}x" if geomean else "-"}
+        table.add_row(*(cells[c] for c in shown))
     return table

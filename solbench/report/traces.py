@@ -14,12 +14,15 @@ from solbench.spec.errors import SpecError
 from solbench.spec.trace import Trace
 
 RUNS_DIR = Path(".solbench") / "runs"  # under the working directory: a run without -o keeps its traces here
+RUNS_DIR_VARIABLE = "SOLBENCH_RUNS_DIR"  # names another folder for them (the test suite's: a temporary one)
 
 
 def default_trace_path(root: Path | None = None) -> Path:
-    """A new file for the traces of a run that names none: `.solbench/runs/<UTC time>.jsonl` under the
-    working directory (git-ignored in a checkout), never inside the installed package."""
-    folder = (root or Path.cwd()) / RUNS_DIR
+    """A new file for the traces of a run that names none: `<UTC time>.jsonl` in $SOLBENCH_RUNS_DIR, else
+    in `.solbench/runs/` under the working directory (git-ignored in a checkout), never inside the
+    installed package."""
+    named = os.environ.get(RUNS_DIR_VARIABLE)
+    folder = Path(named) if named and root is None else (root or Path.cwd()) / RUNS_DIR
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     path, n = folder / f"{stamp}.jsonl", 2
     while path.exists():
@@ -52,7 +55,8 @@ class TraceFile:
             self.key = signing.load_key(self.path, create=True)
         if self.key is not None and has_lines:
             self._refuse_unsigned()
-        self._done = {t.key() for t in self._read_existing()}
+        self.earlier = self._read_existing()  # what the file held when opened: a resumed run's tables show it too
+        self._done = {t.key() for t in self.earlier}
 
     @property
     def refused_path(self) -> Path:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from solbench.spec.definition import Definition
-from solbench.spec.errors import SpecError
+from solbench.spec.errors import SpecError, json_error
 from solbench.spec.solution import Solution, solution_from_source
 from solbench.spec.workload import Workload
 
@@ -73,7 +73,7 @@ def read_json(path: Path) -> dict:
     except FileNotFoundError:
         raise SpecError(f"{path} does not exist") from None
     except json.JSONDecodeError as exc:
-        raise SpecError(f"{path}: not valid JSON: line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+        raise SpecError(json_error(exc), where=str(path)) from None
 
 
 def load_definition(path: str | Path) -> Definition:
@@ -102,7 +102,7 @@ def load_workloads(path: str | Path, definition: Definition | None = None) -> tu
             if definition is not None:
                 check_workload(definition, workload)
         except json.JSONDecodeError as exc:
-            raise SpecError(f"not valid JSON: column {exc.colno}: {exc.msg}", where=where) from None
+            raise SpecError(json_error(exc).replace(f"line {exc.lineno} ", ""), where=where) from None
         except SpecError as exc:
             raise exc.located(where) from None
         workloads.append(workload)

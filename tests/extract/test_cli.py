@@ -82,3 +82,27 @@ def test_progress_names_the_model_and_problem_on_a_terminal(tmp_path):
     shown = set(re.findall(r"Qwen/Qwen3-0\.6B: validating (\w+) \((?:float32|bfloat16), \d+/23\)", screen))
     assert len(shown) >= 2, screen[-2000:]
     assert shown <= {p.name for p in (tmp_path / "defs" / "hf").iterdir()}
+
+
+def test_output_folder_holds_everything_and_a_rerun_is_stable(tmp_path):
+    """`extract -o DIR` from an empty folder writes only under DIR (references too), says nothing of
+    transformers' FutureWarnings, keeps its lines whole when piped, and a re-run leaves a file that
+    differs only in the recorded tool versions as it is."""
+    empty, out = tmp_path / "empty", tmp_path / "out"
+    empty.mkdir()
+    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT))
+    command = [sys.executable, "-m", "solbench", "extract", "--model", "meta-llama/Llama-3.2-1B", "-o", str(out)]
+    result = subprocess.run(command, cwd=empty, env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert list(empty.iterdir()) == []
+    assert (out / "hf" / "swiglu_mlp_h2048_i8192" / "definition.json").is_file()
+    assert (out / "reference_impls" / "hf" / "swiglu_mlp_h2048_i8192.py").is_file()
+    assert "FutureWarning" not in result.stderr
+    assert any(line.startswith("wrote ") and " in " in line and line.rstrip().endswith(" s")
+               for line in result.stderr.splitlines())  # one line, not wrapped at 80 columns
+    definition = out / "hf" / "swiglu_mlp_h2048_i8192" / "definition.json"
+    older = definition.read_text().replace('"transformers_version": "', '"transformers_version": "0.0.1-')
+    definition.write_text(older)
+    rerun = subprocess.run([*command, "--no-validate"], cwd=empty, env=env, capture_output=True, text=True, timeout=600)
+    assert rerun.returncode == 0, rerun.stderr
+    assert definition.read_text() == older  # the same extraction: not rewritten for a newer transformers

@@ -9,12 +9,13 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from solbench.cli import main as solbench_main
 from tests.plugin.conftest import run_pytest, solution
 
 REPO = Path(__file__).resolve().parents[2]
-W0, W1 = "axpy_fp32[w0-64]", "axpy_fp32[w1-96]"
+W0, W1 = "axpy_fp32[n=64]", "axpy_fp32[n=96]"
 
 
 def test_inert_without_the_flag(project, fake_runner, capsys):
@@ -99,7 +100,7 @@ def test_pass_fail_skip_and_the_failure_message(project, fake_runner, capsys):
 def test_deselected_items_are_not_evaluated(project, fake_runner):
     solution(project, "good.py")
     solution(project, "other.py")
-    result = run_pytest(project, "--solbench", "solutions", "-k", "good and w0")
+    result = run_pytest(project, "--solbench", "solutions", "-k", "good and 64")
     assert result.ret == 0 and list(result.outcomes) == [f"solutions/good.py::{W0}"]
     assert fake_runner == [[("axpy_fp32", 1)]]
 
@@ -256,3 +257,67 @@ def test_a_cuda_device_asked_for_without_a_gpu_is_a_usage_error(project, fake_ru
         err = capsys.readouterr().err
         assert f"device {device!r} was asked for, but no CUDA GPU is visible" in err, err
     assert run_pytest(project, "--solbench", "solutions", "--solbench-device", "auto").ret == 0
+
+
+def test_items_are_named_by_axes_and_lines_show_the_workload_judged(project, fake_runner, capsys):
+    """Items read `axpy_fp32[n=64]`, `-k` picks them by those words, each gets a line (written when its
+    workload starts being judged), a SKIPPED line points at the solution file, and pytest-benchmark's
+    banner is left out unless its JSON is asked for."""
+    pytest.importorskip("pytest_benchmark")
+    solution(project, "good.py")
+    solution(project, "kernel.cu")
+    result = run_pytest(project, "--solbench", "solutions", "--solbench-device", "cpu", "-k", "96", capsys=capsys)
+    assert result.ret == 0 and sorted(result.outcomes) == [f"solutions/good.py::{W1}", f"solutions/kernel.cu::{W1}"]
+    out = result.output
+    assert f"solutions/good.py::{W1} PASSED" in out  # one line per item, not a dot
+    assert f"SKIPPED [1] solutions/kernel.cu:1: {W1}: CUDA C++ solutions need a CUDA GPU" in out
+    assert "gate/items.py" not in out
+    assert "benchmark:" not in out
+    bench = project / "b.json"
+    result = run_pytest(project, "--solbench", "solutions", "--solbench-device", "cpu", "-k", "good and 96",
+                        "--solbench-benchmark-json", str(bench), capsys=capsys)
+    assert result.ret == 0 and "benchmark:" in result.output
+
+
+def test_workloads_sharing_their_axes_keep_their_uuid():
+    from solbench.gate.items import workload_labels
+    from solbench.spec.workload import Workload
+
+    def workload(uuid: str, axes: dict) -> Workload:
+        return Workload.from_dict({"uuid": uuid, "axes": axes, "inputs": {}})
+
+    labels = workload_labels([workload("a1", {"m": 1, "k": 2}), workload("b2", {"m": 1, "k": 2}),
+                              workload("c3", {}), workload("d4", {"m": 4, "k": 2})])
+    assert labels == ["m=1-k=2-a1", "m=1-k=2-b2", "c3", "m=4-k=2"]
+
+
+def test_an_older_leaderboard_format_is_named_in_the_header(project, fake_runner, capsys):
+    """A baseline CSV written before a column existed (the shipped one lacked numerics_flagged) still gates,
+    and the session's header says it should be regenerated; a current one gets no such line."""
+    solution(project, "kern.py")
+    traces = project / "base.jsonl"
+    assert run_pytest(project, "--solbench", "solutions", "--solbench-traces", str(traces)).ret == 0
+    baseline = project / "leaderboard.csv"
+    assert solbench_main(["leaderboard", str(traces), "-o", str(baseline)]) == 0
+    capsys.readouterr()
+    result = run_pytest(project, "--solbench", "solutions", "--solbench-baseline", str(baseline), capsys=capsys)
+    assert result.ret == 0 and "older leaderboard format" not in result.output
+    pd.read_csv(baseline).drop(columns=["numerics_flagged"]).to_csv(baseline, index=False)
+    result = run_pytest(project, "--solbench", "solutions", "--solbench-baseline", str(baseline), capsys=capsys)
+    assert result.ret == 0
+    assert f"{baseline} is an older leaderboard format (no numerics_flagged column)" in result.output
+
+
+def test_a_broken_problem_fails_only_its_own_solutions(project, fake_runner):
+    from tests.runner.conftest import write_problem
+
+    broken = write_problem(project / "problem_defs", name="axpy_broken") / "definition.json"
+    broken.write_text(broken.read_text()[:-5])  # cut short: not valid JSON
+    solution(project, "good.py")
+    (project / "solutions" / "other.py").write_text("# solbench: problem=axpy_broken\ndef run(x, y):\n    return x\n")
+    result = run_pytest(project, "--solbench", "solutions", "--solbench-device", "cpu")
+    assert result.ret == 1
+    assert result.outcomes == {f"solutions/good.py::{W0}": "passed", f"solutions/good.py::{W1}": "passed",
+                               "solutions/other.py::load": "failed"}
+    assert "problem 'axpy_broken' could not be loaded" in result.messages["solutions/other.py::load"]
+    assert "not valid JSON at line" in result.messages["solutions/other.py::load"]

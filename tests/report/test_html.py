@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from solbench.report.html import render_report
+from solbench.report.html import render_report, speedup_class
 from solbench.report.merge import merge
 from solbench.spec.trace import Status
 from tests.report.conftest import make_trace, sample_traces, sol
@@ -130,23 +130,74 @@ document.body.setAttribute("data-probe", JSON.stringify({inner: window.innerWidt
 </script>"""
 
 
+def probed(tmp_path: Path, long_problem: str, long_solution: str, script: str, attribute: str, width: int) -> dict:
+    """The sample report plus three workloads of a long-named problem and solution, laid out by Chromium at
+    `width` px; what `script` measured there (JSON in the body's `attribute`)."""
+    traces = sample_traces() + [
+        make_trace(long_problem, long_solution, f"w{i}", latency_ms=1.0 + i, sol=sol(0.2, 1.0 + i),
+                   axes={"batch_size": 2 ** i}) for i in range(3)]
+    page = render_report(merge(traces), sources=["sample.jsonl"]).replace("</body>", script + "</body>")
+    probe_page = tmp_path / "probe.html"
+    probe_page.write_text(page)
+    dom = chromium(f"--window-size={width},1800", "--dump-dom", probe_page.as_uri()).stdout
+    found = re.search(rf'{attribute}="([^"]*)"', dom)
+    assert found, dom[-2000:]
+    return json.loads(unescape(found.group(1)))
+
+
 @needs_chromium
 def test_leaderboard_fits_1400_px_without_sideways_scrolling(tmp_path):
     """Long generated names (as `solbench extract` writes them) and every column: the table wraps its
     headers and names instead of scrolling; measured by Chromium's layout at a 1400 px window."""
     long_problem = ("decoder_layer_decode_mla_hs7168_h128_qr1536_kvr512_nope128_rope64_v128_ropeinterleave_"
                     "scale0p135234_moe_sigmoid_grouped_e256_k8_i2048_shared2048_eps1e-06")
-    traces = sample_traces() + [
-        make_trace(long_problem, "triton_fused_decoder_layer_with_a_long_descriptive_name", f"w{i}",
-                   latency_ms=1.0 + i, sol=sol(0.2, 1.0 + i), axes={"batch_size": 2 ** i}) for i in range(3)]
-    page = render_report(merge(traces), sources=["sample.jsonl"]).replace("</body>", WIDTH_PROBE + "</body>")
-    probe_page = tmp_path / "probe.html"
-    probe_page.write_text(page)
-    dom = chromium("--window-size=1400,1800", "--dump-dom", probe_page.as_uri()).stdout
-    found = re.search(r'data-probe="([^"]*)"', dom)
-    assert found, dom[-2000:]
-    probe = json.loads(unescape(found.group(1)))
+    probe = probed(tmp_path, long_problem, "triton_fused_decoder_layer_with_a_long_descriptive_name", WIDTH_PROBE,
+                   "data-probe", 1400)
     assert probe["inner"] == 1400 and probe["tables"], probe
     for table in probe["tables"]:
         assert table["scroll"] <= table["box"] and table["table"] <= table["box"], probe
     assert probe["page"] <= 1400, probe
+
+
+CLIP_PROBE = """<script>
+const clipped = [];
+for (const chart of document.querySelectorAll("svg.chart")) {
+  const box = chart.getBoundingClientRect();
+  if (box.left < -0.5 || box.right > window.innerWidth + 0.5) clipped.push({chart: chart.dataset.chart, box: [box.left, box.right]});
+  for (const text of chart.querySelectorAll("text")) {
+    const r = text.getBoundingClientRect();
+    if (r.width && (r.left < box.left - 0.5 || r.right > box.right + 0.5))
+      clipped.push({text: text.textContent, left: r.left - box.left, right: box.right - r.right});
+  }
+}
+document.body.setAttribute("data-clip", JSON.stringify({inner: window.innerWidth, texts:
+  document.querySelectorAll("svg.chart text").length, clipped}));
+</script>"""
+
+
+@needs_chromium
+@pytest.mark.parametrize("width", [1400, 800])
+def test_no_chart_label_or_title_is_clipped_in_a_browser(tmp_path, width):
+    """Long problem and solution names (the speedup chart's "problem · solution" labels, each problem's
+    chart title): every text of every chart lies inside its chart, and every chart inside the window."""
+    long_problem = "attention_softmax_dropout_value_matmul_backward_h32_d128_causal"
+    probe = probed(tmp_path, long_problem, "triton_fused_attention_backward_with_a_long_descriptive_name", CLIP_PROBE,
+                   "data-clip", width)
+    assert probe["inner"] == width and probe["texts"] > 50, probe
+    assert probe["clipped"] == [], probe
+
+
+def test_speedups_are_coloured_only_where_their_interval_excludes_one_and_single_problem_summaries_go():
+    def row(speedup: float, low: float, high: float) -> dict:
+        return {"geomean_speedup_vs_reference": speedup, "geomean_latency_ms": 1.0, "latency_ci_low_ms": low,
+                "latency_ci_high_ms": high}
+
+    assert speedup_class(1.0, row(1.0, 0.98, 1.02)) == ""  # 1.00x: neither red nor green
+    assert speedup_class(0.99, row(0.99, 0.98, 1.02)) == ""  # below 1 but within the noise
+    assert speedup_class(1.5, row(1.5, 0.98, 1.02)) == "good" and speedup_class(0.5, row(0.5, 0.98, 1.02)) == "bad"
+    assert speedup_class(1.5, {"geomean_latency_ms": 1.0}) == ""  # no interval: no colour
+    page = render_report(merge(sample_traces()))
+    board = page[page.index('<table class="leaderboard"'):page.index("</table>")]
+    # sample_traces: triton_fast solves both problems (a summary row); the others one each (none)
+    summaries = re.findall(r'<tr class="summary"><td class="text">([^<]*)</td>', board)
+    assert summaries == ["triton_fast"] and board.count("<tr") > 5

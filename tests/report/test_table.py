@@ -5,9 +5,18 @@ from __future__ import annotations
 
 import io
 
+import pytest
 from rich.console import Console
 
-from solbench.report.table import failures_section, sol_note, summary_table, workload_table
+from solbench.report.table import (
+    PIPED_WIDTH,
+    failures_section,
+    print_results,
+    sol_note,
+    summary_table,
+    workload_table,
+)
+from solbench.spec.trace import Trace
 from tests.report.conftest import make_trace, sol
 
 
@@ -78,3 +87,52 @@ def test_the_note_says_which_gpu_and_why_cpu_times_are_not_scored():
     assert sol_note([make_trace(sol=sol(0.1, 1.0))]) is None  # a GPU run's scores need no note
     note = sol_note([make_trace(sol=unscored(0.1))])
     assert "bound on B200" in note and "CPU latencies are not scored" in note
+
+
+def cpu_run_traces() -> list[Trace]:
+    """What a CPU run of the shipped solutions gives: long names, axes, skipped rows with long reasons."""
+    traces = []
+    for problem, solution in (("rmsnorm_h4096", "rmsnorm_cuda_vectorized"), ("softmax_online_v8192", "softmax_triton")):
+        for batch in (8, 4096):
+            traces.append(make_trace(problem, solution, f"{problem}{batch}", status="SKIPPED", axes={"batch_size": batch},
+                                     log="Triton's CPU interpreter computes bfloat16 arithmetic wrongly; this "
+                                         "solution can only be judged on a GPU", sol=unscored(0.004)))
+            traces.append(make_trace(problem, "torch_reference_eager", f"{problem}{batch}", axes={"batch_size": batch},
+                                     sol=unscored(0.004), hardware="cpu"))
+    return traces
+
+
+@pytest.mark.parametrize("width", [80, 120, 160])
+def test_tables_fit_the_terminal_with_no_cell_cut_short(width):
+    console = Console(record=True, width=width, color_system=None, file=io.StringIO())
+    print_results(console, cpu_run_traces())
+    text = console.export_text()
+    assert "…" not in text  # rich cuts a squeezed cell with an ellipsis
+    assert max(len(line) for line in text.splitlines()) <= width
+    names = ("rmsnorm_h4096", "rmsnorm_cuda_vectorized", "softmax_online_v8192", "torch_reference_eager",
+             "batch_size=4096", "SKIPPED", "PASSED")
+    if width >= 120:
+        for name in names:
+            assert name in text, name  # every name whole, on one line
+    else:  # 80 columns: a long name wraps inside its cell, every letter of it shown
+        assert "│ rmsnorm_h409 │" in text and "│ 6            │" in text
+    if width < 160:
+        assert "left out to fit" in text  # and the caption says which columns a wider terminal shows
+    # the reason is still said, in the Why section (wrapped at the terminal's width)
+    assert "Triton's CPU interpreter computes bfloat16 arithmetic wrongly" in " ".join(text.split())
+
+
+def test_a_wide_terminal_keeps_every_column():
+    console = Console(record=True, width=PIPED_WIDTH, color_system=None, file=io.StringIO())
+    print_results(console, cpu_run_traces())
+    text = console.export_text()
+    assert "left out" not in text
+    for header in ("±ci %", "max abs err", "reason", "SOL score"):
+        assert header in text
+
+
+def test_the_note_names_hw_as_the_reason_when_hw_was_given():
+    note = sol_note([make_trace(sol={**unscored(0.1), "hw": "H100_SXM", "hw_chosen_by": "--hw"})])
+    assert "bound on H100_SXM, the GPU named with --hw" in note and "no --hw" not in note
+    note = sol_note([make_trace(sol={**unscored(0.1), "hw_chosen_by": "target_hardware"})])
+    assert "bound on B200 (the solution's target GPU" in note and "no --hw" in note

@@ -40,8 +40,9 @@ def test_definition_errors_name_the_file(tmp_path):
     with pytest.raises(SpecError, match=r"definition\.json: definition declares no outputs"):
         load_problem(folder)
     (folder / "definition.json").write_text('{"name": "x",\n "axes": }')
-    with pytest.raises(SpecError, match=r"not valid JSON: line 2"):
+    with pytest.raises(SpecError, match=r"not valid JSON at line 2") as raised:
         load_problem(folder)
+    assert str(raised.value).count("definition.json") == 1  # the path once, not twice
 
 
 def test_workload_errors_name_file_and_line(tmp_path):
