@@ -127,6 +127,9 @@ lang_wheels() {  # issue 33's wheels, carried in folders .whl/lang-1, .whl/lang-
   [ ${#todo[@]} -eq 0 ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
     --target /tmp/site "${todo[@]}"
   case ":$PYTHONPATH:" in *:/tmp/site:*) ;; *) export PYTHONPATH=$PYTHONPATH:/tmp/site ;; esac
+  local extra  # what the wheels' .pth files add (nvidia-cutlass-dsl puts its packages on sys.path that way)
+  extra=$(python3 -c "import site, sys; b = set(sys.path); site.addsitedir('/tmp/site'); print(':'.join(p for p in sys.path if p not in b))")
+  [ -z "$extra" ] || export PYTHONPATH=$PYTHONPATH:$extra
   python3 -c "from solbench import languages; [print(f'{l.name:15}', l.refusal([], True) or 'ready') for l in languages.known()]"
 }
 step_lang_tests() {
