@@ -20,6 +20,8 @@
 #   scaling-ray    issue 18: the same through a local Ray cluster (statuses compared with scaling-local's 1 GPU)
 #   scaling        issue 18 in one go: local then Ray (against one pre-started head) on 1, 2, 4 GPUs, traces kept
 #   scaling-kill   issue 18: 20 problems through Ray on 2 GPUs, one actor killed mid-run: none lost or duplicated
+#   containment    issue 32: the sandbox's mechanisms here, CUDA/Triton/compile/CUPTI/nvcc inside it, root and
+#                  ordinary-user workers, nothing outliving a GPU worker, the gate's integrity
 #   startup        benchmarks/startup_profile.py: a worker's start-up stages, workers' readiness, the driver's
 #                  device listing (torch vs NVML), alone and with every GPU's workers starting at once
 #
@@ -51,6 +53,12 @@ step_env() {
   python3 -c "from solbench.worker.probe import load_cupti; print('cupti:', 'yes' if load_cupti() else 'no')"
   python3 -m solbench.worker.sandbox 2>/dev/null || echo "sandbox probe: not available in this version"
   box 300 python3 benchmarks/sandbox_check.py 2>&1 | tail -12
+}
+step_containment() {
+  python3 -m solbench.worker.sandbox | grep -E '"(uid|cgroup|namespaces|landlock|capabilities|seccomp|contained_by)"'
+  box 300 python3 benchmarks/sandbox_check.py 2>&1 | tail -13
+  box 420 python3 -m pytest -q -p no:cacheprovider -rs -s tests/anticheat/test_containment.py \
+    tests/anticheat/test_containment_gpu.py tests/plugin/test_gate_integrity.py 2>&1 | grep -E "contained_by|passed|failed|SKIP|Error" | tail -12
 }
 step_gpu_tests() { box 420 python3 -m pytest -q -m gpu -p no:cacheprovider tests 2>&1 | tail -30; }
 step_timer() { box 120 python3 benchmarks/timing_gpu_check.py 2>&1 | tail -20; }

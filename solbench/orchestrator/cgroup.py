@@ -41,6 +41,7 @@ def make(role: str) -> tuple[str | None, str]:
     root = _cgroup2_root()
     if root is None:
         return None, "no cgroup v2 mounted"
+    _sweep(root)
     path = root / f"solbench-{os.getpid()}-{next(_counter)}-{role}"
     try:
         path.mkdir()
@@ -50,6 +51,19 @@ def make(role: str) -> tuple[str | None, str]:
         path.rmdir()
         return None, "no cgroup.kill (Linux 5.14 or later needed)"
     return str(path), ""
+
+
+def _sweep(root: Path) -> None:
+    """Remove the empty groups of orchestrators that are gone (killed before they could remove them)."""
+    try:
+        stale = [p for p in root.glob("solbench-*-*") if not Path(f"/proc/{p.name.split('-')[1]}").exists()]
+    except OSError:
+        return
+    for group in stale:
+        try:
+            group.rmdir()  # refused while a process is still in it
+        except OSError:
+            pass
 
 
 def join(path: str) -> None:
@@ -75,10 +89,12 @@ def kill(path: str | None, wait_s: float = 10) -> list[int]:
     except OSError:
         pass
     deadline = time.monotonic() + wait_s
-    while members(path) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    try:
-        os.rmdir(path)
-    except OSError:
-        pass  # still populated (a process stuck in the kernel): removed by the next run's sweep or reboot
+    while time.monotonic() < deadline:  # a process that exited may hold the group until it is reaped
+        try:
+            os.rmdir(path)
+            break
+        except FileNotFoundError:
+            break
+        except OSError:  # EBUSY while populated: cgroup.kill's processes are still going
+            time.sleep(0.01)
     return inside

@@ -328,8 +328,6 @@ class WorkerProcess:
             self._kill()
 
     def _kill(self) -> None:
-        cgroup.kill(self.cgroup)  # everything the worker started, whatever its parentage
-        self.cgroup = None
         if self.proc is not None:
             kill_tree(self.proc.pid)
             try:
@@ -342,6 +340,10 @@ class WorkerProcess:
                 pass
             if self._reader is not None:
                 self._reader.join(timeout=2)
+        # Everything the worker started, whatever its parentage (a daemon re-parented away from the tree too);
+        # after the wait, since a worker not yet reaped keeps the group from being removed.
+        cgroup.kill(self.cgroup)
+        self.cgroup = None
         if self.conn is not None:
             self.conn.close()
         self.conn = None
