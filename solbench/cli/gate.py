@@ -58,7 +58,7 @@ def register(subparsers) -> None:
 def decide(traces: list, run_exit_code: int, *, min_score: float | None = None,
            require_gpu: bool = False) -> GateVerdict:
     """Pass only when the run itself succeeded, produced traces, and every trace is acceptable."""
-    from solbench.spec.trace import Status
+    from solbench.spec.trace import Status  # as every sub-command: loaded when it runs, not for --help
 
     verdict = GateVerdict("pass", run_exit_code=run_exit_code)
     for trace in traces:
@@ -84,7 +84,7 @@ def decide(traces: list, run_exit_code: int, *, min_score: float | None = None,
 def gated_files(paths: list[Path]) -> tuple[list[Path], list[Path]]:
     """(solution files, other files) under `paths`, by the rules `pytest --solbench` collects with
     (docs/ci.md): a PR's conftest.py, test_*.py or helper module is not graded, and never run here."""
-    from solbench.orchestrator.jobs import solution_files
+    from solbench.orchestrator.jobs import solution_files  # loaded when the command runs
     from solbench.spec.solution import problem_named_in
 
     graded, other = [], []
@@ -99,7 +99,7 @@ def gated_files(paths: list[Path]) -> tuple[list[Path], list[Path]]:
 
 def run_arguments(args: argparse.Namespace, files: list[Path], traces: Path) -> argparse.Namespace:
     """The `solbench run` that the gate is: same parser, same defaults."""
-    from solbench.cli import build_parser
+    from solbench.cli import build_parser  # the package imports this module: at call time
 
     argv = ["run", str(args.problems), "-o", str(traces), "--device", args.device]
     for path in files:
@@ -114,7 +114,7 @@ def run_arguments(args: argparse.Namespace, files: list[Path], traces: Path) -> 
 
 
 def gate_command(args: argparse.Namespace) -> int:
-    from solbench.cli.run import run_command
+    from solbench.cli.run import run_command  # loaded when the command runs (torch and all)
     from solbench.report.traces import read_traces
     from solbench.spec.errors import SpecError
 

@@ -11,10 +11,16 @@ code is imported, as far as this machine's kernel allows:
   namespace's first process: everything it starts dies with it, and no process outside (the
   orchestrator, the reference worker) can be named, so none can be signalled, traced or read; a new
   mount namespace gets its own `/proc`, which shows only the namespace;
+* it moves into its own cgroup v2 group where the orchestrator could make one (orchestrator/cgroup.py):
+  `cgroup.kill` then ends everything it started, whatever its parentage;
 * `PR_SET_NO_NEW_PRIVS`, then Landlock: writes only below the worker's private folders (its scratch
-  folder, the run's compiler caches) and to device files; reading stays allowed everywhere; no ptrace,
-  and (ABI 6) no signal, to processes outside the worker's own domain;
-* seccomp: no `ptrace`, `process_vm_readv/writev` or `pidfd_getfd`.
+  folder, the run's compiler caches) and to the GPU runtime's device files (`device_files`); reading
+  stays allowed everywhere; no ptrace, and (ABI 6) no signal, to processes outside the worker's own domain;
+* every capability dropped (worker/capabilities.py): a worker started as root keeps none of root's powers;
+* seccomp: no `ptrace`, `process_vm_readv/writev` or `pidfd_getfd`, no `clone(CLONE_PARENT)` (a sibling
+  outside the worker's tree), `clone3` made unavailable (its flags are out of a filter's reach).
+
+`contained_by` in `APPLIED` says which mechanism keeps what the worker starts from outliving it.
 
 The orchestrator passes what to apply in `SOLBENCH_SANDBOX` (`enter_from_env`); what was applied is
 `APPLIED`, recorded in every trace's environment (`sandbox`). A mechanism the machine denies is said
@@ -298,7 +304,7 @@ def enter_from_env() -> None:
 
 def allowed_here() -> dict[str, object]:
     """What this machine allows, tried in a throw-away child process."""
-    from solbench.orchestrator import cgroup
+    from solbench.orchestrator import cgroup  # the orchestrator's side, only for this probe of the machine
 
     group, why = cgroup.make("probe")
     read, write = os.pipe()
