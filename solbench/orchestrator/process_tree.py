@@ -45,10 +45,11 @@ def descendants(pid: int) -> list[int]:
     found, stack = [], [pid]
     while stack:
         current = stack.pop()
-        task_dir = Path(f"/proc/{current}/task")
-        if not task_dir.is_dir():
+        try:  # a process may end between two reads: it then has no children to list
+            tasks = list(Path(f"/proc/{current}/task").iterdir())
+        except OSError:
             continue
-        for task in task_dir.iterdir():
+        for task in tasks:
             try:
                 children = [int(c) for c in (task / "children").read_text().split()]
             except OSError:
