@@ -10,12 +10,20 @@ worker's other containment (a PID namespace, or seccomp without CLONE_PARENT and
 
 from __future__ import annotations
 
+import atexit
 import itertools
 import os
 import time
 from pathlib import Path
 
 _counter = itertools.count()
+_made: set[str] = set()  # groups this process made and has not removed yet: removed at its exit
+
+
+@atexit.register
+def _remove_left() -> None:
+    for path in list(_made):
+        kill(path, wait_s=1)
 
 
 def _cgroup2_root() -> Path | None:
@@ -50,6 +58,7 @@ def make(role: str) -> tuple[str | None, str]:
     if not (path / "cgroup.kill").exists():  # Linux < 5.14
         path.rmdir()
         return None, "no cgroup.kill (Linux 5.14 or later needed)"
+    _made.add(str(path))
     return str(path), ""
 
 
@@ -92,6 +101,7 @@ def kill(path: str | None, wait_s: float = 10) -> list[int]:
     while time.monotonic() < deadline:  # a process that exited may hold the group until it is reaped
         try:
             os.rmdir(path)
+            _made.discard(path)
             break
         except FileNotFoundError:
             break
