@@ -24,6 +24,8 @@
 #                  new languages' GPU tests, every example through its loader, and their anti-cheat cases
 #   languages      issue 33: benchmarks/languages_gpu.py, every example solution in every language with CUDA
 #                  graphs on and off (LANG_ARGS: more options, e.g. "--max-workloads 3")
+#   containment    issue 32: the sandbox's mechanisms here, CUDA/Triton/compile/CUPTI/nvcc inside it, root and
+#                  ordinary-user workers, nothing outliving a GPU worker, the gate's integrity
 #   startup        benchmarks/startup_profile.py: a worker's start-up stages, workers' readiness, the driver's
 #                  device listing (torch vs NVML), alone and with every GPU's workers starting at once
 #
@@ -55,6 +57,12 @@ step_env() {
   python3 -c "from solbench.worker.probe import load_cupti; print('cupti:', 'yes' if load_cupti() else 'no')"
   python3 -m solbench.worker.sandbox 2>/dev/null || echo "sandbox probe: not available in this version"
   box 300 python3 benchmarks/sandbox_check.py 2>&1 | tail -12
+}
+step_containment() {
+  python3 -m solbench.worker.sandbox | grep -E '"(uid|cgroup|namespaces|landlock|capabilities|seccomp|contained_by)"'
+  box 300 python3 benchmarks/sandbox_check.py 2>&1 | tail -13
+  box 420 python3 -m pytest -q -p no:cacheprovider -rs -s tests/anticheat/test_containment.py \
+    tests/anticheat/test_containment_gpu.py tests/plugin/test_gate_integrity.py 2>&1 | grep -E "contained_by|passed|failed|SKIP|Error" | tail -12
 }
 step_gpu_tests() { box 420 python3 -m pytest -q -m gpu -p no:cacheprovider tests 2>&1 | tail -30; }
 step_timer() { box 120 python3 benchmarks/timing_gpu_check.py 2>&1 | tail -20; }

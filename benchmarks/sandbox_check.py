@@ -4,8 +4,8 @@
 
 A child process enters the sandbox exactly as a worker does (private scratch and cache folders, the
 environment `orchestrator/process.py` sets), then runs: a CUDA matmul, a Triton kernel (compiled, its
-cache in the private folder), `torch.compile`, CUPTI's bindings if installed, and writes that must fail
-(the repository, the user's home). Prints one line per check and the mechanisms applied; exit 1 if any
+cache in the private folder), `torch.compile`, CUPTI's bindings if installed, nvcc, and writes that must fail
+(the repository, the user's home, /dev/full), with no capability left. Prints one line per check and the mechanisms applied; exit 1 if any
 check failed. On a CPU machine the CUDA checks say "skipped".
 """
 
@@ -54,6 +54,9 @@ def double(x_ptr, n, BLOCK: tl.constexpr):
 cuda = torch.cuda.is_available()
 check("write_repository", lambda: must_fail(os.path.join(sys.argv[1], "sandbox_probe.txt")))
 check("write_home", lambda: must_fail(os.path.expanduser("~/sandbox_probe.txt")))
+check("write_dev_full", lambda: must_fail("/dev/full"))  # a device file outside the GPU runtime's list
+from solbench.worker import capabilities
+check("capabilities", lambda: "none effective" if not capabilities.held().get("CapEff") else 1 / 0)
 check("write_scratch", lambda: open(os.path.join(os.environ["TMPDIR"], "x"), "w").close() or "written")
 if cuda:
     check("cuda_matmul", lambda: float((torch.ones(256, 256, device="cuda") @ torch.ones(256, 256, device="cuda")).sum()))
@@ -75,21 +78,37 @@ if cuda:
         from solbench.worker.probe import load_cupti
         return "bound" if load_cupti() else "not installed"
     check("cupti", cupti)
+    def nvcc():
+        import shutil, subprocess
+        exe = shutil.which("nvcc") or (os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvcc"))
+        if not os.path.exists(exe):
+            return "not installed"
+        src = os.path.join(os.environ["TMPDIR"], "k.cu")
+        with open(src, "w") as f:
+            f.write("__global__ void k(float* x) { x[threadIdx.x] *= 2; }\n")
+        subprocess.run([exe, "-c", src, "-o", src + ".o"], check=True, capture_output=True, timeout=300)
+        return f"compiled {os.path.getsize(src + '.o')} bytes"
+    check("nvcc", nvcc)
 else:
-    for name in ("cuda_matmul", "triton", "torch_compile", "cupti"):
+    for name in ("cuda_matmul", "triton", "torch_compile", "cupti", "nvcc"):
         results[name] = "skipped: no CUDA device"
 print(json.dumps(results))
 '''
 
 
 def main() -> int:
+    from solbench.orchestrator import cgroup
     from solbench.orchestrator.process import run_folder, sandbox_env
 
     scratch = tempfile.mkdtemp(prefix="check_", dir=run_folder())
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
-    sandbox_env(env, scratch, "solution", namespaces=False)  # as a GPU worker gets it
-    out = subprocess.run([sys.executable, "-P", "-c", CHILD, str(REPO)], env=env, capture_output=True, text=True,
-                         timeout=600)
+    group, why = cgroup.make("check")
+    sandbox_env(env, scratch, "solution", namespaces=False, cgroup=group or f"denied: {why}")  # as a GPU worker
+    try:
+        out = subprocess.run([sys.executable, "-P", "-c", CHILD, str(REPO)], env=env, capture_output=True, text=True,
+                             timeout=600)
+    finally:
+        cgroup.kill(group)
     if out.returncode != 0 or not out.stdout.strip():
         print(out.stdout[-3000:], out.stderr[-3000:])
         return 1

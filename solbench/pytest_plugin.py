@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from solbench.gate import integrity
 from solbench.gate.items import NotATestModule, SolutionFile, is_solution_file
 from solbench.gate.state import STATE_KEY, SolbenchState, selected_workloads, state_of
 
@@ -88,6 +89,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.verbose = 1
     if not config.getoption("solbench_benchmark_json"):
         config.pluginmanager.register(BenchmarkBannerFilter(), "solbench-benchmark-banner")
+    config.pluginmanager.register(integrity, "solbench-integrity")  # no conftest or plugin of the tree
     config.addinivalue_line("markers", "solbench: a (solution, workload) graded by solbench")
 
 

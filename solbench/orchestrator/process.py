@@ -24,6 +24,8 @@ from collections import deque
 from multiprocessing.connection import Connection
 from pathlib import Path
 
+from solbench.orchestrator import cgroup
+from solbench.orchestrator.process_tree import kill_tree
 from solbench.protocol import codec
 from solbench.protocol import messages as msg
 
@@ -53,12 +55,13 @@ def worker_cache(role: str, scratch: str) -> str:
     return os.path.join(base, "solbench", "workers", role)
 
 
-def sandbox_env(env: dict[str, str], scratch: str, role: str, namespaces: bool = True) -> None:
+def sandbox_env(env: dict[str, str], scratch: str, role: str, namespaces: bool = True, cgroup: str = "") -> None:
     """What a worker's sandbox needs (worker/sandbox.py): where it may write (its scratch folder and its
     role's caches), and every cache and temporary folder pointed there.
     `namespaces`: a PID namespace per worker; off for GPU workers, since a legacy CUDA IPC handle cannot be
     opened across PID namespaces (large outputs travel that way); Landlock's signal scope and ptrace rule
-    then keep the solution away from other processes."""
+    then keep the solution away from other processes. `cgroup`: the worker's own group (orchestrator/cgroup.py),
+    or why there is none."""
     cache = worker_cache(role, scratch)
     for name in ("triton", "inductor", "cuda", "cute_dsl", "xdg", "tmp"):
         os.makedirs(os.path.join(cache, name), mode=0o700, exist_ok=True)
@@ -70,7 +73,8 @@ def sandbox_env(env: dict[str, str], scratch: str, role: str, namespaces: bool =
     if os.environ.get("SOLBENCH_SANDBOX") == SANDBOX_OFF:
         env.pop("SOLBENCH_SANDBOX", None)
         return
-    env["SOLBENCH_SANDBOX"] = json.dumps({"parent": os.getpid(), "writable": [scratch, cache], "namespaces": namespaces})
+    env["SOLBENCH_SANDBOX"] = json.dumps({"parent": os.getpid(), "writable": [scratch, cache], "namespaces": namespaces,
+                                       "cgroup": cgroup})
 
 
 class WorkerDied(RuntimeError):
@@ -137,6 +141,7 @@ class WorkerProcess:
         self.conn: Connection | None = None
         self.output = OutputTail()
         self.scratch: tempfile.TemporaryDirectory | None = None
+        self.cgroup: str | None = None  # its own cgroup v2 group, where the machine lets us make one
         self._reader: threading.Thread | None = None
         self._request_id = 0
         self.alarm_sock: socket.socket | None = None
@@ -169,7 +174,9 @@ class WorkerProcess:
         # torch.compile compiles in this process, not in a pool of helper processes that outlive the
         # call (a solution's leftover children are treated as hidden work).
         env["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
-        sandbox_env(env, self.scratch.name, self.role, namespaces=not self.device.startswith("cuda"))
+        self.cgroup, why = cgroup.make(self.role) if os.environ.get("SOLBENCH_SANDBOX") != SANDBOX_OFF else (None, "")
+        sandbox_env(env, self.scratch.name, self.role, namespaces=not self.device.startswith("cuda"),
+                    cgroup=self.cgroup or f"denied: {why}")
         # Make the solbench that runs this orchestrator importable in the worker without
         # putting the worker's cwd or any solution folder ahead of the standard library.
         package_root = str(Path(__file__).resolve().parents[2])
@@ -322,11 +329,7 @@ class WorkerProcess:
 
     def _kill(self) -> None:
         if self.proc is not None:
-            for pid in descendants(self.proc.pid):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
+            kill_tree(self.proc.pid)
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
@@ -337,6 +340,10 @@ class WorkerProcess:
                 pass
             if self._reader is not None:
                 self._reader.join(timeout=2)
+        # Everything the worker started, whatever its parentage (a daemon re-parented away from the tree too);
+        # after the wait, since a worker not yet reaped keeps the group from being removed.
+        cgroup.kill(self.cgroup)
+        self.cgroup = None
         if self.conn is not None:
             self.conn.close()
         self.conn = None
@@ -358,24 +365,6 @@ class WorkerProcess:
             except (WorkerDied, WorkerTimeout):
                 pass
         self.kill()
-
-
-def descendants(pid: int) -> list[int]:
-    """Child processes of `pid`, recursively (Linux /proc; empty elsewhere)."""
-    found, stack = [], [pid]
-    while stack:
-        current = stack.pop()
-        task_dir = Path(f"/proc/{current}/task")
-        if not task_dir.is_dir():
-            continue
-        for task in task_dir.iterdir():
-            try:
-                children = [int(c) for c in (task / "children").read_text().split()]
-            except OSError:
-                continue
-            found += children
-            stack += children
-    return found
 
 
 def describe_exit(code: int | None) -> str:

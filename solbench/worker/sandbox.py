@@ -11,10 +11,16 @@ code is imported, as far as this machine's kernel allows:
   namespace's first process: everything it starts dies with it, and no process outside (the
   orchestrator, the reference worker) can be named, so none can be signalled, traced or read; a new
   mount namespace gets its own `/proc`, which shows only the namespace;
+* it moves into its own cgroup v2 group where the orchestrator could make one (orchestrator/cgroup.py):
+  `cgroup.kill` then ends everything it started, whatever its parentage;
 * `PR_SET_NO_NEW_PRIVS`, then Landlock: writes only below the worker's private folders (its scratch
-  folder, the run's compiler caches) and to device files; reading stays allowed everywhere; no ptrace,
-  and (ABI 6) no signal, to processes outside the worker's own domain;
-* seccomp: no `ptrace`, `process_vm_readv/writev` or `pidfd_getfd`.
+  folder, the run's compiler caches) and to the GPU runtime's device files (`device_files`); reading
+  stays allowed everywhere; no ptrace, and (ABI 6) no signal, to processes outside the worker's own domain;
+* every capability dropped (worker/capabilities.py): a worker started as root keeps none of root's powers;
+* seccomp: no `ptrace`, `process_vm_readv/writev` or `pidfd_getfd`, no `clone(CLONE_PARENT)` (a sibling
+  outside the worker's tree), `clone3` made unavailable (its flags are out of a filter's reach).
+
+`contained_by` in `APPLIED` says which mechanism keeps what the worker starts from outliving it.
 
 The orchestrator passes what to apply in `SOLBENCH_SANDBOX` (`enter_from_env`); what was applied is
 `APPLIED`, recorded in every trace's environment (`sandbox`). A mechanism the machine denies is said
@@ -25,11 +31,14 @@ prints what this machine allows.
 from __future__ import annotations
 
 import ctypes
+import glob
 import json
 import os
 import platform
 import signal
 import sys
+
+from solbench.worker import capabilities
 
 ENV_VAR = "SOLBENCH_SANDBOX"
 PR_SET_PDEATHSIG, PR_SET_SECCOMP, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 22, 36, 38
@@ -46,6 +55,7 @@ SECCOMP_DENY = {"x86_64": (0xC000003E, {"ptrace": 101, "process_vm_readv": 310, 
                                          "pidfd_getfd": 438}),
                 "aarch64": (0xC00000B7, {"ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271,
                                           "pidfd_getfd": 438})}
+CLONE_NR, CLONE3_NR, CLONE_PARENT, X32_SYSCALL_BIT = {"x86_64": 56, "aarch64": 220}, 435, 0x8000, 0x40000000
 APPLIED: dict[str, object] = {}  # mechanism -> True, or why not (a string); read by worker/environment.py
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -71,17 +81,19 @@ def die_with_parent(parent_pid: int) -> None:
 
 def enter_namespaces() -> str:
     """A new PID and mount namespace for this process's children (a user namespace too where the user
-    is not root). Returns which were made; raises OSError when the kernel refuses."""
+    is not root). Returns which were made; raises OSError when the kernel refuses. The user namespace
+    and its id maps come first: a PID namespace entered without its fork after it would leave this
+    process unable to start threads."""
     uid, gid = os.getuid(), os.getgid()
-    flags = CLONE_NEWPID | CLONE_NEWNS | (CLONE_NEWUSER if uid != 0 else 0)
-    _check(_libc.unshare(flags), "unshare")
     if uid != 0:  # the same ids inside: files keep their owners, nothing gains a privilege outside
+        _check(_libc.unshare(CLONE_NEWUSER), "unshare")
         with open("/proc/self/setgroups", "w") as f:
             f.write("deny")
         with open("/proc/self/uid_map", "w") as f:
             f.write(f"{uid} {uid} 1")
         with open("/proc/self/gid_map", "w") as f:
             f.write(f"{gid} {gid} 1")
+    _check(_libc.unshare(CLONE_NEWPID | CLONE_NEWNS), "unshare")
     return "user+pid+mount" if uid != 0 else "pid+mount"
 
 
@@ -126,9 +138,17 @@ class _PathBeneath(ctypes.Structure):
     _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
 
 
-def restrict_writes(writable: list[str], device_dirs: list[str]) -> int:
-    """Landlock: every write-like right only below `writable`; writing existing files below
-    `device_dirs` (/dev/null, /dev/nvidia*, the worker's own /proc entry). Needs no_new_privs set.
+def device_files() -> list[str]:
+    """The device files a worker may write, and nothing else in /dev (a block device, /dev/mem, a tty):
+    the GPU runtime's `nvidia*` nodes (nvidiactl, nvidia-uvm, nvidia-uvm-tools, nvidia-modeset, one per
+    GPU, and the nvidia-caps folder of MIG capabilities, which the driver opens for writing), /dev/null
+    and /dev/zero (what tools redirect to and map), /dev/urandom (seeds). /dev/shm is a writable folder."""
+    return sorted(glob.glob("/dev/nvidia*")) + ["/dev/null", "/dev/zero", "/dev/urandom"]
+
+
+def restrict_writes(writable: list[str], device_paths: list[str]) -> int:
+    """Landlock: every write-like right only below `writable`; writing existing files that are, or are
+    below, `device_paths` (device_files(), the worker's own /proc entry). Needs no_new_privs set.
     Returns the ABI used."""
     abi = landlock_abi()
     if abi < 1:
@@ -140,10 +160,9 @@ def restrict_writes(writable: list[str], device_dirs: list[str]) -> int:
     ruleset = _check(_libc.syscall(LANDLOCK_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size),
                                    ctypes.c_uint32(0)), "landlock_create_ruleset")
     try:
-        rules = [(p, handled) for p in writable] + [(p, WRITE_FILE | (TRUNCATE if abi >= 3 else 0)) for p in device_dirs]
+        rules = [(p, handled) for p in writable if os.path.isdir(p)]
+        rules += [(p, WRITE_FILE | (TRUNCATE if abi >= 3 else 0)) for p in device_paths if os.path.exists(p)]
         for path, access in rules:
-            if not os.path.isdir(path):
-                continue
             fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
             try:
                 rule = _PathBeneath(access, fd)
@@ -165,30 +184,46 @@ class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(_SockFilter))]
 
 
-def seccomp_program(arch: int, denied: list[int]) -> list[tuple[int, int, int, int]]:
-    """A classic-BPF seccomp program: on this arch, each denied syscall fails with EPERM; all else runs."""
-    ld_w_abs, jeq_k, ret_k = 0x20, 0x15, 0x06
-    allow, eperm = 0x7FFF0000, 0x00050000 | 1
-    prog = [(ld_w_abs, 0, 0, 4), (jeq_k, 1, 0, arch), (ret_k, 0, 0, allow), (ld_w_abs, 0, 0, 0)]
-    for i, nr in enumerate(denied):
-        left = len(denied) - i - 1
-        prog.append((jeq_k, left + 1, 0, nr))  # to the EPERM return after the remaining tests and the allow
-    prog += [(ret_k, 0, 0, allow), (ret_k, 0, 0, eperm)]
-    return prog
+def seccomp_program(arch: int, denied: list[int], clone_nr: int | None = None,
+                    clone3_nr: int | None = None) -> list[tuple[int, int, int, int]]:
+    """A classic-BPF seccomp program: a syscall of another arch (i386's `int 0x80`, x32) or one of `denied`
+    fails with EPERM; `clone` with CLONE_PARENT (a sibling of the worker, outside its tree) fails with
+    EPERM; `clone3` fails with ENOSYS, so the C library falls back to `clone`, whose flags a filter can
+    read (clone3's are behind a pointer). All else runs."""
+    ld_w_abs, jeq_k, jge_k, jset_k, ret_k = 0x20, 0x15, 0x35, 0x45, 0x06
+    returns = {"allow": 0x7FFF0000, "eperm": 0x00050000 | 1, "enosys": 0x00050000 | 38}
+    # (code, jump-if-true label, jump-if-false label, k); a label is a return's name, or None: the next one
+    body: list[tuple[int, str | None, str | None, int]] = [(ld_w_abs, None, None, 4), (jeq_k, None, "eperm", arch),
+                                                          (ld_w_abs, None, None, 0)]
+    if arch == SECCOMP_DENY["x86_64"][0]:
+        body.append((jge_k, "eperm", None, X32_SYSCALL_BIT))
+    body += [(jeq_k, "eperm", None, nr) for nr in denied]
+    if clone3_nr is not None:
+        body.append((jeq_k, "enosys", None, clone3_nr))
+    if clone_nr is not None:
+        body += [(jeq_k, None, "allow", clone_nr), (ld_w_abs, None, None, 16),  # the low half of args[0]: flags
+                 (jset_k, "eperm", None, CLONE_PARENT)]
+    at = {name: len(body) + i for i, name in enumerate(returns)}
+
+    def offset(label: str | None, i: int) -> int:
+        return 0 if label is None else at[label] - i - 1
+
+    prog = [(code, offset(jt, i), offset(jf, i), k) for i, (code, jt, jf, k) in enumerate(body)]
+    return prog + [(ret_k, 0, 0, value) for value in returns.values()]
 
 
 def install_seccomp() -> list[str]:
-    """Refuse ptrace and cross-process memory access from here on (needs no_new_privs)."""
+    """Refuse ptrace, cross-process memory access and CLONE_PARENT from here on (needs no_new_privs)."""
     machine = platform.machine()
     if machine not in SECCOMP_DENY:
         raise OSError(f"no seccomp table for {machine}")
     arch, table = SECCOMP_DENY[machine]
-    prog = seccomp_program(arch, list(table.values()))
+    prog = seccomp_program(arch, list(table.values()), CLONE_NR[machine], CLONE3_NR)
     filters = (_SockFilter * len(prog))(*[_SockFilter(*ins) for ins in prog])
     fprog = _SockFprog(len(prog), ctypes.cast(filters, ctypes.POINTER(_SockFilter)))
     _check(_libc.prctl(PR_SET_SECCOMP, ctypes.c_ulong(2), ctypes.byref(fprog), ctypes.c_ulong(0),
                        ctypes.c_ulong(0)), "seccomp")
-    return sorted(table)
+    return [*sorted(table), "clone(CLONE_PARENT)", "clone3 (ENOSYS)"]
 
 
 def _step(name: str, action) -> None:
@@ -199,10 +234,34 @@ def _step(name: str, action) -> None:
         APPLIED[name] = f"denied: {exc.strerror or exc}"
 
 
-def enter(parent_pid: int, writable: list[str], namespaces: bool = True) -> None:
+def join_cgroup(path: str) -> str:
+    """Move into the worker's own cgroup (orchestrator/cgroup.py), before starting anything."""
+    with open(os.path.join(path, "cgroup.procs"), "w") as f:
+        f.write("0")
+    return f"own group {os.path.basename(path)}, killed with cgroup.kill at the worker's end"
+
+
+def containment() -> str:
+    """Which mechanism keeps every process the worker starts from outliving it (the trace says)."""
+    if str(APPLIED.get("namespaces", "")).startswith(("pid", "user+pid")):
+        return "pid namespace: everything in it dies with the worker"
+    if str(APPLIED.get("cgroup", "")).startswith("own group"):
+        return "cgroup: cgroup.kill ends the whole group"
+    if str(APPLIED.get("seccomp", "")).startswith("refused") and APPLIED.get("subreaper") is True:
+        return ("seccomp and subreaper: no CLONE_PARENT, no clone3, orphans re-parented to the worker, "
+                "whose tree the orchestrator stops and kills")
+    return "none beyond the orchestrator's kill of the worker's process tree"
+
+
+def enter(parent_pid: int, writable: list[str], namespaces: bool = True, cgroup: str = "") -> None:
     """Apply every mechanism this machine allows; may fork (a supervisor stays outside the namespace),
-    and returns only in the process that goes on as the worker."""
+    and returns only in the process that goes on as the worker. `cgroup`: the worker's own group, or
+    "denied: why" where the orchestrator could not make one."""
     _step("pdeathsig", lambda: die_with_parent(parent_pid))
+    if cgroup.startswith("/"):
+        _step("cgroup", lambda: join_cgroup(cgroup))
+    else:
+        APPLIED["cgroup"] = cgroup or "off: not asked for"
     made = None
     APPLIED["namespaces"] = "off: not asked for"
     if namespaces:
@@ -224,10 +283,12 @@ def enter(parent_pid: int, writable: list[str], namespaces: bool = True) -> None
     # Landlock also keeps ptrace and /proc/<pid>/mem from reaching outside the domain, and from ABI 6 signals.
     # The worker's own /proc entry: the CUDA driver writes there (thread names, settings) and fails to
     # initialise without it (error 304 on the H100); other processes' entries stay out of reach.
-    _step("landlock", lambda: restrict_writes([*writable, "/dev/shm"], ["/dev", f"/proc/{os.getpid()}"])
-          and f"writes only below {len(writable)} private folders and /dev/shm"
+    _step("landlock", lambda: restrict_writes([*writable, "/dev/shm"], [*device_files(), f"/proc/{os.getpid()}"])
+          and f"writes only below {len(writable)} private folders, /dev/shm and the GPU's device files"
               f"{'; signals only inside' if landlock_abi() >= 6 else ''} (ABI {landlock_abi()})")
+    _step("capabilities", capabilities.drop_all)  # after the mount and the cgroup move, which needed them
     _step("seccomp", lambda: "refused: " + ", ".join(install_seccomp()))
+    APPLIED["contained_by"] = containment()
 
 
 def enter_from_env() -> None:
@@ -237,18 +298,22 @@ def enter_from_env() -> None:
         APPLIED["off"] = "not asked for"
         return
     spec = json.loads(raw)
-    enter(int(spec["parent"]), [str(p) for p in spec.get("writable", [])], bool(spec.get("namespaces", True)))
+    enter(int(spec["parent"]), [str(p) for p in spec.get("writable", [])], bool(spec.get("namespaces", True)),
+          str(spec.get("cgroup", "")))
 
 
 def allowed_here() -> dict[str, object]:
     """What this machine allows, tried in a throw-away child process."""
+    from solbench.orchestrator import cgroup  # the orchestrator's side, only for this probe of the machine
+
+    group, why = cgroup.make("probe")
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(read)
         try:
             scratch = os.environ.get("TMPDIR", "/tmp")
-            enter(os.getppid(), [scratch])
+            enter(os.getppid(), [scratch], True, group or f"denied: {why}")
             payload = json.dumps(APPLIED).encode()
         except BaseException as exc:  # noqa: BLE001 - reported, never raised out of the child
             payload = json.dumps({"error": repr(exc)}).encode()
@@ -260,6 +325,7 @@ def allowed_here() -> dict[str, object]:
         data += chunk
     os.close(read)
     os.waitpid(pid, 0)
+    cgroup.kill(group)
     return json.loads(data or b"{}")
 
 

@@ -20,7 +20,8 @@ from tests.anticheat.suite import fast_config, write_problem
 
 REPO = Path(__file__).resolve().parents[2]
 DAEMON_ARG = "987.5"
-MECHANISMS = ("pdeathsig", "namespaces", "subreaper", "no_new_privs", "landlock", "seccomp")
+MECHANISMS = ("pdeathsig", "cgroup", "namespaces", "subreaper", "no_new_privs", "landlock", "capabilities", "seccomp",
+              "contained_by")
 
 
 def sandbox_report() -> dict:

@@ -1,0 +1,59 @@
+"""A worker's process tree, ended from the outside: what kills a GPU worker's descendants where there is
+neither a PID namespace nor a cgroup of its own (orchestrator/cgroup.py) to do it."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (a zombie's parent, stopped, would keep it listed)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def kill_tree(pid: int, rounds: int = 100) -> None:
+    """Kill every descendant of `pid`, then `pid`. The worker is stopped first, so it starts nothing more,
+    and it is a subreaper (worker/sandbox.py): orphans of the killed are re-parented to it and seen by the
+    next round, until no descendant runs. Without a cgroup or PID namespace, this is what ends them."""
+    try:
+        os.kill(pid, signal.SIGSTOP)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for _ in range(rounds):
+        running = [child for child in descendants(pid) if _running(child)]
+        if not running:
+            break
+        for child in running:
+            try:
+                os.kill(child, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def descendants(pid: int) -> list[int]:
+    """Child processes of `pid`, recursively (Linux /proc; empty elsewhere)."""
+    found, stack = [], [pid]
+    while stack:
+        current = stack.pop()
+        try:  # a process may end between two reads: it then has no children to list
+            tasks = list(Path(f"/proc/{current}/task").iterdir())
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                children = [int(c) for c in (task / "children").read_text().split()]
+            except OSError:
+                continue
+            found += children
+            stack += children
+    return found
