@@ -7,12 +7,13 @@ bytes under one of two conventions (docs/sol.md has the full rules):
   attention scores (causal, sliding window) are not work; matmuls run at the tensor-core rate of the
   dtype their operands came from; other FLOPs at the non-tensor fp32 rate.
 - `solar`: the published SOL-ExecBench convention as far as public facts allow. One byte width for
-  the whole problem (0.5 B with nvfp4 data, 1 B with fp8, else 2 B), bool inputs free, masks ignored,
-  only matmul FLOPs counted, all at the rate of that one precision.
+  the whole problem (0.5 B with nvfp4 data, 1 B with fp8, also made inside, else 2 B), bool tensors
+  free, masks ignored, only matmul FLOPs counted, all at the rate of that one precision.
 
 `sol_time_ms` is the roofline: T_SOL = max(matmul time, other-FLOP time, bytes / HBM bandwidth),
-since tensor cores, CUDA cores and memory work concurrently. `solar` adds a constant 0.4 us, which
-is what the published B200 figures show above the roofline (tiny workloads bottom out there).
+since tensor cores, CUDA cores and memory work concurrently. `solar` adds a constant 0.4 us at the
+2 B width, which is what the published bf16 B200 figures show above the roofline (tiny workloads
+bottom out there); the published fp8 / nvfp4 figures are the bare roofline.
 """
 
 from __future__ import annotations
