@@ -4,23 +4,17 @@ are skipped cleanly without the shared data."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from solbench.sol.analyser import SOLAR_OVERHEAD_MS, analyse, analyse_workload, sol_time_ms
 from solbench.sol.hardware import load_spec
-from solbench.spec.problem import load_problem
+from tests.sol.conftest import fp8_scaled_mm_definition, shared_problem
 
 B200 = load_spec("B200")
 BW = B200.hbm_bytes_per_s
 
 
-def _problem(root: Path, pattern: str):
-    matches = sorted(root.glob(pattern))
-    if not matches:
-        pytest.skip(f"{pattern} not in the shared data")
-    return load_problem(matches[0])
+_problem = shared_problem
 
 
 def test_fp8_made_inside_the_reference_sets_the_solar_width(definition_of):
@@ -39,12 +33,7 @@ def test_fp8_made_inside_the_reference_sets_the_solar_width(definition_of):
 def test_no_constant_offset_on_fp8_and_nvfp4_bounds(definition_of):
     """The 0.4 us offset is on bf16 problems only; an fp8 bound is the bare roofline."""
     m, n, k = 128, 256, 512
-    ref = ("import torch\n"
-           "def run(a, b, sa, sb):\n"
-           "    return torch._scaled_mm(a, b.t(), sa, sb, out_dtype=torch.bfloat16)\n")
-    d = definition_of({"a": (["M", "K"], "float8_e4m3fn"), "b": (["N", "K"], "float8_e4m3fn"),
-                       "sa": ([], "float32"), "sb": ([], "float32")}, {"c": (["M", "N"], "bfloat16")}, ref,
-                      {"M": m, "N": n, "K": k})
+    d = fp8_scaled_mm_definition(m, n, k)
     bytes_ = m * k + n * k + 1 + 1 + m * n  # one byte a value
     bound = sol_time_ms(analyse(d, {}, convention="solar"), B200)
     roofline = max(2 * m * n * k / (B200.matmul_tflops("float8_e4m3fn") * 1e12), bytes_ / BW) * 1e3
