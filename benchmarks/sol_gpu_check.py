@@ -33,8 +33,9 @@ from solbench.sol.reject import faster_than_light, min_possible_time_ms  # noqa:
 from solbench.spec.definition import Definition  # noqa: E402
 from solbench.spec.dtypes import torch_dtype  # noqa: E402
 
-# One shared problem per class of issue 16's bound changes: their references, run on the GPU with the
-# inputs `solbench run` would give them (paged indices built from the axes: the blobs are absent).
+# One shared problem per class of issue 16's and issue 36's bound changes: their references, run on the
+# GPU with the inputs `solbench run` would give them (paged indices built from the axes: the blobs are
+# absent). Issue 36 changed `solar` only (strict and the rejection bound are unchanged there).
 CHANGED_CLASS_PROBLEMS = (
     ("paged KV pool", "FlashInfer-Bench/012_gqa_paged_decode_h32_kv4_d128_ps1"),
     ("one-hot MoE, balanced", "L2/008_moe_sparse_routing_and_dispatch"),
@@ -43,6 +44,9 @@ CHANGED_CLASS_PROBLEMS = (
     ("cu_seqlens .tolist()", "L2/018_cu_seqlens_variable_length_vision_attention"),
     ("grid .tolist()", "L1/023_multimodal_rope_position_computation_with_grid_based_indexing"),
     ("nvfp4 logical K", "Quant/008_nvfp4_multimodal_embedding_projection"),
+    ("fp8 made inside", "Quant/014_fp8_yarn_rope_embedding"),
+    ("bool outputs", "L1/028_hybrid_attention_mask_preparation"),
+    ("fp8 no offset", "Quant/006_fp8_vision_attention_output_projection"),
 )
 SHARED_RANDOM_PROBLEMS = ("FlashInfer-Bench/007_gemm_n4096_k4096", "L1/069_rms_norm",
                           "L1/084_silu_activation_backward", "FlashInfer-Bench/025_rmsnorm_h4096")
@@ -222,7 +226,7 @@ def main() -> int:
             for w in problem.workloads[:3]:
                 ok &= check(f"{problem.name[:28]} {w.uuid[:8]}", problem.definition, w.axes, w.scalar_values(),
                             hw, rows)
-        print("issue 16's changed classes (smallest and largest workload of each):")
+        print("changed classes, issues 16 and 36 (smallest and middle workload of each):")
         for label, rel in CHANGED_CLASS_PROBLEMS:
             path = args.shared / rel
             if not path.is_dir():

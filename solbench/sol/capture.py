@@ -100,7 +100,7 @@ def run_capture(definition, axis_values: dict[str, int], scalars: dict[str, floa
     _cap_pools(tracer.inputs, paged.pool_reads(definition, axis_values), tracer.notes)
     method = "meta-approx" if tracer.fabricated else "meta"
     return Capture(method, tracer.matmuls, tracer.flops_other, tracer.inputs, outputs, dict(tracer.unknown),
-                   sorted(set(tracer.fabricated)), tracer.notes, tracer.n_ops)
+                   sorted(set(tracer.fabricated)), tracer.notes, tracer.n_ops, sorted(tracer.low_precision))
 
 
 def _custom_values(definition, axis_values, scalars, namespace, tracer: Tracer) -> dict:

@@ -79,6 +79,7 @@ class Capture:
     fabricated: list[str]
     notes: list[str]
     n_ops: int
+    low_precision: list[str] = field(default_factory=list)  # fp8 / fp4 dtypes made inside the reference
 
     @property
     def exact(self) -> bool:

@@ -47,6 +47,9 @@ VIEW_LIKE = frozenset({"detach", "alias", "lift_fresh", "_reshape_alias", "_unsa
 RANDOM_FLOAT = frozenset({"randn", "rand", "normal", "uniform", "randn_like", "rand_like", "bernoulli",
                           "exponential", "cauchy", "log_normal"})
 RANDOM_REAL_LIMIT = 1 << 16
+# fp8 / fp4 dtypes: a tensor of one made inside the reference (quantisation) sets the solar byte width
+LOW_PRECISION = frozenset(d for d in vars(torch).values()
+                          if isinstance(d, torch.dtype) and str(d).startswith(("torch.float8", "torch.float4")))
 UNINITIALISED = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"})
 
 
@@ -102,6 +105,7 @@ class Tracer(OneHotRouting, BalancedRouting, ValueTracking, TorchDispatchMode):
         self.inputs: dict[str, InputUse] = {}
         self.matmuls: list[MatmulEvent] = []
         self.flops_other = 0.0
+        self.low_precision: set[str] = set()  # fp8 / fp4 dtypes of tensors the reference made (quantisation)
         self.unknown: Counter = Counter()
         self.fabricated: list[str] = []
         self.notes: list[str] = []
@@ -290,6 +294,7 @@ class Tracer(OneHotRouting, BalancedRouting, ValueTracking, TorchDispatchMode):
                                  func, args)
             return
         skip_read = self._note_writes(func, name, args, kwargs)
+        self.low_precision.update(torch_dtype_name(o.dtype) for o in outs if o.dtype in LOW_PRECISION)
         for i, t in enumerate(tensor_args):
             if any(t is w for w in skip_read):
                 continue

@@ -6,6 +6,7 @@ import pytest
 
 from solbench.sol.analyser import SOLAR_OVERHEAD_MS, analyse, sol_time_ms
 from solbench.sol.hardware import load_spec
+from tests.sol.conftest import fp8_scaled_mm_definition
 
 H100 = load_spec("H100_SXM")
 GEMM_REF = "import torch\ndef run(A, B):\n    return torch.matmul(A, B.T)\n"
@@ -126,12 +127,7 @@ def test_sliding_window_mask(definition_of):
 
 def test_fp8_scaled_mm(definition_of):
     m, n, k = 128, 256, 512
-    ref = ("import torch\n"
-           "def run(a, b, sa, sb):\n"
-           "    return torch._scaled_mm(a, b.t(), sa, sb, out_dtype=torch.bfloat16)\n")
-    d = definition_of({"a": (["M", "K"], "float8_e4m3fn"), "b": (["N", "K"], "float8_e4m3fn"),
-                       "sa": ([], "float32"), "sb": ([], "float32")}, {"c": (["M", "N"], "bfloat16")}, ref,
-                      {"M": m, "N": n, "K": k})
+    d = fp8_scaled_mm_definition(m, n, k)
     cost = analyse(d, {})
     assert cost.flops_matmul == {"float8_e4m3fn": 2 * m * n * k}
     assert cost.bytes_min == m * k + n * k + 4 + 4 + m * n * 2

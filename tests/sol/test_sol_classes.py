@@ -3,19 +3,10 @@ workload's axes (never a copied value). Skipped cleanly without the shared data.
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
-
 from solbench.sol.analyser import analyse_workload
-from solbench.spec.problem import load_problem
+from tests.sol.conftest import shared_problem
 
-
-def _problem(root: Path, pattern: str):
-    matches = sorted(root.glob(pattern))
-    if not matches:
-        pytest.skip(f"{pattern} not in the shared data")
-    return load_problem(matches[0])
+_problem = shared_problem
 
 
 def test_paged_kv_pool_charged_at_the_pages_read(sol_execbench_dir):
