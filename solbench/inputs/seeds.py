@@ -33,6 +33,14 @@ def derive_seed(run_seed: int, *parts: str | int) -> int:
     return int.from_bytes(digest.digest()[:8], "little") >> (64 - SEED_BITS)
 
 
+def call_seed(block_key: int, source: int, nonce: int) -> int:
+    """The input seed of a timed call: the orchestrator's block key, the index of the call that drew the set
+    and the worker's nonce for it. The orchestrator recomputes it from those, so a seed reported by the
+    solution's process is never taken on trust: a kept output cannot be relabelled to the inputs of
+    another call (whose answer it knows) without a second preimage of the hash."""
+    return derive_seed(block_key, "timed-call", source, nonce)
+
+
 def new_run_seed() -> int:
     """A fresh unpredictable run seed (from the OS CSPRNG, not from any torch or Python RNG)."""
     return secrets.randbits(SEED_BITS)
