@@ -120,8 +120,9 @@ class TimedBlock:
         self.phases_s: dict[str, float] = {}
 
     def checked(self, result, slot_inputs) -> list:
-        """The call's outputs in definition order, refused if lazy or mis-shaped; inputs it returned
-        views of are noted (the orchestrator allows only what the reference does)."""
+        """The call's outputs in definition order, refused if lazy (a container or a tensor) or mis-shaped;
+        inputs it returned views of are noted (judged by value; the orchestrator flags what the reference
+        does not do)."""
         definition = self.state.definition
         try:
             outs = (normalize_outputs(result, definition, self.axes) if not self.state.destination_passing
