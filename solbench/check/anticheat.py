@@ -134,8 +134,9 @@ def input_sets_reused(sampled: list) -> bool:
 def _sampled_problems(sampled: Any, checked_outputs: int, required_outputs: int | None, calls: int,
                       fixed_sets: int, reuse_allowed: bool = True) -> list[str]:
     """What is wrong with the sampled outputs of a block of `calls` calls. Nothing the worker claims
-    (flags, counts) loosens these: two checked outputs never come from one input set, and a reused set
-    was drawn by an earlier call of the block."""
+    (flags, counts) loosens these: two checked outputs never come from one input set, a reused set was
+    drawn by an earlier call of the block, and the block's last call is always checked (a solution
+    cannot keep honest early outputs in place of its later ones)."""
     if type(sampled) is not list:
         return ["sampled outputs missing"]
     problems = []
@@ -170,6 +171,9 @@ def _sampled_problems(sampled: Any, checked_outputs: int, required_outputs: int 
                                 f"allowed to reuse sets")
     if len(set(sets)) < len(sets):
         problems.append("two sampled calls ran on the same input set (the seed choice was tampered with)")
+    if checked_outputs > 0 and calls > 0 and calls - 1 not in indices:
+        problems.append(f"the block's last call ({calls - 1}, counted from the reply's warm-up, samples and probe "
+                        f"calls) is not among the sampled outputs")
     return problems
 
 

@@ -82,12 +82,20 @@ def test_sampled_calls_never_share_an_input_set_whatever_the_worker_flags():
     rotated = _reply(sampled=[[1, 1, None, []], [3, 3, None, []], [6, 6, None, []]])  # fixed sets: by call index
     assert any("same input set" in p for p in check_time_reply(rotated, CONFIG, checked_outputs=3, elapsed_s=0.5,
                                                                  fixed_seeds=[55, 56]))
-    assert check_time_reply(_reply(sampled=[[1, 1, None, []], [3, 3, None, []], [5, 5, None, []]]), CONFIG,
+    assert check_time_reply(_reply(sampled=[[3, 3, None, []], [5, 5, None, []], [7, 7, None, []]]), CONFIG,
                             checked_outputs=3, elapsed_s=0.5, fixed_seeds=[55, 56, 57]) == []
-    two_sets = _reply(sampled=[[1, 1, None, []], [4, 4, None, []]])  # two requested sets: two outputs are all there is
+    two_sets = _reply(sampled=[[4, 4, None, []], [7, 7, None, []]])  # two requested sets: two outputs are all there is
     assert check_time_reply(two_sets, CONFIG, checked_outputs=3, elapsed_s=0.5, fixed_seeds=[55, 56]) == []
     assert check_time_reply(_reply(sampled=two_sets.sampled[:1]), CONFIG, checked_outputs=3, elapsed_s=0.5,
                             fixed_seeds=[55, 56]) != []
+
+
+def test_the_blocks_last_call_is_always_checked():
+    """Honest early outputs under their true labels cannot stand in for the later calls: the orchestrator counts
+    the block's calls from the reply and insists on the last one (issue 31)."""
+    early = _reply(sampled=[[0, 0, 5, []], [1, 1, 6, []], [2, 2, 7, []]])
+    assert any("last call (7" in p for p in check_time_reply(early, CONFIG, checked_outputs=3, elapsed_s=0.5))
+    assert check_time_reply(_reply(), CONFIG, checked_outputs=3, elapsed_s=0.5) == []
 
 
 def test_the_orchestrator_derives_every_checked_seed_itself():
@@ -129,7 +137,7 @@ def test_a_probe_that_makes_its_confirming_round_sends_a_plausible_reply():
 
 
 def test_fewer_sampled_outputs_only_when_the_orchestrator_allows_it():
-    one = _reply(sampled=[[4, 4, 123, []]])
+    one = _reply(sampled=[[7, 7, 123, []]])
     assert check_time_reply(one, CONFIG, checked_outputs=3, required_outputs=1, elapsed_s=0.5) == []
     assert check_time_reply(one, CONFIG, checked_outputs=3, required_outputs=3, elapsed_s=0.5) != []
     none = _reply(sampled=[])
