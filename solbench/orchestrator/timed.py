@@ -86,7 +86,7 @@ def time_rounds(run: WorkloadRun, reference_aliases: set[str], correctness: Corr
                            required_outputs=required_checks(problem, workload, per_round_checks),
                            fresh_inputs_budget_s=config.fresh_inputs_budget_s, ipc_min_bytes=session.ipc_min_bytes(),
                            probe=round_ == rounds - 1, max_slots=slots, block_key=new_run_seed(),
-                           reuse_inputs=samples.reference_reused)
+                           reuse_inputs=samples.reference_reused, reference_views=sorted(reference_aliases))
         reply = session.ask_timed(session.candidate, request, config.timeout_s)
         samples.candidate_ms += reply.samples_ms
         with_graph_note(run, reply, "CUDA graph: ", 400)

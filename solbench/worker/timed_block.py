@@ -165,7 +165,8 @@ class TimedBlock:
             del stashed[sorted(stashed)[slot]]
         stashed[index] = ([o.detach().clone() if isinstance(o, torch.Tensor) else o for o in outs], drawn)
         slot_inputs = self.slots[index % len(self.slots)][0]
-        aliased = input_aliases(outs, self.state.definition, slot_inputs)
+        aliased = [n for n in input_aliases(outs, self.state.definition, slot_inputs)
+                   if n not in self.request.reference_views]
         if aliased:  # judged by value (the copy above); but a call may not write into what it returns
             self.written.update(self.inputs_written(drawn[2], slot_inputs, aliased))
 
