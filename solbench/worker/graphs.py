@@ -26,8 +26,8 @@ def capture_graphs(state: WorkerState, slots: list,
     first (lazy initialisation, autotuning, allocator warm-up), as capture requires. A call that
     cannot be captured (a host sync, the legacy default stream, CPU work on data) gives (None, why)
     and is timed as launched, in a new process (`orchestrator.session.DeviceSession.ask_timed`).
-    `fresh_values(inputs)` writes a new input set into `inputs`: the graph must follow it
-    (`replay_follows_inputs`), as every timed replay sees new values.
+    `fresh_values(inputs)` writes a new input set into `inputs` (the same one at every call): the graph
+    must follow it (`replay_follows_inputs`), as every timed replay sees new values.
     """
     try:
         first_inputs = [t.clone() if isinstance(t, torch.Tensor) else t for t in slots[0][0]]
@@ -95,15 +95,12 @@ def replay_follows_inputs(state: WorkerState, captured: tuple, slot: tuple, fres
     graph, result = captured
     slot_inputs, slot_outputs = slot
     fresh_values(slot_inputs)
-    saved = [t.clone() if isinstance(t, torch.Tensor) else t for t in slot_inputs]  # a call may write into them
     outputs = unaliased_outputs(result, slot_inputs)
     refill_outputs(outputs)
     graph.replay()
     torch.cuda.synchronize()
     replayed = [t.clone() for t in outputs]
-    for dst, src in zip(slot_inputs, saved):
-        if isinstance(dst, torch.Tensor):
-            dst.copy_(src)
+    fresh_values(slot_inputs)  # the same values again (a call may write into its inputs): no copy of a set
     eager = unaliased_outputs(invoke(state, slot_inputs, slot_outputs), slot_inputs)
     torch.cuda.synchronize()
     return len(eager) == len(replayed) and all(

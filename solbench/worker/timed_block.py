@@ -228,9 +228,8 @@ class TimedBlock:
         self.last[2] = drawn
         self.threads.check_idle()
 
-    def fresh_values(self, inputs: list) -> None:
-        """A new input set (not any call's) written into `inputs`: what a graph is checked on before it is timed."""
-        seed = entropy_bits(62)
+    def fresh_values(self, inputs: list, seed: int) -> None:
+        """`seed`'s input set (no call's) written into `inputs`: what a graph is checked on before it is timed."""
         if self.fill_in_place:
             make_inputs(self.state.definition, self.workload, self.axes, seed=seed, device=self.state.device, out=inputs)
             return
@@ -261,7 +260,9 @@ class TimedBlock:
         config = self.request.config
         if self.state.is_cuda and config.cuda_graphs and self.graphs is None:
             started = _perf_counter()
-            self.graphs, note = capture_graphs(self.state, self.slots, self.fresh_values if self.fresh else None)
+            seed = entropy_bits(62)  # a set no call gets, written twice by `fresh_values` (replay, then the call)
+            fresh = (lambda inputs: self.fresh_values(inputs, seed)) if self.fresh else None
+            self.graphs, note = capture_graphs(self.state, self.slots, fresh)
             self.phases_s["capture"] = _perf_counter() - started
             if self.graphs is None:  # nothing more in this process: a failed capture can leave it broken
                 raise Failure("RUNTIME_ERROR", f"CUDA graph capture failed: {note}", capture_failed=note)
