@@ -69,7 +69,8 @@ def _is_number(x: Any) -> bool:
 
 def check_time_reply(reply: Timed, config: TimingConfig, *, checked_outputs: int, elapsed_s: float,
                      required_outputs: int | None = None, margin_s: float = 0.05,
-                     fixed_seeds: list[int] | None = None, reuse_allowed: bool = True) -> list[str]:
+                     fixed_seeds: list[int] | None = None, reuse_allowed: bool = True,
+                     fixed_allowed: bool = True) -> list[str]:
     """Problems with a timing reply from a solution's worker (empty when it is plausible).
 
     `config` is the timing configuration that was sent; `elapsed_s` the time the orchestrator waited.
@@ -79,7 +80,8 @@ def check_time_reply(reply: Timed, config: TimingConfig, *, checked_outputs: int
     names the call that drew its input set and that draw's nonce; the orchestrator derives the seed
     (`timed_call_seed`), and refuses two sampled calls on one set. `fixed_seeds`: the requested seeds
     (problems whose inputs do not depend on the seed rotate those by call index). `reuse_allowed`: whether
-    the orchestrator let this block reuse input sets (a sampled call on an earlier call's set is refused if not).
+    the orchestrator let this block reuse input sets (a sampled call on an earlier call's set is refused if not);
+    `fixed_allowed`: whether it may rotate the requested sets (inputs that do not depend on the seed).
     """
     problems: list[str] = []
     samples = reply.samples_ms
@@ -112,7 +114,7 @@ def check_time_reply(reply: Timed, config: TimingConfig, *, checked_outputs: int
         problems.append(f"{probe_calls!r} probe calls claimed (at most {MAX_PROBE_CALLS})")
         probe_calls = 0
     problems += _sampled_problems(reply.sampled, checked_outputs, required_outputs, warmup + n + probe_calls,
-                                  len(fixed_seeds or ()), reuse_allowed)
+                                  len(fixed_seeds or ()) if fixed_allowed else 0, reuse_allowed)
     return problems
 
 
@@ -160,7 +162,8 @@ def _sampled_problems(sampled: Any, checked_outputs: int, required_outputs: int 
         indices.add(index)
         if nonce is None:
             if fixed_sets < 1:
-                problems.append(f"sampled output for call {index} names no input set")
+                problems.append(f"sampled output for call {index} names a requested input set, but this block was "
+                                f"not allowed to rotate them")
             sets.append(("fixed", index % max(fixed_sets, 1)))
         elif type(source) is not int or type(nonce) is not int or not 0 <= source <= index or not 0 <= nonce < 2**63:
             problems.append(f"sampled output for call {index} names no valid input set ({source!r}, {nonce!r})")
@@ -171,6 +174,8 @@ def _sampled_problems(sampled: Any, checked_outputs: int, required_outputs: int 
                                 f"allowed to reuse sets")
     if len(set(sets)) < len(sets):
         problems.append("two sampled calls ran on the same input set (the seed choice was tampered with)")
+    if len({kind for kind, _ in sets}) > 1:
+        problems.append("sampled calls both on drawn and on requested input sets (a block is one or the other)")
     if checked_outputs > 0 and calls > 0 and calls - 1 not in indices:
         problems.append(f"the block's last call ({calls - 1}, counted from the reply's warm-up, samples and probe "
                         f"calls) is not among the sampled outputs")

@@ -206,7 +206,7 @@ class DeviceSession:
             problems = check_time_reply(reply, request.config, checked_outputs=request.checked_outputs,
                                         required_outputs=request.required_outputs,
                                         elapsed_s=time.monotonic() - asked, fixed_seeds=request.seeds,
-                                        reuse_allowed=request.reuse_inputs)
+                                        reuse_allowed=request.reuse_inputs, fixed_allowed=request.fixed_inputs)
             if problems:
                 self.retire(worker)
                 raise StepFailed(Status.REWARD_HACK, "implausible timing reply from the solution's worker: "

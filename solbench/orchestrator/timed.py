@@ -32,6 +32,7 @@ class TimedSamples:
     flags: set[str] = field(default_factory=set)
     last_reply: msg.Timed | None = None  # the solution's last block (warm-up count, clocks)
     reference_reused: bool = False  # the reference's own block ran past its input budget (a trusted fact)
+    reference_fixed: bool | None = None  # its inputs did not depend on the seed (None: the reference was not timed)
 
 
 # Argument slots per timed block: enough for short calls to see a new address on every call; calls of a
@@ -86,7 +87,8 @@ def time_rounds(run: WorkloadRun, reference_aliases: set[str], correctness: Corr
                            required_outputs=required_checks(problem, workload, per_round_checks),
                            fresh_inputs_budget_s=config.fresh_inputs_budget_s, ipc_min_bytes=session.ipc_min_bytes(),
                            probe=round_ == rounds - 1, max_slots=slots, block_key=new_run_seed(),
-                           reuse_inputs=samples.reference_reused, reference_views=sorted(reference_aliases))
+                           reuse_inputs=samples.reference_reused, reference_views=sorted(reference_aliases),
+                           fixed_inputs=samples.reference_fixed is not False or config.fresh_inputs_budget_s == 0)
         reply = session.ask_timed(session.candidate, request, config.timeout_s)
         samples.candidate_ms += reply.samples_ms
         with_graph_note(run, reply, "CUDA graph: ", 400)
@@ -122,6 +124,7 @@ def _time_reference_block(run: WorkloadRun, seeds: list[int], timing: TimingConf
         return False
     samples.reference_ms += reply.samples_ms
     samples.reference_reused = samples.reference_reused or "timed_inputs_reused" in reply.flags
+    samples.reference_fixed = "timed_inputs_fixed" in reply.flags
     with_graph_note(run, reply, "reference timed as launched: CUDA graph ", 300)
     return True
 

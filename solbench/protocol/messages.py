@@ -100,6 +100,9 @@ class Time(Request):
     # Whether calls past the input budget may reuse recent sets: the orchestrator allows it only where the
     # reference's own block had to (a fact from a trusted process), never on the solution worker's word.
     reuse_inputs: bool = True
+    # Whether the block may rotate the requested sets (inputs that do not depend on the seed): only where the
+    # reference's block found so, or the orchestrator asked for it (`fresh_inputs_budget_s` 0).
+    fixed_inputs: bool = True
     # Inputs the reference itself returns views of (an in-place cache update): a kept call that returns
     # one is not checked for writing into it (that would rebuild a maybe multi-GB set per kept call).
     reference_views: list[str] = field(default_factory=list)

@@ -90,6 +90,19 @@ def test_sampled_calls_never_share_an_input_set_whatever_the_worker_flags():
                             fixed_seeds=[55, 56]) != []
 
 
+def test_rotating_the_requested_sets_is_the_orchestrators_decision():
+    """A block may rotate the requested sets only where the orchestrator allows it (the reference's block found
+    the inputs independent of the seed), and never mixes them with drawn sets (issue 31)."""
+    rotated = _reply(sampled=[[4, 4, None, []], [7, 7, None, []]])
+    assert check_time_reply(rotated, CONFIG, checked_outputs=3, elapsed_s=0.5, fixed_seeds=[55, 56]) == []
+    refused = check_time_reply(rotated, CONFIG, checked_outputs=3, elapsed_s=0.5, fixed_seeds=[55, 56],
+                               fixed_allowed=False)
+    assert any("not allowed to rotate" in p for p in refused), refused
+    mixed = _reply(sampled=[[1, 1, 9, []], [4, 4, None, []], [7, 7, None, []]])
+    assert any("drawn and on requested" in p for p in check_time_reply(mixed, CONFIG, checked_outputs=3,
+                                                                         elapsed_s=0.5, fixed_seeds=[55, 56]))
+
+
 def test_the_blocks_last_call_is_always_checked():
     """Honest early outputs under their true labels cannot stand in for the later calls: the orchestrator counts
     the block's calls from the reply and insists on the last one (issue 31)."""
