@@ -26,7 +26,6 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from solbench.inputs.seeds import call_seed
 from solbench.timing.config import TimingConfig
 
 if TYPE_CHECKING:  # a reply's type only: this module runs in the orchestrator, beside the protocol
@@ -122,6 +121,9 @@ def timed_call_seed(entry: list, block_key: int, fixed_seeds: list[int]) -> int:
     """The input seed of a sampled timed call, recomputed by the orchestrator from what it chose (the block
     key, the requested seeds) and the call's index, source and nonce: never a seed the worker reports.
     Nonce None: the requested sets rotated by call index (inputs that do not depend on the seed)."""
+    # imported here: the driver lists devices and opens sessions without torch
+    from solbench.inputs.seeds import call_seed
+
     index, source, nonce = entry[0], entry[1], entry[2]
     if nonce is None:
         return fixed_seeds[index % len(fixed_seeds)]
