@@ -28,7 +28,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.anticheat.suite import Case, discover, fast_config, missing_needs, run_cases, write_problem  # noqa: E402
+from tests.anticheat.suite import (  # noqa: E402
+    Case,
+    discover,
+    fast_config,
+    missing_flags,
+    missing_needs,
+    run_cases,
+    write_problem,
+)
 
 
 @dataclass
@@ -48,8 +56,8 @@ def first_log_line(trace, width: int = 90) -> str:
     return log.splitlines()[0][:width] if log else ""
 
 
-def as_expected(case: Case, traces) -> bool:
-    return bool(traces) and all(str(t.status) in case.allowed for t in traces)
+def as_expected(case: Case, traces, device: str = "cuda") -> bool:
+    return bool(traces) and all(str(t.status) in case.allowed for t in traces) and not missing_flags(case, traces, device)
 
 
 def one_run(cases: list[Case], args, started: float, label: str) -> dict[str, list]:

@@ -68,15 +68,19 @@ def _is_number(x: Any) -> bool:
 
 def check_time_reply(reply: Timed, config: TimingConfig, *, checked_outputs: int, elapsed_s: float,
                      required_outputs: int | None = None, margin_s: float = 0.05,
-                     fixed_seeds: list[int] | None = None) -> list[str]:
+                     fixed_seeds: list[int] | None = None, reuse_allowed: bool = True,
+                     fixed_allowed: bool = True) -> list[str]:
     """Problems with a timing reply from a solution's worker (empty when it is plausible).
 
     `config` is the timing configuration that was sent; `elapsed_s` the time the orchestrator waited.
     The reply's form (field types) was checked when it was decoded; this checks what it claims.
     `required_outputs` (default: all `checked_outputs`) is the fewest sampled outputs acceptable: a
-    worker may keep fewer than asked only when the outputs are too large for its memory. Calls draw their
-    inputs from seeds the OS's entropy picks, so two sampled calls never share a seed, unless it is one of
-    the requested `fixed_seeds` (problems whose inputs do not depend on the seed rotate those).
+    worker may keep fewer than asked only when the outputs are too large for its memory. Each sampled call
+    names the call that drew its input set and that draw's nonce; the orchestrator derives the seed
+    (`timed_call_seed`), and refuses two sampled calls on one set. `fixed_seeds`: the requested seeds
+    (problems whose inputs do not depend on the seed rotate those by call index). `reuse_allowed`: whether
+    the orchestrator let this block reuse input sets (a sampled call on an earlier call's set is refused if not);
+    `fixed_allowed`: whether it may rotate the requested sets (inputs that do not depend on the seed).
     """
     problems: list[str] = []
     samples = reply.samples_ms
@@ -108,40 +112,75 @@ def check_time_reply(reply: Timed, config: TimingConfig, *, checked_outputs: int
     if type(probe_calls) is not int or not 0 <= probe_calls <= MAX_PROBE_CALLS:
         problems.append(f"{probe_calls!r} probe calls claimed (at most {MAX_PROBE_CALLS})")
         probe_calls = 0
-    # Past its input-generation budget a block draws from its last few fresh sets (flagged in the trace):
-    # then seeds repeat by design.
-    reused = isinstance(flags, list) and "timed_inputs_reused" in flags
     problems += _sampled_problems(reply.sampled, checked_outputs, required_outputs, warmup + n + probe_calls,
-                                  None if reused else fixed_seeds, seeds_may_repeat=reused)
+                                  len(fixed_seeds or ()) if fixed_allowed else 0, reuse_allowed)
     return problems
 
 
+def timed_call_seed(entry: list, block_key: int, fixed_seeds: list[int]) -> int:
+    """The input seed of a sampled timed call, recomputed by the orchestrator from what it chose (the block
+    key, the requested seeds) and the call's index, source and nonce: never a seed the worker reports.
+    Nonce None: the requested sets rotated by call index (inputs that do not depend on the seed)."""
+    # imported here: the driver lists devices and opens sessions without torch
+    from solbench.inputs.seeds import call_seed
+
+    index, source, nonce = entry[0], entry[1], entry[2]
+    if nonce is None:
+        return fixed_seeds[index % len(fixed_seeds)]
+    return call_seed(block_key, source, nonce)
+
+
+def input_sets_reused(sampled: list) -> bool:
+    """Whether some sampled call ran on a set an earlier call drew (a block past its input budget)."""
+    return any(e[2] is not None and e[1] != e[0] for e in sampled)
+
+
 def _sampled_problems(sampled: Any, checked_outputs: int, required_outputs: int | None, calls: int,
-                      fixed_seeds: list[int] | None, seeds_may_repeat: bool = False) -> list[str]:
-    """What is wrong with the sampled outputs of a block of `calls` calls."""
+                      fixed_sets: int, reuse_allowed: bool = True) -> list[str]:
+    """What is wrong with the sampled outputs of a block of `calls` calls. Nothing the worker claims
+    (flags, counts) loosens these: two checked outputs never come from one input set, a reused set was
+    drawn by an earlier call of the block, and the block's last call is always checked (a solution
+    cannot keep honest early outputs in place of its later ones)."""
     if type(sampled) is not list:
         return ["sampled outputs missing"]
     problems = []
     required = checked_outputs if required_outputs is None else min(required_outputs, checked_outputs)
     wanted = min(required, calls)
+    if sampled and all(type(e) is list and len(e) == 4 and e[2] is None for e in sampled):
+        wanted = min(wanted, fixed_sets)  # the requested sets rotated: one checked output per set at most
     if len(sampled) < wanted:
         problems.append(f"{len(sampled)} sampled outputs came back, {wanted} were asked for")
     if len(sampled) > max(checked_outputs + 1, 1):
         problems.append(f"{len(sampled)} sampled outputs, at most {checked_outputs + 1} were asked for")
-    indices = set()
+    indices, sets = set(), []
     for entry in sampled:
-        if type(entry) is not list or len(entry) != 3 or type(entry[2]) is not list:
+        if type(entry) is not list or len(entry) != 4 or type(entry[3]) is not list:
             problems.append("malformed sampled output entry")
             continue
-        index, seed = entry[0], entry[1]
+        index, source, nonce = entry[0], entry[1], entry[2]
         if type(index) is not int or not 0 <= index < calls or index in indices:
             problems.append(f"sampled output for call {index!r}, which was never made or came twice ({calls} calls)")
-        if type(seed) is not int or not 0 <= seed < 2**63:
-            problems.append(f"sampled output for call {index!r} names no valid input seed")
+            continue
         indices.add(index)
-    seeds = [e[1] for e in sampled if type(e) is list and len(e) == 3 and e[1] not in (fixed_seeds or [])]
-    if len(set(seeds)) < len(seeds) and not seeds_may_repeat:
-        problems.append("two sampled calls name the same fresh input seed (the seed choice was tampered with)")
+        if nonce is None:
+            if fixed_sets < 1:
+                problems.append(f"sampled output for call {index} names a requested input set, but this block was "
+                                f"not allowed to rotate them")
+            sets.append(("fixed", index % max(fixed_sets, 1)))
+        elif type(source) is not int or type(nonce) is not int or not 0 <= source <= index or not 0 <= nonce < 2**63:
+            problems.append(f"sampled output for call {index} names no valid input set ({source!r}, {nonce!r})")
+        else:
+            sets.append(("drawn", source))
+            if source != index and not reuse_allowed:
+                problems.append(f"sampled call {index} ran on call {source}'s input set, but this block was not "
+                                f"allowed to reuse sets")
+    if len(set(sets)) < len(sets):
+        problems.append("two sampled calls ran on the same input set (the seed choice was tampered with)")
+    if len({kind for kind, _ in sets}) > 1:
+        problems.append("sampled calls both on drawn and on requested input sets (a block is one or the other)")
+    if checked_outputs > 0 and calls > 0 and calls - 1 not in indices:
+        problems.append(f"the block's last call ({calls - 1}, counted from the reply's warm-up, samples and probe "
+                        f"calls) is not among the sampled outputs")
     return problems
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import struct
 
 import torch
 
@@ -31,6 +32,16 @@ def derive_seed(run_seed: int, *parts: str | int) -> int:
         # Tag and length prefix: ("ab", "c") and ("a", "bc"), or 1 and "1", never collide.
         digest.update(tag + len(data).to_bytes(8, "little") + data)
     return int.from_bytes(digest.digest()[:8], "little") >> (64 - SEED_BITS)
+
+
+def call_seed(block_key: int, source: int, nonce: int) -> int:
+    """The input seed of a timed call: the orchestrator's block key, the index of the call that drew the set
+    and the worker's nonce for it. The orchestrator recomputes it from those, so a seed reported by the
+    solution's process is never taken on trust: a kept output cannot be relabelled to the inputs of
+    another call (whose answer it knows) without a second preimage of the hash. One short keyed-style hash
+    (blake2b over three 64-bit words): it runs before every timed call."""
+    words = struct.pack("<QQQ", block_key, source, nonce)
+    return int.from_bytes(hashlib.blake2b(words, digest_size=8, person=b"solbench-call").digest(), "little") >> (64 - SEED_BITS)
 
 
 def new_run_seed() -> int:

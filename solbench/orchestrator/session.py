@@ -208,7 +208,8 @@ class DeviceSession:
         if untrusted and isinstance(request, msg.Time):
             problems = check_time_reply(reply, request.config, checked_outputs=request.checked_outputs,
                                         required_outputs=request.required_outputs,
-                                        elapsed_s=time.monotonic() - asked, fixed_seeds=request.seeds)
+                                        elapsed_s=time.monotonic() - asked, fixed_seeds=request.seeds,
+                                        reuse_allowed=request.reuse_inputs, fixed_allowed=request.fixed_inputs)
             if problems:
                 self.retire(worker)
                 raise StepFailed(Status.REWARD_HACK, "implausible timing reply from the solution's worker: "
@@ -282,7 +283,8 @@ class DeviceSession:
     def _graph_unavailable(reply: msg.Timed, note: str) -> msg.Timed:
         """A block timed as launched although graphs were asked for: flagged, with the capture's error."""
         reply.graph_note = note
-        reply.flags = sorted(set(reply.flags) | {"cuda_graph_unavailable"})
+        unfaithful = {"cuda_graph_unfaithful"} if note.startswith("cuda_graph_unfaithful") else set()
+        reply.flags = sorted(set(reply.flags) | {"cuda_graph_unavailable"} | unfaithful)
         return reply
 
     def check_alarms(self, worker: WorkerProcess, untrusted: bool) -> None:

@@ -7,10 +7,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-from solbench.inputs.seeds import derive_seed
+from solbench.check.anticheat import input_sets_reused, timed_call_seed
+from solbench.inputs.seeds import derive_seed, new_run_seed
 from solbench.orchestrator.session import StepFailed
 from solbench.orchestrator.sizes import declared_set_bytes, expected_outputs, required_checks
-from solbench.orchestrator.trials import judge
+from solbench.orchestrator.trials import judge, view_flags
 from solbench.orchestrator.verdict import WorkloadRun
 from solbench.protocol import messages as msg
 from solbench.spec.errors import SpecError
@@ -30,6 +31,8 @@ class TimedSamples:
     probes: list[dict] = field(default_factory=list)
     flags: set[str] = field(default_factory=set)
     last_reply: msg.Timed | None = None  # the solution's last block (warm-up count, clocks)
+    reference_reused: bool = False  # the reference's own block ran past its input budget (a trusted fact)
+    reference_fixed: bool | None = None  # its inputs did not depend on the seed (None: the reference was not timed)
 
 
 # Argument slots per timed block: enough for short calls to see a new address on every call; calls of a
@@ -61,8 +64,10 @@ def with_graph_note(run: WorkloadRun, reply: msg.Timed, prefix: str, limit: int)
 def time_rounds(run: WorkloadRun, reference_aliases: set[str], correctness: Correctness) -> TimedSamples:
     """Interleaved reference/solution blocks; each solution block's sampled outputs are judged.
 
-    The workload ends (`WorkloadEnded`) when a timed call returns views the reference does not, or a
-    sampled output is wrong although the trials passed.
+    The workload ends (`WorkloadEnded`) when a kept timed call wrote into an input it returned a view of
+    (the reference does not), or a sampled output is wrong although the trials passed. The orchestrator
+    owns what the judge relies on: each block's seed key, whether sets may be reused (only where the
+    reference's block had to), and the seed of every checked call (`check.anticheat.timed_call_seed`).
     """
     session, config, problem, workload = run.session, run.config, run.problem, run.workload
     seeds = [derive_seed(run.run_seed, workload.uuid, "timed", s) for s in range(config.timed_input_sets)]
@@ -81,20 +86,24 @@ def time_rounds(run: WorkloadRun, reference_aliases: set[str], correctness: Corr
         request = msg.Time(workload=run.wdata, seeds=seeds, config=timing, checked_outputs=per_round_checks,
                            required_outputs=required_checks(problem, workload, per_round_checks),
                            fresh_inputs_budget_s=config.fresh_inputs_budget_s, ipc_min_bytes=session.ipc_min_bytes(),
-                           probe=round_ == rounds - 1, max_slots=slots)
+                           probe=round_ == rounds - 1, max_slots=slots, block_key=new_run_seed(),
+                           reuse_inputs=samples.reference_reused, reference_views=sorted(reference_aliases),
+                           fixed_inputs=samples.reference_fixed is not False or config.fresh_inputs_budget_s == 0)
         reply = session.ask_timed(session.candidate, request, config.timeout_s)
         samples.candidate_ms += reply.samples_ms
         with_graph_note(run, reply, "CUDA graph: ", 400)
         samples.host_ms += [float(t) for t in reply.host_ms]
         samples.probes += [reply.probe] if isinstance(reply.probe, dict) else []
         samples.flags.update(reply.flags)
+        samples.flags.update(["timed_inputs_reused"] if input_sets_reused(reply.sampled) else [])
         samples.last_reply = reply
-        extra = sorted(set(reply.aliased_inputs) - reference_aliases)
-        if extra:
-            raise run.end(Status.REWARD_HACK, f"timed calls returned views of inputs (or broadcast views) {extra}, "
-                                              f"which the reference does not do")
+        samples.flags.update(view_flags(set(reply.aliased_inputs) - reference_aliases))
+        written = sorted(set(reply.written_inputs) - reference_aliases)
+        if written:
+            raise run.end(Status.REWARD_HACK, f"timed calls wrote into their inputs {written} and returned views "
+                                              f"of them, which the reference does not do")
         session.trim(session.candidate, set_bytes)
-        _judge_sampled(run, reply, correctness)
+        _judge_sampled(run, reply, request, correctness)
     return samples
 
 
@@ -114,16 +123,19 @@ def _time_reference_block(run: WorkloadRun, seeds: list[int], timing: TimingConf
         samples.reference_ms = []
         return False
     samples.reference_ms += reply.samples_ms
+    samples.reference_reused = samples.reference_reused or "timed_inputs_reused" in reply.flags
+    samples.reference_fixed = "timed_inputs_fixed" in reply.flags
     with_graph_note(run, reply, "reference timed as launched: CUDA graph ", 300)
     return True
 
 
-def _judge_sampled(run: WorkloadRun, reply: msg.Timed, correctness: Correctness) -> None:
-    """Every sampled timed output, judged against the reference on that call's inputs."""
+def _judge_sampled(run: WorkloadRun, reply: msg.Timed, request: msg.Time, correctness: Correctness) -> None:
+    """Every sampled timed output, judged against the reference on that call's inputs, whose seed the
+    orchestrator derives itself (`check.anticheat.timed_call_seed`; the reply's form was checked)."""
     expected = expected_outputs(run.problem, run.workload)
-    for index, input_seed, outputs in reply.sampled:
-        if type(input_seed) is not int or not 0 <= input_seed < 2**63:
-            raise run.end(Status.REWARD_HACK, f"sampled timed call {index} names no valid input seed")
+    for entry in reply.sampled:
+        index, outputs = entry[0], entry[3]
+        input_seed = timed_call_seed(entry, request.block_key, request.seeds)
         status, result, _ = judge(run.session, run.wdata, input_seed, outputs, run.config.timeout_s, expected,
                                   strict=run.config.strict)
         correctness.checked_timed_iterations += 1

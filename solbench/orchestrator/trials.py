@@ -43,14 +43,28 @@ def out_of_memory(log: str) -> bool:
 
 
 def side_effects(candidate: msg.Called, reference: msg.Judged) -> str | None:
-    """Writing into inputs, or returning views of them, is allowed only where the reference does it
-    (e.g. an in-place KV-cache update); anywhere else it is a way to smuggle state or answers."""
-    for key, what in (("mutated_inputs", "wrote into its inputs"),
-                      ("aliased_inputs", "returned views of its inputs (or broadcast views)")):
-        extra = sorted(set(getattr(candidate, key)) - set(getattr(reference, key)))
-        if extra:
-            return f"the solution {what} {extra}, which the reference does not do"
+    """Writing into inputs is allowed only where the reference does it (e.g. an in-place KV-cache update);
+    anywhere else it is a way to smuggle state or answers. Returning views of inputs is not refused: the
+    outputs were copied when the call returned and are judged by value (`aliases_note` says so)."""
+    extra = sorted(set(candidate.mutated_inputs) - set(reference.mutated_inputs))
+    if extra:
+        return f"the solution wrote into its inputs {extra}, which the reference does not do"
     return None
+
+
+def view_flags(extra_views: set[str]) -> list[str]:
+    """Flags for views the solution returned where the reference does not: allowed, judged by value (the kept
+    outputs are copies taken before any refill), and still bounded by the speed of light."""
+    broadcast = {v for v in extra_views if v.endswith("(broadcast view)")}
+    return (["output_aliases_input"] if extra_views - broadcast else []) + (["output_broadcast_view"] if broadcast else [])
+
+
+def aliases_note(candidate: msg.Called, reference: msg.Judged) -> str | None:
+    """A warning when the solution returned views of its inputs (or broadcast views) where the reference
+    does not: allowed, judged by value; the timed blocks flag it too."""
+    extra = set(candidate.aliased_inputs) - set(reference.aliased_inputs)
+    return f"{', '.join(view_flags(extra))}: the solution returned views of its inputs (or broadcast views) " \
+           f"{sorted(extra)}, which the reference does not; judged by value" if extra else None
 
 
 def run_trials(run: WorkloadRun) -> tuple[Correctness, set[str]]:
@@ -83,6 +97,9 @@ def run_trials(run: WorkloadRun) -> tuple[Correctness, set[str]]:
         problem = side_effects(reply, verdict)
         if problem:
             raise run.end(Status.REWARD_HACK, problem)
+        note = aliases_note(reply, verdict)
+        if note:
+            run.warn_once(note)
         results.append(correctness)
         if status != Status.PASSED:
             raise run.end(status, f"trial {trial}: {correctness.message or status.value}",

@@ -93,6 +93,19 @@ class Time(Request):
     ipc_min_bytes: int | None = None
     probe: bool = True  # the escaped-work probe after the block (CUDA)
     max_slots: int = 8
+    # The orchestrator's key for this block's input seeds (`inputs.seeds.call_seed`): call i's seed is
+    # derived from it, i and a nonce the worker draws at the call, so the orchestrator recomputes every
+    # checked call's seed instead of reading it from the solution's process.
+    block_key: int = 0
+    # Whether calls past the input budget may reuse recent sets: the orchestrator allows it only where the
+    # reference's own block had to (a fact from a trusted process), never on the solution worker's word.
+    reuse_inputs: bool = True
+    # Whether the block may rotate the requested sets (inputs that do not depend on the seed): only where the
+    # reference's block found so, or the orchestrator asked for it (`fresh_inputs_budget_s` 0).
+    fixed_inputs: bool = True
+    # Inputs the reference itself returns views of (an in-place cache update): a kept call that returns
+    # one is not checked for writing into it (that would rebuild a maybe multi-GB set per kept call).
+    reference_views: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -215,7 +228,9 @@ class Timed(Reply):
     samples_ms: list[float]
     warmup: int
     wall_s: float
-    sampled: list  # [call index, input seed, outputs] per kept call
+    # [call index, source, nonce, outputs] per kept call: `source` is the call that drew the input set (the
+    # call itself, or an earlier one whose set it reused); nonce None: the requested `seeds` rotated by index.
+    sampled: list
     stop_reason: str = ""
     flags: list[str] = field(default_factory=list)
     slots: int = 1
@@ -228,6 +243,7 @@ class Timed(Reply):
     probe_calls: int = 0  # calls made after the timed ones for the escaped-work probe (not samples)
     probe: dict | None = None
     aliased_inputs: list[str] = field(default_factory=list)
+    written_inputs: list[str] = field(default_factory=list)  # inputs a kept call returned views of and wrote into
     phases_s: dict = field(default_factory=dict)  # setup, capture, warmup, loop seconds (and inputs_in_loop)
     # Set by the orchestrator, never on the wire: why a block asked to replay a CUDA graph was timed as
     # launched (`orchestrator.session.DeviceSession.ask_timed`).

@@ -15,7 +15,7 @@ import torch
 
 from solbench import languages
 from solbench.check.correctness import check_outputs
-from solbench.check.outputs import normalize_outputs, returned_views, structural_check
+from solbench.check.outputs import LazyContainer, normalize_outputs, returned_views, structural_check
 from solbench.inputs.generate import allocate_outputs
 from solbench.protocol import messages as msg
 from solbench.protocol.descriptors import is_received
@@ -125,6 +125,8 @@ def handle_call(state: WorkerState, request: msg.Call) -> msg.Called:
     if outputs is None:
         try:
             result = normalize_outputs(result, state.definition, axes)
+        except LazyContainer as exc:
+            raise Failure("REWARD_HACK", str(exc)) from None
         except Exception as exc:  # noqa: BLE001
             raise Failure("INCORRECT_SHAPE", f"outputs could not be matched to the definition: {exc}") from None
     status, text = structural_check(result, state.definition, axes)

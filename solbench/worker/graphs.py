@@ -8,19 +8,26 @@ reproduce the eager call is not timed (the block is timed as launched instead).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
-from solbench.check.outputs import byte_span
+from solbench.check.outputs import byte_span, bytes_equal
 from solbench.worker.calls import as_list, invoke, refill_outputs
 from solbench.worker.state import WorkerState
 
+UNFAITHFUL = "cuda_graph_unfaithful"
 
-def capture_graphs(state: WorkerState, slots: list) -> tuple[list | None, str | None]:
+
+def capture_graphs(state: WorkerState, slots: list,
+                   fresh_values: Callable[[list], None] | None = None) -> tuple[list | None, str | None]:
     """One CUDA graph per argument slot, capturing the call on that slot's tensors, sharing one
     memory pool (they are replayed in capture order). Each slot is called once on a side stream
     first (lazy initialisation, autotuning, allocator warm-up), as capture requires. A call that
     cannot be captured (a host sync, the legacy default stream, CPU work on data) gives (None, why)
     and is timed as launched, in a new process (`orchestrator.session.DeviceSession.ask_timed`).
+    `fresh_values(inputs)` writes a new input set into `inputs` (the same one at every call): the graph
+    must follow it (`replay_follows_inputs`), as every timed replay sees new values.
     """
     try:
         first_inputs = [t.clone() if isinstance(t, torch.Tensor) else t for t in slots[0][0]]
@@ -45,6 +52,11 @@ def capture_graphs(state: WorkerState, slots: list) -> tuple[list | None, str | 
             del graphs
             return None, ("not captured whole (a replay of the graph did not reproduce the call's own output: "
                           "work outside the capturing stream, e.g. in other threads); timed as launched")
+        if fresh_values is not None and not replay_follows_inputs(state, graphs[0], slots[0], fresh_values):
+            del graphs
+            return None, (f"{UNFAITHFUL}: a replay on input values other than the capture's did not write what "
+                          "the call itself computes on them (e.g. a cache checked in Python, which a replay never "
+                          "runs); timed as launched")
     except Exception as exc:  # noqa: BLE001 - the solution's call is not capturable: time it as launched
         try:
             torch.cuda.synchronize()
@@ -73,6 +85,27 @@ def replay_reproduces(captured: tuple, slot_inputs: list, first_inputs: list, ea
     return all(a.shape == b.shape and a.dtype == b.dtype
                and torch.equal(a.reshape(-1).view(torch.uint8), b.reshape(-1).view(torch.uint8))
                for a, b in zip(outputs, eager))
+
+
+def replay_follows_inputs(state: WorkerState, captured: tuple, slot: tuple, fresh_values: Callable[[list], None]) -> bool:
+    """Whether a replay on new input values writes what the eager call computes on those same values, bit
+    for bit. The replay comes first, as in the timed loop (no Python runs between a refill and a replay);
+    then the call itself on the same values. A graph that kept something the capture's inputs decided (a
+    weight copy a cache validated in Python) fails here instead of failing its checked outputs later."""
+    graph, result = captured
+    slot_inputs, slot_outputs = slot
+    fresh_values(slot_inputs)
+    outputs = unaliased_outputs(result, slot_inputs)
+    refill_outputs(outputs)
+    graph.replay()
+    torch.cuda.synchronize()
+    replayed = [t.clone() for t in outputs]
+    fresh_values(slot_inputs)  # the same values again (a call may write into its inputs): no copy of a set
+    eager = unaliased_outputs(invoke(state, slot_inputs, slot_outputs), slot_inputs)
+    torch.cuda.synchronize()
+    return len(eager) == len(replayed) and all(
+        a.shape == b.shape and a.dtype == b.dtype and bytes_equal(a.contiguous(), b.contiguous())
+        for a, b in zip(replayed, eager))
 
 
 def unaliased_outputs(result, inputs: list) -> list:

@@ -1,23 +1,32 @@
 """The timed block: fresh inputs per call at rotating addresses, sampled outputs kept for the judge,
 the thread watch, CUDA graph replays, and the escaped-work probe after it.
 
-Every call (warm-up and timed) gets a new input set drawn from a seed the OS's entropy picks in
-`prepare`, so no answer can be cached by address or by value and replayed; the seed of each kept
-output goes back so the judge can rebuild that call's inputs. Problems whose inputs do not depend on
-the seed (all from files) rotate the requested sets instead.
+Every call (warm-up and timed) gets a new input set drawn in `prepare` from a seed derived from the
+orchestrator's block key, the call's index and a nonce the OS's entropy picks then (`call_seed`), so no
+answer can be cached by address or by value and replayed, nor predicted from the request. Each kept
+output goes back with its call index, the call that drew its set and that nonce: the orchestrator
+recomputes the seed itself. Problems whose inputs do not depend on the seed (all from files) rotate
+the requested sets instead (the orchestrator recomputes those seeds from the index).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import time
 from typing import Any
 
 import torch
 
-from solbench.check.outputs import normalize_outputs, returned_views, structural_check
+from solbench.check.outputs import (
+    LazyContainer,
+    OutputError,
+    input_aliases,
+    normalize_outputs,
+    returned_views,
+    structural_check,
+)
 from solbench.inputs.generate import allocate_outputs, fillable, make_inputs
+from solbench.inputs.seeds import call_seed
 from solbench.protocol import messages as msg
 from solbench.timing.timer import TimingResult, integrity_violations, time_iterations
 from solbench.worker import transfer
@@ -27,24 +36,9 @@ from solbench.worker.inputs_cache import changed_tensors, make_call_inputs, tens
 from solbench.worker.probe import PROBE_CALLS, WARM_PROBE_BELOW_MS, EscapedWorkProbe
 from solbench.worker.state import Failure, WorkerState, format_exception, harness_native
 from solbench.worker.threads import ThreadWatch, background_activity
+from solbench.worker.timed_draws import entropy_below, entropy_bits, first_fresh_set
 
 _perf_counter = time.perf_counter
-_urandom = os.urandom
-
-
-def entropy_bits(bits: int) -> int:
-    """A number from the OS's entropy. Bound at import: no object a solution could find (by `gc` or by
-    walking frames) and rebind decides which input a timed call gets or which output is kept."""
-    return int.from_bytes(_urandom(8), "little") >> (64 - bits)
-
-
-def entropy_below(n: int) -> int:
-    """Uniform in [0, n) from the OS's entropy (rejection sampling, no modulo bias)."""
-    bits = max(1, (n - 1).bit_length())
-    while True:
-        value = entropy_bits(bits)
-        if value < n:
-            return value
 
 FRESH_INPUTS_BUDGET_S = 3.0  # per timed block: time spent drawing fresh inputs before sets are reused
 RECENT_SETS = 4
@@ -116,20 +110,26 @@ class TimedBlock:
         self.keep = request.checked_outputs
         self.required = min(self.keep, request.required_outputs if request.required_outputs is not None else self.keep)
         self.stashed: dict[int, Any] = {}
-        self.last: list = [None, None, None]  # call index, its result, its input seed
+        self.last: list = [None, None, None]  # call index, its result, its input set's (source, nonce, seed)
         self.seen = 0
         self.threads = ThreadWatch(self.state)
         self.aliased: set[str] = set()
-        self.generation_s, self.reused, self.recent = 0.0, False, []
-        self.first_call: tuple[int, list, float] | None = None  # call 0's fresh set, drawn during setup
+        self.written: set[str] = set()  # inputs a kept call returned views of and wrote into
+        self.generation_s, self.draws, self.reused, self.recent = 0.0, 0, False, []
+        self.first_call: tuple[tuple, list, float] | None = None  # call 0's fresh set, drawn during setup
         self.phases_s: dict[str, float] = {}
 
     def checked(self, result, slot_inputs) -> list:
-        """The call's outputs in definition order, refused if lazy or mis-shaped; inputs it returned
-        views of are noted (the orchestrator allows only what the reference does)."""
+        """The call's outputs in definition order, refused if lazy (a container or a tensor) or mis-shaped;
+        inputs it returned views of are noted (judged by value; the orchestrator flags what the reference
+        does not do)."""
         definition = self.state.definition
-        outs = (normalize_outputs(result, definition, self.axes) if not self.state.destination_passing
-                else as_list(result))
+        try:
+            outs = (normalize_outputs(result, definition, self.axes) if not self.state.destination_passing
+                    else as_list(result))
+        except OutputError as exc:
+            status = "REWARD_HACK" if isinstance(exc, LazyContainer) else "INCORRECT_SHAPE"
+            raise Failure(status, f"a timed call returned: {exc}") from None
         status, text = structural_check(outs, definition, self.axes)
         if status is not None:
             raise Failure(str(status), f"a timed call returned: {text}")
@@ -137,7 +137,9 @@ class TimedBlock:
         return outs
 
     def stash_last(self, final: bool = False) -> None:
-        index, result, seed = self.last
+        """Keep the last call's outputs if the reservoir draws it (always the block's final call); at most
+        one kept output per input set, so no two checked outputs are judged on the same inputs."""
+        index, result, drawn = self.last
         self.last[0] = self.last[1] = self.last[2] = None
         if index is None:
             return
@@ -148,52 +150,72 @@ class TimedBlock:
         out_bytes = tensor_bytes(outs)
         room = max(1, self.required, min(self.keep, self.stash_budget_bytes // max(out_bytes, 1)))
         stashed = self.stashed
-        if final:
-            victim = None
+        same_set = [k for k, (_, kept) in stashed.items() if kept[0] == drawn[0]]
+        if same_set:  # a reused set: this call takes its place (or not), the reservoir's size is unchanged
+            if not final and entropy_below(2):
+                return
+            del stashed[same_set[0]]
+        elif final:
             while len(stashed) >= room:
                 del stashed[sorted(stashed)[0]]
-        elif len(stashed) < room:
-            victim = None
-        else:
+        elif len(stashed) >= room:
             slot = entropy_below(self.seen)
             if slot >= room:
                 return
-            victim = sorted(stashed)[slot]
-        if victim is not None:
-            del stashed[victim]
-        stashed[index] = ([o.detach().clone() if isinstance(o, torch.Tensor) else o for o in outs], seed)
+            del stashed[sorted(stashed)[slot]]
+        stashed[index] = ([o.detach().clone() if isinstance(o, torch.Tensor) else o for o in outs], drawn)
+        slot_inputs = self.slots[index % len(self.slots)][0]
+        aliased = [n for n in input_aliases(outs, self.state.definition, slot_inputs)
+                   if n not in self.request.reference_views]
+        if aliased:  # judged by value (the copy above); but a call may not write into what it returns
+            self.written.update(self.inputs_written(drawn[2], slot_inputs, aliased))
+
+    def inputs_written(self, seed: int, slot_inputs: list, names: list[str]) -> list[str]:
+        """Which of `names` (inputs a kept call returned views of) no longer hold the values its seed gives:
+        the call wrote into them. Rare (only aliasing calls that are kept), so the set is rebuilt."""
+        cached = seed in self.state.inputs_cache
+        original = make_call_inputs(self.state, self.request.workload, seed, fresh_copy=False)[2]
+        if not cached:
+            self.state.inputs_cache.pop(seed, None)
+        inputs = list(self.state.definition.inputs)
+        return [inputs[k] for k in changed_tensors(original, slot_inputs) if inputs[k] in names]
 
     def prepare(self, i: int) -> None:
         self.threads.call_returned()
         self.stash_last()
         slot_inputs, slot_outputs = self.slots[i % len(self.slots)]
-        if self.fresh and self.first_call is not None:
-            seed, source, spent_s = self.first_call
+        if self.fresh and self.first_call is not None and i == 0:
+            drawn, source, spent_s = self.first_call
             self.first_call = None
             self.generation_s += spent_s
-            self.recent.append((seed, source))
+            self.draws += 1
+            self.recent.append((drawn, source))
         elif self.fill_in_place:
             started = _perf_counter()
-            seed, source = entropy_bits(62), None
-            make_inputs(self.state.definition, self.workload, self.axes, seed=seed, device=self.state.device,
+            drawn, source = self.draw(i), None
+            make_inputs(self.state.definition, self.workload, self.axes, seed=drawn[2], device=self.state.device,
                         out=slot_inputs)
             self.generation_s += _perf_counter() - started
-        elif self.fresh and self.generation_s < self.budget_s:
+        elif self.fresh and (self.generation_s < self.budget_s or self.draws <= self.required
+                             or not self.request.reuse_inputs):
+            # Past the budget only once more sets were drawn than outputs are required: kept outputs all
+            # come from distinct sets, which the orchestrator insists on (check.anticheat).
             started = _perf_counter()
-            seed = entropy_bits(62)
+            drawn = self.draw(i)
             while len(self.recent) >= self.recent_limit:  # room first: the new set counts against the budget too
                 self.recent.pop(0)
-            source = make_call_inputs(self.state, self.request.workload, seed, fresh_copy=False)[2]
-            self.state.inputs_cache.pop(seed, None)  # used once: not worth caching
+            source = make_call_inputs(self.state, self.request.workload, drawn[2], fresh_copy=False)[2]
+            self.state.inputs_cache.pop(drawn[2], None)  # used once: not worth caching
             self.generation_s += _perf_counter() - started
-            self.recent.append((seed, source))
+            self.recent.append((drawn, source))
         elif self.fresh:
-            # Input generation is slow (custom entrypoints): past the budget, calls draw at random
-            # from the last few fresh sets; the trace says so ("timed_inputs_reused").
+            # Input generation is slow (custom entrypoints, a CPU): past the budget, calls draw at random
+            # from the last few fresh sets; the orchestrator sees it from the sources ("timed_inputs_reused").
+            drawn, source = self.recent[entropy_below(len(self.recent))]
             self.reused = True
-            seed, source = self.recent[entropy_below(len(self.recent))]
         else:
-            seed, source = self.seeds[i % len(self.sets)], self.sets[i % len(self.sets)]
+            k = i % len(self.sets)
+            drawn, source = (k, None, self.seeds[k]), self.sets[k]
         for dst, src in zip(slot_inputs, source or ()):
             if isinstance(dst, torch.Tensor):
                 dst.copy_(src)
@@ -203,8 +225,25 @@ class TimedBlock:
             # A replay must write its outputs: poisoned first, a graph that holds none of the work (it ran
             # on an unjoined stream while being captured) returns NaN instead of a stale answer.
             refill_outputs(self.poisoned[i % len(self.graphs)])
-        self.last[2] = seed
+        self.last[2] = drawn
         self.threads.check_idle()
+
+    def fresh_values(self, inputs: list, seed: int) -> None:
+        """`seed`'s input set (no call's) written into `inputs`: what a graph is checked on before it is timed."""
+        if self.fill_in_place:
+            make_inputs(self.state.definition, self.workload, self.axes, seed=seed, device=self.state.device, out=inputs)
+            return
+        source = make_call_inputs(self.state, self.request.workload, seed, fresh_copy=False)[2]
+        self.state.inputs_cache.pop(seed, None)
+        for dst, src in zip(inputs, source):
+            if isinstance(dst, torch.Tensor):
+                dst.copy_(src)
+
+    def draw(self, i: int) -> tuple[int, int, int]:
+        """Call i's own fresh set: (source i, a nonce from the OS's entropy, the seed they give)."""
+        nonce = entropy_bits(62)
+        self.draws += 1
+        return i, nonce, call_seed(self.request.block_key, i, nonce)
 
     def run(self, i: int):
         if self.graphs is not None:  # the same call, replayed from its slot's graph
@@ -221,7 +260,9 @@ class TimedBlock:
         config = self.request.config
         if self.state.is_cuda and config.cuda_graphs and self.graphs is None:
             started = _perf_counter()
-            self.graphs, note = capture_graphs(self.state, self.slots)
+            seed = entropy_bits(62)  # a set no call gets, written twice by `fresh_values` (replay, then the call)
+            fresh = (lambda inputs: self.fresh_values(inputs, seed)) if self.fresh else None
+            self.graphs, note = capture_graphs(self.state, self.slots, fresh)
             self.phases_s["capture"] = _perf_counter() - started
             if self.graphs is None:  # nothing more in this process: a failed capture can leave it broken
                 raise Failure("RUNTIME_ERROR", f"CUDA graph capture failed: {note}", capture_failed=note)
@@ -258,19 +299,6 @@ class TimedBlock:
         flags += ["checked_outputs_capped"] if self.keep > 0 and len(self.stashed) < min(self.keep, self.seen) else []
         flags += ["timed_inputs_single_slot"] if len(self.slots) < 2 else []  # every call saw one address
         return flags
-
-
-def first_fresh_set(state: WorkerState, request: msg.Time, seeds: list[int], budget_s: float) -> tuple | None:
-    """On a CPU (slow draws): call 0's fresh set (seed, inputs, seconds), drawn now and compared with the first
-    requested set to see whether inputs depend on the seed, instead of a second requested set drawn only for
-    that. Not on a GPU: cheap draws there, and graph capture runs the solution before call 0."""
-    if state.is_cuda or budget_s <= 0 or len(seeds) < 2:
-        return None
-    started = _perf_counter()
-    seed = entropy_bits(62)
-    inputs = make_call_inputs(state, request.workload, seed, fresh_copy=False)[2]
-    state.inputs_cache.pop(seed, None)  # used once: not worth caching
-    return seed, inputs, _perf_counter() - started
 
 
 def block_key(state: WorkerState, request: msg.Time) -> str:
@@ -317,13 +345,14 @@ def handle_time(state: WorkerState, request: msg.Time) -> msg.Timed:
         state.timed_block = block  # the next block of this workload (the next round) starts warm
     else:
         block.graphs = None
-    sampled = [[i, seed, outs] for i, (outs, seed) in sorted(block.stashed.items())]
+    sampled = [[i, drawn[0], drawn[1], outs] for i, (outs, drawn) in sorted(block.stashed.items())]
     return msg.Timed(samples_ms=list(timing.samples_ms), warmup=timing.warmup_done, stop_reason=timing.stop_reason,
                      wall_s=timing.wall_s, clocks_before=timing.clocks_before, clocks_after=timing.clocks_after,
                      flags=block.flags(timing), sampled=sampled, slots=len(block.slots),
                      energy_mj_per_call=timing.energy_mj_per_call, host_ms=list(timing.host_ms or []),
                      hold_ms=timing.hold_ms, exposed=timing.exposed, probe_calls=timing.probe_calls,
                      probe=result.to_dict() if result is not None else None, aliased_inputs=sorted(block.aliased),
+                     written_inputs=sorted(block.written),
                      phases_s={k: round(v, 4) for k, v in block.phases_s.items()})
 
 
@@ -335,8 +364,8 @@ def handle_time_and_export(state: WorkerState, request: msg.Time) -> msg.Timed:
     reply = handle_time(state, request)
     if request.ipc_min_bytes:
         with harness_native(state):
-            reply.sampled = [[index, seed, transfer.export_outputs(state, outs, request.ipc_min_bytes, copy=False)]
-                             for index, seed, outs in reply.sampled]
+            reply.sampled = [[index, source, nonce, transfer.export_outputs(state, outs, request.ipc_min_bytes, copy=False)]
+                             for index, source, nonce, outs in reply.sampled]
     return reply
 
 

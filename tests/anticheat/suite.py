@@ -3,6 +3,7 @@
 The problems (written by this module, never read from shared data):
 
 * `ac_axpy`: `out = 2 x + y` over vectors; the original suite, one workload by default.
+* `ac_echo`: outputs that repeat inputs (issue 31): honest solutions may return views of them.
 * `ac_rmsnorm`: a row-wise RMS norm over `rows x hidden` with a per-column weight. Its workloads
   have different shapes (hidden not a power of two), and every one of them runs, so a JIT kernel
   re-specialises (new constexpr block sizes, a new autotuning key, new CUDA graphs) inside one
@@ -15,6 +16,8 @@ header comments the tests read:
     # expect: REWARD_HACK                (the status every evaluated workload must end with; PASSED for legit)
     # expect-log: some text              (optional, repeatable: each must appear in the first trace's log;
     #                                      "a|b": either one)
+    # expect-flag: name                  (optional, repeatable: a latency flag every passing trace carries;
+    #                                      "gpu:name": only on a CUDA machine)
     # device: gpu                        (optional: only on a CUDA machine)
     # needs: cupti                       (optional: only caught where cupti-python is installed; a language
     #                                      name: where its package is); elsewhere the
@@ -107,6 +110,43 @@ def write_rmsnorm_problem(root: Path, shapes=RMSNORM_SHAPES) -> Path:
     return folder
 
 
+ECHO = "ac_echo"
+
+ECHO_REFERENCE = '''
+import torch
+
+
+def run(x, weight):
+    rows = x.shape[0]
+    return x * weight, weight.expand(rows, weight.shape[0]).contiguous(), x.clone()
+'''
+
+
+def write_echo_problem(root: Path) -> Path:
+    """Three outputs, two of which repeat an input: a scaled `x`, the weight broadcast to every row, and `x`
+    itself (as a rotary embedding's cos/sin or a pass-through do). A solution may return the last two as
+    views of its inputs (a broadcast view for the weight): judged by value, flagged `output_aliases_input`."""
+    folder = root / ECHO
+    folder.mkdir(parents=True, exist_ok=True)
+    definition = {
+        "name": ECHO,
+        "description": "x * weight, the weight per row, and x (anti-cheat suite: outputs that repeat inputs)",
+        "axes": {"rows": {"type": "var"}, "hidden": {"type": "var"}},
+        "inputs": {"x": {"shape": ["rows", "hidden"], "dtype": "float32"},
+                   "weight": {"shape": ["hidden"], "dtype": "float32"}},
+        "outputs": {"out": {"shape": ["rows", "hidden"], "dtype": "float32"},
+                    "weight_rows": {"shape": ["rows", "hidden"], "dtype": "float32"},
+                    "x_echo": {"shape": ["rows", "hidden"], "dtype": "float32"}},
+        "reference": textwrap.dedent(ECHO_REFERENCE).lstrip(),
+    }
+    (folder / "definition.json").write_text(json.dumps(definition, indent=2))
+    line = {"uuid": "acecho0-8x48", "axes": {"rows": 8, "hidden": 48},
+            "inputs": {"x": {"type": "random"}, "weight": {"type": "random"}},
+            "tolerance": {"max_atol": 1e-5, "max_rtol": 1e-5, "required_matched_ratio": 1.0}}
+    (folder / "workload.jsonl").write_text(json.dumps(line) + "\n")
+    return folder
+
+
 @dataclass(frozen=True)
 class SuiteProblem:
     name: str
@@ -115,7 +155,8 @@ class SuiteProblem:
 
 
 PROBLEMS = {p.name: p for p in (SuiteProblem(PROBLEM, write_problem, False),
-                                 SuiteProblem(RMSNORM, write_rmsnorm_problem, True))}
+                                 SuiteProblem(RMSNORM, write_rmsnorm_problem, True),
+                                 SuiteProblem(ECHO, write_echo_problem, True))}
 
 
 @dataclass
@@ -127,6 +168,11 @@ class Case:
     gpu: bool = False
     problem: str = PROBLEM
     needs: list[str] = field(default_factory=list)
+    flags: list[str] = field(default_factory=list)
+
+    def expected_flags(self, device: str) -> list[str]:
+        """The `expect-flag` names that apply on `device` ("gpu:" ones only on CUDA)."""
+        return [f.removeprefix("gpu:") for f in self.flags if not f.startswith("gpu:") or device.startswith("cuda")]
 
     @property
     def name(self) -> str:
@@ -142,9 +188,17 @@ class Case:
         return f"{self.kind}/{self.name}"
 
 
+def missing_flags(case: Case, traces, device: str) -> list[str]:
+    """The `expect-flag` latency flags some passing trace of `case` lacks on `device`."""
+    passed = [t for t in traces if str(t.status) == "PASSED"]
+    have = [set(t.evaluation.performance.latency.flags) if t.evaluation.performance and t.evaluation.performance.latency
+            else set() for t in passed]
+    return sorted({f for f in case.expected_flags(device) for h in have if f not in h})
+
+
 def _headers(text: str) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
-    for key, value in re.findall(r"^#\s*(expect|expect-log|device|needs):\s*(.+?)\s*$", text, re.M):
+    for key, value in re.findall(r"^#\s*(expect|expect-log|expect-flag|device|needs):\s*(.+?)\s*$", text, re.M):
         out.setdefault(key, []).append(value)
     return out
 
@@ -174,7 +228,8 @@ def discover(kind: str | None = None) -> list[Case]:
             if unknown:
                 raise ValueError(f"{path} needs {sorted(unknown)}; known: {sorted(NEEDS)}")
             cases.append(Case(path, folder, headers["expect"][0], headers.get("expect-log", []),
-                              headers.get("device", ["cpu"])[0] == "gpu", problem, headers.get("needs", [])))
+                              headers.get("device", ["cpu"])[0] == "gpu", problem, headers.get("needs", []),
+                              headers.get("expect-flag", [])))
     names = [c.name for c in cases]
     if len(set(names)) != len(names):
         raise ValueError(f"case names must be unique (benchmarks select by name): {sorted(names)}")

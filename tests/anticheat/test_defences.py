@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from solbench.check.anticheat import ProblemFiles, check_time_reply, screen_failure
+from solbench.check.anticheat import ProblemFiles, check_time_reply, screen_failure, timed_call_seed
 from solbench.check.static_scan import scan_solution, scan_source
 from solbench.protocol import messages as msg
 from solbench.timing.config import TimingConfig
@@ -43,7 +43,7 @@ CONFIG = TimingConfig(warmup=2, iters=5, max_iters=5, adaptive=False)
 
 def _reply(**overrides) -> msg.Timed:
     fields = {"samples_ms": [1.0] * 5, "warmup": 3, "wall_s": 0.01, "flags": [],
-              "sampled": [[i, 123 + i, []] for i in (1, 4, 7)]}
+              "sampled": [[i, i, 123 + i, []] for i in (1, 4, 7)]}
     fields.update(overrides)
     return msg.Timed(**fields)
 
@@ -59,9 +59,11 @@ def test_plausible_time_reply_passes():
     ({"warmup": 0}, "warm-up"),
     ({"wall_s": 9.0}, "claims"),
     ({"samples_ms": [400.0] * 5, "wall_s": 0.4}, "add up"),
-    ({"sampled": [[1, 123, []]]}, "asked for"),
-    ({"sampled": [[1, 1, []], [99, 1, []], [2, 1, []]]}, "never made"),
-    ({"sampled": [[1, -5, []], [2, 1, []], [3, 1, []]]}, "seed"),
+    ({"sampled": [[1, 1, 123, []]]}, "asked for"),
+    ({"sampled": [[1, 1, 1, []], [99, 99, 1, []], [2, 2, 1, []]]}, "never made"),
+    ({"sampled": [[1, 1, -5, []], [2, 2, 1, []], [3, 3, 1, []]]}, "no valid input set"),
+    ({"sampled": [[1, 2, 5, []], [2, 2, 1, []], [3, 3, 1, []]]}, "no valid input set"),  # a set drawn later
+    ({"sampled": [[1, 1, 5, []], [2, 2, 1, []], [3, 3, 1]]}, "malformed"),
     ({"flags": [{"x": 1}]}, "flags"),
 ])
 def test_implausible_time_reply_is_refused(overrides, fragment):
@@ -69,18 +71,62 @@ def test_implausible_time_reply_is_refused(overrides, fragment):
     assert any(fragment in p for p in problems), problems
 
 
-def test_sampled_calls_never_share_a_fresh_seed():
-    """Calls draw their inputs from the OS's entropy: a repeated seed means the choice was tampered with
-    (every call fed the same input, whose answer is cached), unless the seeds were the requested fixed sets."""
-    repeated = _reply(sampled=[[1, 55, []], [4, 55, []], [6, 56, []]])
-    assert any("same fresh input seed" in p for p in check_time_reply(repeated, CONFIG, checked_outputs=3, elapsed_s=0.5))
-    assert check_time_reply(repeated, CONFIG, checked_outputs=3, elapsed_s=0.5, fixed_seeds=[55, 56]) == []
-    reused = _reply(sampled=repeated.sampled, flags=["timed_inputs_reused"])  # past the generation budget: by design
-    assert check_time_reply(reused, CONFIG, checked_outputs=3, elapsed_s=0.5) == []
+def test_sampled_calls_never_share_an_input_set_whatever_the_worker_flags():
+    """Two checked outputs judged on one input set: the choice was tampered with (every call fed the same input,
+    whose answer is cached). No flag the worker sends ("timed_inputs_reused") switches this off (issue 31)."""
+    repeated = _reply(sampled=[[1, 1, 55, []], [4, 1, 55, []], [6, 6, 56, []]])
+    for flags in ([], ["timed_inputs_reused"], ["timed_inputs_fixed"]):
+        problems = check_time_reply(_reply(sampled=repeated.sampled, flags=flags), CONFIG, checked_outputs=3,
+                                    elapsed_s=0.5, fixed_seeds=[55, 56])
+        assert any("same input set" in p for p in problems), (flags, problems)
+    rotated = _reply(sampled=[[1, 1, None, []], [3, 3, None, []], [6, 6, None, []]])  # fixed sets: by call index
+    assert any("same input set" in p for p in check_time_reply(rotated, CONFIG, checked_outputs=3, elapsed_s=0.5,
+                                                                 fixed_seeds=[55, 56]))
+    assert check_time_reply(_reply(sampled=[[3, 3, None, []], [5, 5, None, []], [7, 7, None, []]]), CONFIG,
+                            checked_outputs=3, elapsed_s=0.5, fixed_seeds=[55, 56, 57]) == []
+    two_sets = _reply(sampled=[[4, 4, None, []], [7, 7, None, []]])  # two requested sets: two outputs are all there is
+    assert check_time_reply(two_sets, CONFIG, checked_outputs=3, elapsed_s=0.5, fixed_seeds=[55, 56]) == []
+    assert check_time_reply(_reply(sampled=two_sets.sampled[:1]), CONFIG, checked_outputs=3, elapsed_s=0.5,
+                            fixed_seeds=[55, 56]) != []
+
+
+def test_rotating_the_requested_sets_is_the_orchestrators_decision():
+    """A block may rotate the requested sets only where the orchestrator allows it (the reference's block found
+    the inputs independent of the seed), and never mixes them with drawn sets (issue 31)."""
+    rotated = _reply(sampled=[[4, 4, None, []], [7, 7, None, []]])
+    assert check_time_reply(rotated, CONFIG, checked_outputs=3, elapsed_s=0.5, fixed_seeds=[55, 56]) == []
+    refused = check_time_reply(rotated, CONFIG, checked_outputs=3, elapsed_s=0.5, fixed_seeds=[55, 56],
+                               fixed_allowed=False)
+    assert any("not allowed to rotate" in p for p in refused), refused
+    mixed = _reply(sampled=[[1, 1, 9, []], [4, 4, None, []], [7, 7, None, []]])
+    assert any("drawn and on requested" in p for p in check_time_reply(mixed, CONFIG, checked_outputs=3,
+                                                                         elapsed_s=0.5, fixed_seeds=[55, 56]))
+
+
+def test_the_blocks_last_call_is_always_checked():
+    """Honest early outputs under their true labels cannot stand in for the later calls: the orchestrator counts
+    the block's calls from the reply and insists on the last one (issue 31)."""
+    early = _reply(sampled=[[0, 0, 5, []], [1, 1, 6, []], [2, 2, 7, []]])
+    assert any("last call (7" in p for p in check_time_reply(early, CONFIG, checked_outputs=3, elapsed_s=0.5))
+    assert check_time_reply(_reply(), CONFIG, checked_outputs=3, elapsed_s=0.5) == []
+
+
+def test_the_orchestrator_derives_every_checked_seed_itself():
+    """The seed a sampled call is judged on comes from the orchestrator's block key, the call that drew the set and
+    that draw's nonce; relabelling an output to another call's set changes the seed (issue 31)."""
+    from solbench.check.anticheat import input_sets_reused, timed_call_seed
+    from solbench.inputs.seeds import call_seed
+
+    key = 987654321
+    assert timed_call_seed([4, 4, 77, []], key, [55, 56]) == call_seed(key, 4, 77)
+    assert timed_call_seed([4, 2, 77, []], key, [55, 56]) == call_seed(key, 2, 77) != call_seed(key, 4, 77)
+    assert timed_call_seed([4, 4, 77, []], key + 1, [55, 56]) != call_seed(key, 4, 77)
+    assert timed_call_seed([5, 0, None, []], key, [55, 56]) == 56  # rotated fixed sets: the index decides
+    assert input_sets_reused([[4, 2, 77, []]]) and not input_sets_reused([[4, 4, 77, []], [5, 0, None, []]])
 
 
 def test_probe_calls_extend_the_calls_sampled_outputs_may_come_from():
-    last = _reply(sampled=[[1, 1, []], [4, 2, []], [9, 3, []]], probe_calls=2)  # 3 warm-up + 5 timed + 2 probe calls
+    last = _reply(sampled=[[1, 1, 1, []], [4, 4, 2, []], [9, 9, 3, []]], probe_calls=2)  # 3 warm-up + 5 timed + 2 probe calls
     assert check_time_reply(last, CONFIG, checked_outputs=3, elapsed_s=0.5) == []
     assert any("never made" in p for p in check_time_reply(_reply(sampled=last.sampled), CONFIG, checked_outputs=3,
                                                             elapsed_s=0.5))
@@ -98,13 +144,13 @@ def test_a_probe_that_makes_its_confirming_round_sends_a_plausible_reply():
 
     most = drive(EscapedWorkProbe(use_cupti=False), [0.5] * 20)
     assert most == MAX_PROBE_CALLS
-    last = _reply(sampled=[[1, 1, []], [4, 2, []], [3 + 5 + most - 1, 3, []]], probe_calls=most)
+    last = _reply(sampled=[[1, 1, 1, []], [4, 4, 2, []], [3 + 5 + most - 1, 3 + 5 + most - 1, 3, []]], probe_calls=most)
     assert check_time_reply(last, CONFIG, checked_outputs=3, elapsed_s=0.5) == []
     assert check_time_reply(_reply(probe_calls=most + 1), CONFIG, checked_outputs=3, elapsed_s=0.5) != []
 
 
 def test_fewer_sampled_outputs_only_when_the_orchestrator_allows_it():
-    one = _reply(sampled=[[4, 123, []]])
+    one = _reply(sampled=[[7, 7, 123, []]])
     assert check_time_reply(one, CONFIG, checked_outputs=3, required_outputs=1, elapsed_s=0.5) == []
     assert check_time_reply(one, CONFIG, checked_outputs=3, required_outputs=3, elapsed_s=0.5) != []
     none = _reply(sampled=[])
@@ -309,7 +355,8 @@ def _time_in_process(tmp_path, monkeypatch, rotate: bool):
     reply = handle_time(state, msg.Time(workload=wdata, seeds=[21, 22], config=config.timing_config("cpu"),
                                         checked_outputs=8))
     wrong = 0
-    for _index, seed, outputs in reply.sampled:
+    for entry in reply.sampled:
+        seed, outputs = timed_call_seed(entry, 0, [21, 22]), entry[3]
         _, _, (x, y) = make_call_inputs(state, wdata, seed)
         wrong += not bool((outputs[0] - (x * 2.0 + y)).abs().max() <= 1e-5)
     return wrong, len(reply.sampled)
@@ -320,7 +367,7 @@ def test_fresh_timed_inputs_are_what_stops_value_caching(tmp_path, monkeypatch):
     assert sampled >= 8 and wrong > 0  # defended: replayed answers are wrong and verified
     monkeypatch.undo()
     wrong, sampled = _time_in_process(tmp_path / "off", monkeypatch, rotate=True)
-    assert sampled >= 8 and wrong == 0  # rotating two fixed sets: every replay is right, the cache wins
+    assert sampled == 2 and wrong == 0  # rotating two fixed sets (one kept output each): the cache wins
 
 
 def test_harness_native_calls_are_not_reported_as_the_solution_s():

@@ -10,7 +10,15 @@ import pytest
 from solbench.spec.trace import Status
 from solbench.worker.probe import load_cupti
 from tests.anticheat.conftest import CPU_CASES
-from tests.anticheat.suite import RMSNORM, Case, discover, missing_needs, run_cases, write_problem
+from tests.anticheat.suite import (
+    RMSNORM,
+    Case,
+    discover,
+    missing_flags,
+    missing_needs,
+    run_cases,
+    write_problem,
+)
 from tests.conftest import HAS_CUDA
 
 ALL_CASES = discover()
@@ -20,7 +28,7 @@ def _describe(traces) -> str:
     return "\n".join(f"{t.workload['uuid']}: {t.status} {t.evaluation.log[-1500:]}" for t in traces)
 
 
-def check_case(case: Case, traces) -> None:
+def check_case(case: Case, traces, device: str = "cpu") -> None:
     assert traces, f"{case.id}: no traces"
     statuses = [t.status for t in traces]
     assert Status.PASSED not in statuses or case.kind == "legit", f"{case.id} PASSED:\n{_describe(traces)}"
@@ -29,6 +37,8 @@ def check_case(case: Case, traces) -> None:
     for fragment in case.logs:
         log = traces[0].evaluation.log
         assert any(f in log for f in fragment.split("|")), f"{case.id}: {fragment!r} not in the log\n{_describe(traces)}"
+    missing = missing_flags(case, traces, device)
+    assert not missing, f"{case.id}: flags {missing} missing\n{_describe(traces)}"
 
 
 def test_suite_is_big_enough():
@@ -61,7 +71,7 @@ def test_gpu_case(case: Case, gpu_results):
     reason = missing_needs(case)
     if reason:
         pytest.skip(reason)
-    check_case(case, gpu_results[case.id])
+    check_case(case, gpu_results[case.id], "cuda")
 
 
 def test_a_case_that_only_cupti_catches_says_so():

@@ -1,5 +1,6 @@
-"""A broadcast (stride-0) output writes only its distinct values: allowed where the reference
-returns one (the speed-of-light bound then counts the distinct bytes), refused elsewhere."""
+"""A broadcast (stride-0) output writes only its distinct values. Judged by value like any output; where
+the reference writes densely the trace is flagged `output_broadcast_view` (the speed-of-light bound still
+counts the bytes the reference's outputs hold, so a view that saves the writes can be faster than light)."""
 
 from __future__ import annotations
 
@@ -52,11 +53,14 @@ def test_broadcast_outputs_are_named():
     assert broadcast_outputs([torch.ones(4, 4), x[None].expand(1, 4).expand(4, 4)], definition) == ["b (broadcast view)"]
 
 
-def test_a_broadcast_view_where_the_reference_writes_densely_is_refused(tmp_path, config):
+def test_a_broadcast_view_where_the_reference_writes_densely_is_judged_by_value_and_flagged(tmp_path, config):
     folder = write(tmp_path, DENSE)
     trace = api.evaluate(folder, solution(folder, VIEW), config=config)[0]
-    assert trace.status.value == "REWARD_HACK", trace.evaluation.log
-    assert "broadcast view" in trace.evaluation.log
+    assert trace.status.value == "PASSED", trace.evaluation.log
+    assert "output_broadcast_view" in trace.evaluation.performance.latency.flags
+    assert any("output_broadcast_view" in w and "broadcast view" in w for w in trace.evaluation.warnings)
+    wrong = api.evaluate(folder, solution(folder, "def run(x):\n    return x[:, None].expand(-1, 16)\n"), config=config)[0]
+    assert wrong.status.value == "INCORRECT_NUMERICAL", wrong.evaluation.log
 
 
 def test_a_broadcast_view_like_the_references_passes(tmp_path, config):

@@ -1,7 +1,10 @@
+import collections
+import typing
+
 import pytest
 import torch
 
-from solbench.check.outputs import OutputError, byte_span, normalize_outputs, structural_check
+from solbench.check.outputs import LazyContainer, OutputError, byte_span, normalize_outputs, structural_check
 from solbench.spec.trace import Status
 from tests.check.check_builders import build_definition
 
@@ -157,3 +160,55 @@ def test_interleaved_disjoint_views_do_not_alias_but_overlapping_ones_do():
     assert not _overlap(u[:, :256], u[:, 256:512])  # channel slices: interleaved byte ranges, no shared element
     assert _overlap(u[:, :256], u[:, 100:300])
     assert _overlap(u, u[1])
+
+
+# -- result containers (issue 31) ----------------------------------------------------------------
+
+class _Named(typing.NamedTuple):
+    y: torch.Tensor
+    idx: torch.Tensor
+
+
+def test_plain_containers_are_read_through_the_builtin_types():
+    a, b = torch.zeros(4), torch.zeros(4, dtype=torch.int64)
+    assert normalize_outputs(_Named(a, b), TWO) == [a, b]
+    assert normalize_outputs(collections.OrderedDict(idx=b, y=a), TWO) == [a, b]
+    structseq = torch.max(torch.ones(4, 3), 1)  # a torch.return_types structseq
+    assert [t.shape for t in normalize_outputs(structseq, TWO)] == [(4,), (4,)]
+
+
+class _LazyDict(dict):
+    def __getitem__(self, key):
+        return torch.ones(4)
+
+
+class _LazyTuple(tuple):
+    def __iter__(self):
+        yield torch.ones(4)
+
+
+class _ClassProperty:
+    """Reading `__class__` would run code: the harness reads `type()` instead."""
+    touched = False
+
+    @property
+    def __class__(self):
+        _ClassProperty.touched = True
+        return tuple
+
+
+@pytest.mark.parametrize("result,fragment", [
+    (_LazyDict(y=None), "redefines ['__getitem__']"),
+    (_LazyTuple((None,)), "redefines ['__iter__']"),
+    (collections.UserDict(y=torch.ones(4)), "results must be a tensor, or a tuple"),
+])
+def test_containers_that_compute_on_reading_are_refused_in_one_line(result, fragment):
+    with pytest.raises(LazyContainer) as info:
+        normalize_outputs(result, ONE)
+    assert fragment in str(info.value) and "\n" not in str(info.value)
+
+
+def test_no_code_of_the_result_runs_while_it_is_read():
+    with pytest.raises(OutputError):
+        normalize_outputs(_ClassProperty(), ONE)
+    assert not _ClassProperty.touched

@@ -39,7 +39,7 @@ REPLIES = [
     (msg.Call, msg.Called(outputs=[torch.ones(2, 3)], call_s=0.01, aliased_inputs=["x"], mutated_inputs=["y"])),
     (msg.Judge, msg.Judged(status="PASSED", correctness={"matched_ratio": 1.0}, aliased_inputs=["x"])),
     (msg.Inputs, msg.InputsBuilt()),
-    (msg.Time, msg.Timed(samples_ms=[1.0, 2], warmup=3, wall_s=0.1, sampled=[[0, 5, [torch.zeros(1)]]],
+    (msg.Time, msg.Timed(samples_ms=[1.0, 2], warmup=3, wall_s=0.1, sampled=[[0, 0, 5, [torch.zeros(1)]]],
                          stop_reason="ci_target", flags=["wide_ci"], slots=8, clocks_before={"sm_mhz": 1980},
                          clocks_after=None, energy_mj_per_call=1.5, host_ms=[0.01], hold_ms=0.02, exposed=1,
                          probe={"cupti": "used"}, aliased_inputs=[])),

@@ -116,8 +116,58 @@ def test_seed_only_inputs_are_drawn_into_the_slots_fresh_for_every_call(tmp_path
     timing = block.measure(None)
     assert "timed_inputs_reused" not in block.flags(timing) and not block.reused
     assert [[t.data_ptr() for t in inputs] for inputs, _ in block.slots] == addresses
-    seeds = [seed for _, seed in block.stashed.values()]
+    seeds = [drawn[2] for _, drawn in block.stashed.values()]  # (source call, nonce, seed) per kept output
     assert len(seeds) >= 2 and len(set(seeds)) == len(seeds)
-    for outs, seed in block.stashed.values():
-        _, _, args = make_call_inputs(state, workload, seed)
+    for outs, drawn in block.stashed.values():
+        _, _, args = make_call_inputs(state, workload, drawn[2])
         assert torch.equal(outs[0], args[0] * 2.0 + args[1])
+
+
+VERSION_CACHE = """
+_CACHE = {}
+
+
+def run(x, y):
+    hit = _CACHE.get(y.data_ptr())
+    if hit is None or hit[0] != id(y) or hit[1] != y._version:
+        hit = (id(y), y._version, y * 1.0)
+        _CACHE[y.data_ptr()] = hit
+    return x * 2.0 + hit[2]
+"""
+
+
+@pytest.mark.parametrize("source,faithful", [("def run(x, y):\n    return x * 2.0 + y\n", True),
+                                             (VERSION_CACHE, False)])
+def test_a_graph_is_checked_on_fresh_values_before_it_is_timed(tmp_path, monkeypatch, source, faithful):
+    """Issue 31: a cache validated in Python (identity, data_ptr, _version) is right when launched, but a
+    replay never runs the check. The graph is replayed on a set other than the capture's and compared with
+    the call itself: an unfaithful graph is not timed (the block is timed as launched), a faithful one is."""
+    import sys
+
+    from solbench.orchestrator.config import RunConfig
+    from solbench.protocol import messages as msg
+    from solbench.spec.problem import load_problem
+    from solbench.spec.solution import load_solution
+    from solbench.worker import calls, timed_block
+    from solbench.worker.state import Failure, WorkerState
+    from tests.runner.conftest import write_problem, write_solution
+
+    problem = load_problem(write_problem(tmp_path / "p", sizes=(4096,)))
+    solution = load_solution(write_solution(tmp_path, source), problem.definition)
+    monkeypatch.setattr(timed_block, "background_activity", lambda state: None)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    state = WorkerState("cuda")
+    calls.handle_load(state, msg.Load(definition=problem.definition.to_dict(), solution=solution.to_dict(),
+                                      work_dir=str(tmp_path / "w")))
+    workload = problem.workloads[0].to_dict()
+    calls.handle_call(state, msg.Call(workload=workload, seed=3))  # threads' baseline
+    config = RunConfig(device="cuda", warmup=2, iters=20, adaptive=False)
+    block = timed_block.TimedBlock(state, msg.Time(workload=workload, seeds=[1, 2], checked_outputs=3,
+                                                   config=config.timing_config("cuda")))
+    if faithful:
+        block.measure(None)
+        assert block.graphs is not None
+        return
+    with pytest.raises(Failure) as info:
+        block.measure(None)
+    assert info.value.capture_failed.startswith("cuda_graph_unfaithful"), info.value.capture_failed

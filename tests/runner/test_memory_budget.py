@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from solbench import api
+from solbench.check.anticheat import timed_call_seed
 from solbench.orchestrator import session as session_module
 from solbench.orchestrator.config import RunConfig
 from solbench.orchestrator.session import DeviceSession, StepFailed
@@ -20,7 +21,7 @@ from solbench.spec.problem import load_problem
 from solbench.spec.solution import load_solution, reference_solution
 from solbench.spec.trace import Status
 from solbench.timing.config import TimingConfig
-from solbench.worker import calls, inputs_cache, timed_block
+from solbench.worker import calls, inputs_cache, timed_block, timed_draws
 from solbench.worker.state import Failure, WorkerState
 from tests.runner.conftest import write_problem, write_solution
 
@@ -274,6 +275,7 @@ def _spy_draws(monkeypatch) -> list[int]:
         return original(state, workload, seed, **kwargs)
 
     monkeypatch.setattr(timed_block, "make_call_inputs", make_call_inputs)
+    monkeypatch.setattr(timed_draws, "make_call_inputs", make_call_inputs)  # call 0's set, drawn in setup
     return drawn
 
 
@@ -288,8 +290,10 @@ def test_on_cpu_the_first_calls_fresh_set_decides_the_seed_check_and_no_second_s
     # warm-up and timed calls, each its own set (warm-up lasts at least min_warmup_ms: more calls on a
     # fast machine, so the count comes from the reply, never from a fixed number)
     assert len(fresh) == len(set(fresh)) == reply.warmup + len(reply.samples_ms) == reply.warmup + 6
-    assert reply.sampled and all(seed in fresh for _, seed, _ in reply.sampled)
-    for _, seed, outputs in reply.sampled:  # each kept output belongs to the set its seed rebuilds
+    seeds = [timed_call_seed(entry, 0, [21, 22]) for entry in reply.sampled]  # as the orchestrator derives them
+    assert reply.sampled and all(seed in fresh for seed in seeds)
+    for seed, entry in zip(seeds, reply.sampled):  # each kept output belongs to the set its seed rebuilds
+        outputs = entry[3]
         x, y = calls.make_call_inputs(state, wdata, seed)[2]
         assert torch.equal(outputs[0], x * 2.0 + y)
 
@@ -309,4 +313,4 @@ def test_inputs_that_ignore_the_seed_still_rotate_the_requested_sets(tmp_path, m
     drawn = _spy_draws(monkeypatch)
     reply = time_block(state, problem.workloads[0].to_dict())
     assert "timed_inputs_fixed" in reply.flags and {21, 22} <= set(drawn)
-    assert all(seed in (21, 22) for _, seed, _ in reply.sampled)
+    assert all(entry[2] is None and timed_call_seed(entry, 0, [21, 22]) in (21, 22) for entry in reply.sampled)

@@ -199,7 +199,7 @@ def test_only_the_solution_is_offered_ipc_and_the_judge_gets_the_copies(tmp_path
 
     def time_block(message):
         return {"ok": True, "samples_ms": [0.5] * 10, "warmup": 2, "wall_s": 0.01, "flags": [], "slots": 2,
-                "sampled": [[3, 11, [descriptor(next(tokens))]], [9, 12, [descriptor(next(tokens))]]]}
+                "sampled": [[3, 3, 11, [descriptor(next(tokens))]], [9, 9, 12, [descriptor(next(tokens))]]]}
 
     def receive(message):
         return {"ok": True, "received": sorted(e[descriptors.IPC_KEY] for e in message.exports)}

@@ -2,12 +2,13 @@
 place into the input `y` and return it (no allocation, and timed calls' inputs are refreshed before
 every call anyway, so the write itself goes unseen).
 
-Caught: every timed call's outputs are checked for sharing memory with that call's inputs, and the
-orchestrator allows only what the reference does: REWARD_HACK.
+Caught: views of inputs are judged by value (issue 31), but a kept timed call that returned one is checked for
+having written into it (the input no longer holds its seed's values), which the reference does not do:
+REWARD_HACK.
 """
 # solbench: problem=ac_axpy
 # expect: REWARD_HACK
-# expect-log: timed calls returned views of inputs
+# expect-log: timed calls wrote into their inputs
 _calls = {}
 
 

@@ -1,6 +1,7 @@
 """Attack: walk up the interpreter's frames to the worker's main loop, take its private channel and the
-open request's id, and send a forged timing reply (samples of 0.1 us, and for three distinct input seeds
-honestly computed outputs, built with the harness's own input generator) before the harness replies.
+open request's id, and send a forged timing reply (samples of 0.1 us, and for three distinct input sets
+honestly computed outputs, built with the harness's own input generator and seed derivation) before the
+harness replies.
 
 In-process code can always reach the channel. Caught: replies carry the request id and the
 orchestrator pings the worker after every timing reply; the harness's genuine reply then arrives out
@@ -31,12 +32,14 @@ def run(x, y):
         _forged.add(x.shape[0])
         local = timing.f_locals
         block, request = local["block"], local["request"]
-        config, seed = request.config, block.last[2]
+        config, nonce = request.config, block.last[2][1]
         make = sys.modules["solbench.worker.inputs_cache"].make_call_inputs
+        call_seed = sys.modules["solbench.inputs.seeds"].call_seed
         sampled = []
-        for i, s in enumerate((seed, seed ^ 1, seed ^ 2)):  # distinct seeds, each output right for its inputs
-            _, _, (xs, ys) = make(block.state, request.workload, s)
-            sampled.append([i, s, [xs * 2.0 + ys]])
+        last = config.warmup + config.iters - 1  # the last call of the block the forged reply describes
+        for i in (last - 2, last - 1, last):  # distinct sets, each output right for the seed the orchestrator derives
+            _, _, (xs, ys) = make(block.state, request.workload, call_seed(request.block_key, i, nonce))
+            sampled.append([i, i, nonce, [xs * 2.0 + ys]])
         reply = {"v": 1, "op": "time", "id": main.f_locals["request_id"], "ok": True, "audit": [],
                  "samples_ms": [1e-4] * config.iters, "warmup": config.warmup, "stop_reason": "fixed_iters",
                  "wall_s": 1e-3, "clocks_before": None, "clocks_after": None, "flags": [],
