@@ -83,8 +83,11 @@ TOOL_DIRS = ("/usr/bin", "/bin", "/usr/sbin", "/sbin", "/usr/lib", "/usr/libexec
              "/usr/local/nvidia", "/opt/nvidia")
 # Functions whose code or defaults may not be swapped by the solution: the harness's and the timing
 # primitives torch offers.
+# Matched as a whole module name or a package prefix ("solbench" and "solbench.x", never "solbench_solution_k":
+# a solution's own module is its own to rewrite, and CuTe DSL's @cute.jit swaps the __code__ of what it decorates).
 GUARDED_FUNCTION_MODULES = ("solbench", "__main__", "torch.cuda", "torch.random", "multiprocessing", "time", "gc",
                             "threading", "random", "pickle")
+GUARDED_FUNCTION_PACKAGES = tuple(name + "." for name in GUARDED_FUNCTION_MODULES)
 WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 
 
@@ -237,7 +240,8 @@ def _make_hook(send, cell):  # noqa: C901 - one closed function on purpose (no p
              _lost=msg.ALARM_LOST_EXIT, _isinstance=isinstance, _str=str,
              _bytes=bytes, _len=len, _getattr=getattr, _alarm_events=ALARM_EVENTS, _process=PROCESS_EVENTS,
              _files=FILE_EVENTS, _warn=WARN_EVENTS, _env=PROTECTED_ENV, _env_prefixes=PROTECTED_ENV_PREFIXES,
-             _guarded=GUARDED_FUNCTION_MODULES, _ftype=types.FunctionType, _written_into=_written_into,
+             _guarded=GUARDED_FUNCTION_MODULES, _packages=GUARDED_FUNCTION_PACKAGES, _ftype=types.FunctionType,
+             _written_into=_written_into,
              _trusted_tool=_trusted_tool):
         phase = _cell[0]
         if phase is None:
@@ -251,7 +255,7 @@ def _make_hook(send, cell):  # noqa: C901 - one closed function on purpose (no p
             if not _isinstance(target, _ftype):
                 return
             module = _str(_getattr(target, "__module__", "") or "")
-            if not module.startswith(_guarded):
+            if module not in _guarded and not module.startswith(_packages):
                 return
             level, detail = 2, f"replaced {args[1]} of {module}.{_getattr(target, '__qualname__', '?')}"
         elif event in _process:

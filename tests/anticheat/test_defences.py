@@ -264,6 +264,10 @@ HOOK_SCRIPT = textwrap.dedent('''
     os.environ["SOLBENCH_WORKER_DEVICE"] = "meta"
     gc.get_referrers(timer)
     timer.integrity_violations.__code__ = (lambda: []).__code__
+    def own():  # the solution's own function, in a module named like a solution's: its own to rewrite (a JIT does)
+        return 1
+    own.__module__ = "solbench_solution_k"
+    own.__code__ = (lambda: 2).__code__
     open(os.path.join(sys.argv[2], "definition.json"), "w").close()
     open(os.path.join(sys.argv[2], "notes.txt"), "r").close() if False else None
     state.phase = "timing"
@@ -288,6 +292,7 @@ def test_audit_hook_alarms_on_a_separate_channel(tmp_path):
                      "definition.json", "os.system: started child processes while being timed"):
         assert fragment in alarms, alarms
     assert "HARMLESS_VAR" not in alarms and "HARMLESS_VAR" in proc.stdout  # a warning, not an alarm
+    assert "solbench_solution_k" not in alarms  # "solbench" guards the package, not names that start alike
 
 
 JAM_SCRIPT = textwrap.dedent('''
