@@ -68,6 +68,7 @@ def test_nothing_a_gpu_solution_starts_outlives_the_run(tmp_path, uid):
     try:
         time.sleep(1)
         assert not processes_with(DAEMON_ARG), "a process the solution started outlived the run"
+        assert (folder / "traces.jsonl").is_file(), f"exit {result.returncode}, no traces: {result.stderr[-3000:]}"
         traces = [json.loads(line) for line in (folder / "traces.jsonl").read_text().splitlines() if line.strip()]
         by_name = {t["solution"]: t for t in traces}
         assert by_name["good"]["evaluation"]["status"] == "PASSED", result.stderr[-3000:]
