@@ -60,6 +60,10 @@ def test_nothing_a_gpu_solution_starts_outlives_the_run(tmp_path, uid):
         probe = subprocess.run([*prefix, sys.executable, "-c", "import torch"], env=env, capture_output=True)
         if not prefix or probe.returncode != 0:
             pytest.skip("an ordinary user cannot run this Python here (setpriv missing or the interpreter unreadable)")
+        gpu = subprocess.run([*prefix, sys.executable, "-c", "import torch; assert torch.cuda.is_available()"],
+                             env=env, capture_output=True, text=True)
+        if gpu.returncode != 0:  # outside any sandbox: the machine's device nodes, not solbench's doing
+            pytest.skip(f"an ordinary user cannot use the GPU here at all: {gpu.stderr.strip()[-300:]}")
     result = subprocess.run([*prefix, sys.executable, "-m", "solbench", "run", str(problem), "--solution",
                              str(folder / "escaper.py"), "--solution", str(folder / "good.py"), "--device", "cuda",
                              "--max-workloads", "1", "--trials", "1", "--iters", "3", "--no-adaptive",
