@@ -81,10 +81,8 @@ TRUSTED_TOOLS = frozenset({"ptxas", "ptxas-blackwell", "nvcc", "nvlink", "fatbin
                            "file"})
 TOOL_DIRS = ("/usr/bin", "/bin", "/usr/sbin", "/sbin", "/usr/lib", "/usr/libexec", "/usr/local/cuda",
              "/usr/local/nvidia", "/opt/nvidia")
-# Functions whose code or defaults may not be swapped by the solution: the harness's and the timing
-# primitives torch offers.
-# Matched as a whole module name or a package prefix ("solbench" and "solbench.x", never "solbench_solution_k":
-# a solution's own module is its own to rewrite, and CuTe DSL's @cute.jit swaps the __code__ of what it decorates).
+# Modules (and their packages, never names that only start alike: a solution's own module is its own to
+# rewrite, as CuTe DSL's @cute.jit does) whose functions' code or defaults the solution may not swap.
 GUARDED_FUNCTION_MODULES = ("solbench", "__main__", "torch.cuda", "torch.random", "multiprocessing", "time", "gc",
                             "threading", "random", "pickle")
 GUARDED_FUNCTION_PACKAGES = tuple(name + "." for name in GUARDED_FUNCTION_MODULES)
@@ -241,8 +239,7 @@ def _make_hook(send, cell):  # noqa: C901 - one closed function on purpose (no p
              _bytes=bytes, _len=len, _getattr=getattr, _alarm_events=ALARM_EVENTS, _process=PROCESS_EVENTS,
              _files=FILE_EVENTS, _warn=WARN_EVENTS, _env=PROTECTED_ENV, _env_prefixes=PROTECTED_ENV_PREFIXES,
              _guarded=GUARDED_FUNCTION_MODULES, _packages=GUARDED_FUNCTION_PACKAGES, _ftype=types.FunctionType,
-             _written_into=_written_into,
-             _trusted_tool=_trusted_tool):
+             _written_into=_written_into, _trusted_tool=_trusted_tool):
         phase = _cell[0]
         if phase is None:
             return
