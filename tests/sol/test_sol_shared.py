@@ -27,7 +27,13 @@ def test_every_shared_problem_gets_a_bound(sol_execbench_dir):
             cost = analyse_workload(problem.definition, workload, convention=convention)
             bound = sol_time_ms(cost, hw)
             assert bound.t_sol_ms > 0, problem.name
-            assert cost.bytes_min > 0, problem.name
+            # solar, like the published bounds, moves bool tensors for free (docs/sol.md): a
+            # problem whose only outputs are bool masks may cost no bytes there, never in strict
+            all_bool_out = all(o.dtype == "bool" for o in problem.definition.outputs.values())
+            if convention == "strict" or not all_bool_out:
+                assert cost.bytes_min > 0, (problem.name, convention)
+            else:
+                assert cost.bytes_min == 0 and cost.output_bytes > 0, problem.name
         if cost.method == "declared-io":
             fallbacks.append(problem.name)
             assert cost.unknown_ops and cost.notes  # never a silent zero
