@@ -29,7 +29,11 @@ from solbench.orchestrator.cluster import ClusterLaunch, ClusterRun  # noqa: E40
 
 REPO = Path(__file__).resolve().parents[2]
 WRONG = "import torch\n\ndef run(x, y):\n    return x * 2.0 + y + 1.0\n"
-SLOW = "import time\nimport torch\n\ndef run(x, y):\n    time.sleep(0.3)\n    return x * 2.0 + y\n"
+# The first two workloads (sizes 64 and 80) are quick; the later four take a second a call, so a
+# signal sent once two traces are on disk lands mid-run even on a loaded machine (on a busy 2-core
+# CI machine the whole run once ended between the two)
+SLOW = ("import time\nimport torch\n\ndef run(x, y):\n    time.sleep(0.3 if x.shape[0] <= 80 else 1.0)\n"
+        "    return x * 2.0 + y\n")
 
 
 @pytest.fixture(scope="module")
