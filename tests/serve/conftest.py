@@ -1,0 +1,103 @@
+"""A real `solbench serve` process (on the CPU, on a free port) and what the tests send it."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO_ROOT
+from tests.runner.conftest import write_problem
+
+pytest.importorskip("aiohttp", reason="solbench serve needs aiohttp: pip install 'solbench[serve]'")
+
+START_WAIT_S = 300.0  # generous: worker start-up on a loaded 2-core machine
+FAST = {"trials": 2, "warmup": 1, "iters": 3, "adaptive": False, "timing_rounds": 1, "timeout_s": 120.0}
+GOOD = "# solbench: problem=axpy_fp32\ndef run(x, y):\n    return x * 2.0 + y\n"
+WRONG = "# solbench: problem=axpy_fp32\ndef run(x, y):\n    return x * 3.0 + y\n"
+
+
+class Service:
+    """A `solbench serve` subprocess: its URL, its folder; `stop` sends SIGTERM and waits."""
+
+    def __init__(self, folder: Path, *args: str, token: str | None = None):
+        self.folder = folder
+        env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+        env.pop("SOLBENCH_TOKEN", None)
+        command = [sys.executable, "-m", "solbench", "serve", "--port", "0", "--device", "cpu",
+                   "--folder", str(folder), *args] + (["--token", token] if token else [])
+        self.proc = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+        lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=lambda: [lines.put(line) for line in self.proc.stdout], daemon=True).start()
+        self.stderr: list[str] = []
+        threading.Thread(target=lambda: self.stderr.extend(self.proc.stderr), daemon=True).start()
+        try:
+            line = lines.get(timeout=START_WAIT_S)
+        except queue.Empty:
+            self.kill()
+            raise AssertionError(f"solbench serve did not start: {''.join(self.stderr)[-2000:]}") from None
+        assert "listening on " in line, line
+        self.url = line.split("listening on ")[1].split()[0]
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        self.proc.send_signal(sig)
+        return self.proc.wait(timeout=120)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def call(url: str, path: str, body=None, token: str | None = None, method: str | None = None,
+         raw: bytes | None = None) -> tuple[int, dict]:
+    """(HTTP status, decoded JSON reply) of one request."""
+    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+    request = urllib.request.Request(url + path, data=data, method=method or ("POST" if data is not None else "GET"))
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=120) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def wait_for(predicate, what: str, timeout_s: float = 300.0, every_s: float = 0.2):
+    """Poll `predicate` until it returns something truthy (generous deadline: a loaded CPU is slow)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = predicate()
+        if found:
+            return found
+        time.sleep(every_s)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def submission_body(problem: Path, source: str | None, **options) -> dict:
+    return {"problem": {"path": str(problem)}, "solution": {"source": source, "filename": "k.py"} if source else None,
+            "options": {**FAST, **options}}
+
+
+@pytest.fixture(scope="module")
+def tiny_problem(tmp_path_factory) -> Path:
+    return write_problem(tmp_path_factory.mktemp("problems"))
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory):
+    """One service for the tests of a module that leave it as they found it."""
+    running = Service(tmp_path_factory.mktemp("service"))
+    yield running
+    running.kill()
