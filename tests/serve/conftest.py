@@ -90,14 +90,14 @@ def submission_body(problem: Path, source: str | None, **options) -> dict:
             "options": {**FAST, **options}}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def tiny_problem(tmp_path_factory) -> Path:
     return write_problem(tmp_path_factory.mktemp("problems"))
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def service(tmp_path_factory):
-    """One service for the tests of a module that leave it as they found it."""
+    """One service for the tests of this folder that leave it as they found it (start-up is seconds)."""
     running = Service(tmp_path_factory.mktemp("service"))
     yield running
     running.kill()
