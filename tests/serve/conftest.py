@@ -4,11 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import queue
-import signal
-import subprocess
-import sys
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -16,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from solbench.serve.process import ServiceProcess
 from tests.conftest import REPO_ROOT
 from tests.runner.conftest import write_problem
 
@@ -27,37 +23,13 @@ GOOD = "# solbench: problem=axpy_fp32\ndef run(x, y):\n    return x * 2.0 + y\n"
 WRONG = "# solbench: problem=axpy_fp32\ndef run(x, y):\n    return x * 3.0 + y\n"
 
 
-class Service:
-    """A `solbench serve` subprocess: its URL, its folder; `stop` sends SIGTERM and waits."""
+class Service(ServiceProcess):
+    """A `solbench serve` subprocess on the CPU, started from the checkout."""
 
     def __init__(self, folder: Path, *args: str, token: str | None = None):
-        self.folder = folder
         env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-        env.pop("SOLBENCH_TOKEN", None)
-        command = [sys.executable, "-m", "solbench", "serve", "--port", "0", "--device", "cpu",
-                   "--folder", str(folder), *args] + (["--token", token] if token else [])
-        self.proc = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True)
-        lines: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=lambda: [lines.put(line) for line in self.proc.stdout], daemon=True).start()
-        self.stderr: list[str] = []
-        threading.Thread(target=lambda: self.stderr.extend(self.proc.stderr), daemon=True).start()
-        try:
-            line = lines.get(timeout=START_WAIT_S)
-        except queue.Empty:
-            self.kill()
-            raise AssertionError(f"solbench serve did not start: {''.join(self.stderr)[-2000:]}") from None
-        assert "listening on " in line, line
-        self.url = line.split("listening on ")[1].split()[0]
-
-    def stop(self, sig: int = signal.SIGTERM) -> int:
-        self.proc.send_signal(sig)
-        return self.proc.wait(timeout=120)
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
+        super().__init__(folder, "--device", "cpu", *args, token=token, start_wait_s=START_WAIT_S, env=env,
+                         cwd=REPO_ROOT)
 
 
 def call(url: str, path: str, body=None, token: str | None = None, method: str | None = None,
