@@ -17,7 +17,7 @@ from typing import Any
 
 from solbench.serve.auth import TOKEN_ENV
 from solbench.spec.problem import DEFINITION_FILE, WORKLOAD_FILE, find_baseline
-from solbench.spec.solution import load_solution
+from solbench.spec.solution import Solution, load_solution
 from solbench.spec.trace import Trace
 
 DEFAULT_URL = "http://127.0.0.1:8470"
@@ -49,11 +49,13 @@ def problem_payload(problem: str | Path) -> dict:
     return payload
 
 
-def solution_payload(solution: str | Path | None, source: str | None, filename: str) -> dict | None:
+def solution_payload(solution: Solution | str | Path | None, source: str | None, filename: str) -> dict | None:
     if source is not None:
         return {"source": source, "filename": filename}
     if solution is None:
         return None
+    if isinstance(solution, Solution):
+        return solution.to_dict()
     path = Path(solution)
     if path.suffix == ".json":
         return load_solution(path).to_dict()  # its sources' contents read from beside it
@@ -93,10 +95,10 @@ class Client:
     def health(self) -> dict:
         return self._json("GET", "/v1/health")
 
-    def submit(self, problem: str | Path | None = None, solution: str | Path | None = None, *,
+    def submit(self, problem: str | Path | None = None, solution: Solution | str | Path | None = None, *,
                source: str | None = None, filename: str = "solution.py", problem_path: str | None = None,
                workloads: list[str] | None = None, **options: Any) -> str:
-        """Queue a solution (a file, or `source` text; neither: the reference) on a problem (a local folder,
+        """Queue a solution (a file, a `Solution`, or `source` text; none: the reference) on a problem (a local folder,
         sent by content; or `problem_path`, a folder on the service's machine); its submission id. `options`
         are `solbench run`'s (RunConfig fields), e.g. max_workloads=4, strict=True."""
         if (problem is None) == (problem_path is None):
@@ -120,7 +122,8 @@ class Client:
     def cancel(self, submission_id: str) -> dict:
         return self._json("POST", f"/v1/submissions/{submission_id}/cancel")
 
-    def evaluate(self, problem: str | Path, solution: str | Path | None = None, **kwargs: Any) -> list[Trace]:
+    def evaluate(self, problem: str | Path, solution: Solution | str | Path | None = None,
+                 **kwargs: Any) -> list[Trace]:
         """Submit and wait: the traces, one per workload (`submit`'s arguments)."""
         return list(self.stream(self.submit(problem, solution, **kwargs)))
 
