@@ -272,6 +272,8 @@ def main() -> int:
     parser.add_argument("dataset", type=Path)
     parser.add_argument("--pick", type=int, help="this many problems spread over the dataset (default: all eligible)")
     parser.add_argument("--max-set-mib", type=float, default=128.0, help="largest input+output set of a picked problem")
+    parser.add_argument("--every-problem", action="store_true", help="every problem under DATASET, none filtered out "
+                                                                      "(custom inputs, large sets: issue 15's ten)")
     parser.add_argument("--max-workloads", type=int, default=2)
     parser.add_argument("--gpus", default="1,2,4", help="GPU (or CPU slot) counts, comma-separated")
     parser.add_argument("--engines", default="local,ray", help="local, ray, kept, serve, in the order they run")
@@ -297,7 +299,8 @@ def main() -> int:
     args = parser.parse_args(argv[:cut])
     args.extra = argv[cut + 1:]  # more `solbench run` options, after --
     deadline = time.monotonic() + args.budget_s
-    problems = pick_problems(args.dataset, args.pick, args.max_set_mib, args.max_workloads)
+    problems = ([p.directory for p in load_problems(args.dataset)] if args.every_problem
+                else pick_problems(args.dataset, args.pick, args.max_set_mib, args.max_workloads))
     print(f"{len(problems)} problems, first {args.max_workloads} workloads each: "
           + " ".join(f"{p.parent.name}/{p.name}" for p in problems), flush=True)
     header = f"{'engine':<6} {'gpus':>4} {'wall_s':>8} {'workloads':>9} {'wl/min':>8} {'speedup':>8} {'idle_s':>8} " \
