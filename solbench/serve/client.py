@@ -7,6 +7,7 @@ agent's process needs no server library, no torch import and no GPU to ask for v
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import urllib.error
@@ -115,9 +116,12 @@ class Client:
     def stream(self, submission_id: str) -> Iterator[Trace]:
         """Each trace as it finishes, until the submission ends (no time limit: a workload may take minutes)."""
         with self._open("GET", f"/v1/submissions/{submission_id}/traces", timeout_s=None) as response:
-            for line in response:
-                if line.strip():
-                    yield Trace.from_dict(json.loads(line))
+            try:
+                for line in response:
+                    if line.strip():
+                        yield Trace.from_dict(json.loads(line))
+            except (http.client.HTTPException, OSError) as exc:  # the service stopped mid-stream
+                raise ServiceError(0, f"the service closed the stream of {submission_id}: {exc!r}") from None
 
     def cancel(self, submission_id: str) -> dict:
         return self._json("POST", f"/v1/submissions/{submission_id}/cancel")

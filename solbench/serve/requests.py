@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import secrets
+import shutil
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -26,8 +28,9 @@ from solbench.spec.problem import BASELINE_FILE, load_problem
 from solbench.spec.solution import Solution, solution_from_source
 
 TOP_FIELDS = {"problem", "solution", "workloads", "options"}
-# Options a submission cannot set: the service fixed them when it started its workers.
-SERVICE_OPTIONS = set(FIXED_SETTINGS) | {"cluster_actors"}
+# Options a submission cannot set: the service fixed them when it started its workers, or (not among
+# `solbench run`'s options either) they thin the checks of timed outputs and inputs.
+SERVICE_OPTIONS = set(FIXED_SETTINGS) | {"cluster_actors", "checked_timed_outputs", "timed_input_sets", "ipc_min_bytes"}
 
 
 OPTION_TYPES = {f.name: str(f.type) for f in fields(RunConfig)}  # "int | None", "list[Path]", ...
@@ -117,16 +120,28 @@ def _problem(value: Any, folder: Path):
         files[BASELINE_FILE] = baseline
     digest = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:20]
     target = folder / digest
-    if not target.is_dir():
-        staging = folder / f".{digest}.tmp"
-        staging.mkdir(parents=True, exist_ok=True)
+    if not _holds(target, files):  # new, or changed since it was written: (re)written whole
+        staging = folder / f".{digest}.{secrets.token_hex(4)}.tmp"
+        staging.mkdir(parents=True)
         for name, text in files.items():
             (staging / name).write_text(text)
+        if target.exists():
+            shutil.rmtree(target, ignore_errors=True)
         try:
             staging.rename(target)
-        except OSError:  # another request wrote the same content first
-            pass
+        except OSError:  # another request wrote the same content meanwhile
+            shutil.rmtree(staging, ignore_errors=True)
     return _load(target, "problem.definition")
+
+
+def _holds(folder: Path, files: dict[str, str]) -> bool:
+    """Whether `folder` holds exactly `files`: a problem written earlier is used only as it was sent (a
+    solution that got past the sandbox and wrote into it would otherwise change later verdicts)."""
+    try:
+        return sorted(p.name for p in folder.iterdir()) == sorted(files) and \
+            all((folder / name).read_text() == text for name, text in files.items())
+    except OSError:
+        return False
 
 
 def _load(path: Path, field_name: str):
@@ -167,7 +182,8 @@ def _config(options: Any, base: RunConfig) -> RunConfig:
         raise BadRequest("'options' must be an object of run options (RunConfig fields)", ["options"])
     fixed = sorted(k for k in options if k in SERVICE_OPTIONS and options[k] != getattr(base, k))
     if fixed:
-        raise BadRequest(f"the service fixed {fixed} when it started; a submission cannot change them",
+        raise BadRequest(f"{fixed} are the service's (fixed when it started, or not a run option); a submission "
+                         f"cannot change them",
                          [f"options.{k}" for k in fixed])
     wrong = [k for k, v in options.items() if k in OPTION_TYPES and not _fits(v, OPTION_TYPES[k])]
     if wrong:

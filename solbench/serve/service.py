@@ -79,6 +79,9 @@ async def _serve_until_stopped(service: Service, host: str, port: int) -> None:
           f"folder: {service.folder})", flush=True)
     try:
         await stopped.wait()
+        # Submissions told to stop first (their workers killed, their state final), so open streams end now
+        # rather than holding the server's shutdown until they time out.
+        await loop.run_in_executor(None, service.book.close)
     finally:
         await runner.cleanup()
 

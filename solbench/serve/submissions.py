@@ -25,6 +25,7 @@ from solbench.spec.solution import Solution
 from solbench.spec.trace import Status, Trace
 from solbench.spec.workload import Workload
 
+KEPT_FINISHED = 500  # finished submissions kept in memory; older ones are answered from their files
 MAX_ATTEMPTS = 2  # a crashed worker's workloads run once more, then the crash is the verdict
 # How a trace says its worker process died under it (orchestrator.process.WorkerDied, session._ask), not
 # that the solution failed a check: the harness writes these words at the start of the log.
@@ -81,6 +82,7 @@ class SubmissionBook:
         self._changed = threading.Condition()
         self._closed = False
         self._files: dict[str, TraceFile] = {}
+        self.forgotten = 0  # finished submissions answered from their files only
 
     def add(self, submission: Submission) -> None:
         with self._changed:
@@ -134,6 +136,7 @@ class SubmissionBook:
             else:
                 submission.state = DONE
             self._save(submission)
+            self._forget_old()
 
     def cancel(self, submission: Submission) -> None:
         """Cancel a submission: a queued one leaves the queue; a running one's workers are killed by its lane."""
@@ -146,10 +149,20 @@ class SubmissionBook:
                 submission.state = INTERRUPTED if self._closed else CANCELLED
                 self._save(submission)
 
+    def _forget_old(self) -> None:
+        """Drop the oldest finished submissions beyond KEPT_FINISHED from memory (their files stay)."""
+        finished = [s.id for s in self._all.values() if s.state in FINAL_STATES]
+        for submission_id in finished[:max(0, len(finished) - KEPT_FINISHED)]:
+            del self._all[submission_id]
+            self._files.pop(submission_id, None)
+            self.forgotten += 1
+
     def counts(self) -> dict[str, int]:
         with self._changed:
             states = [s.state for s in self._all.values()]
-        return {state: states.count(state) for state in (QUEUED, RUNNING) + FINAL_STATES}
+        counts = {state: states.count(state) for state in (QUEUED, RUNNING) + FINAL_STATES}
+        counts["finished_on_disk_only"] = self.forgotten
+        return counts
 
     def close(self) -> None:
         """Stop handing out work: queued submissions end interrupted, running ones are told to stop."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 
 from solbench import api
 from solbench.serve.client import ServiceError
@@ -49,9 +50,23 @@ def test_a_stopped_service_keeps_its_finished_traces_and_a_restarted_one_serves_
     service = Service(folder)
     try:
         submission = call(service.url, "/v1/submissions", submission_body(tiny_problem, SLOW_SECOND))[1]["id"]
+        streamed: list = []
+        ending: list = []
+
+        def follow() -> None:
+            try:
+                streamed.extend(api.Client(service.url).stream(submission))
+            except ServiceError as exc:
+                ending.append(exc)
+
+        reader = threading.Thread(target=follow)
+        reader.start()
         wait_for(lambda: call(service.url, f"/v1/submissions/{submission}")[1]["finished"] == 1,
                  "the first workload's trace")
         assert service.stop() == 0  # SIGTERM mid-submission: a clean stop
+        reader.join(120)
+        assert not reader.is_alive()  # the open stream ended with the service
+        assert [t.workload_uuid for t in streamed] == ["w0-64"]
     finally:
         service.kill()
     kept = api.read_traces([folder / "submissions" / f"{submission}.jsonl"])

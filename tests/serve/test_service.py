@@ -90,6 +90,7 @@ def test_solbench_submit_writes_the_traces_and_exits_as_run_does(service, tiny_p
     ({"problem": "PROBLEM", "options": {"trials": "many"}}, "options.trials"),
     ({"problem": "PROBLEM", "options": {"no_such_option": 1}}, "options.no_such_option"),
     ({"problem": "PROBLEM", "options": {"device": "cuda"}}, "options.device"),
+    ({"problem": "PROBLEM", "options": {"checked_timed_outputs": 0}}, "options.checked_timed_outputs"),
     ({"problem": "PROBLEM", "options": {"max_workloads": 0}}, "options.max_workloads"),
     ({"problem": "PROBLEM", "workloads": ["no-such-uuid"]}, "workloads"),
     ({"problem": "PROBLEM", "workloads": "w0-64"}, "workloads"),
