@@ -14,12 +14,13 @@ import pytest
 from solbench import api
 from solbench.spec.trace import Status
 from tests.conftest import REPO_ROOT
+from tests.runner.conftest import write_problem
 from tests.serve.conftest import FAST, GOOD, WRONG, call, submission_body, wait_for
 
 SLOW = "# solbench: problem=axpy_fp32\nimport time\n\ndef run(x, y):\n    time.sleep(600)\n    return x * 2.0 + y\n"
 # Sleeps on its first call in each process: long enough to be killed there, then passes.
 FIRST_CALL_SLOW = ("# solbench: problem=axpy_fp32\nimport time\nCALLS = []\n\ndef run(x, y):\n"
-                   "    if not CALLS:\n        time.sleep(20)\n    CALLS.append(1)\n    return x * 2.0 + y\n")
+                   "    if not CALLS:\n        time.sleep(8)\n    CALLS.append(1)\n    return x * 2.0 + y\n")
 DIES = "# solbench: problem=axpy_fp32\nimport os\n\ndef run(x, y):\n    os._exit(3)\n"
 
 
@@ -158,3 +159,15 @@ def test_two_clients_at_once_each_get_their_own_verdicts(service, tiny_problem):
     for client in clients:
         client.join()
     assert results == {"good": [Status.PASSED] * 2, "wrong": [Status.INCORRECT_NUMERICAL] * 2}
+
+
+def test_a_problem_s_baseline_is_timed_once_and_reused_for_later_candidates(service, tmp_path):
+    problem = write_problem(tmp_path / "with_baseline", sizes=(64,))
+    (problem / "baseline.py").write_text("def run(x, y):\n    return x * 2.0 + y\n")
+    client = api.Client(service.url)
+    first, second = (client.evaluate(problem, source=source, **FAST) for source in (GOOD, GOOD.replace("x * 2.0 + y", "y + 2.0 * x")))
+    assert [t.status for t in first + second] == [Status.PASSED] * 2
+    reused = [w for w in second[0].evaluation.warnings if "baseline time reused" in w]
+    assert not [w for w in first[0].evaluation.warnings if "baseline time reused" in w]
+    assert reused and reused[0].startswith("shipped baseline")
+    assert call(service.url, "/v1/health")[1]["reference_timings_reused"] >= 1
