@@ -24,11 +24,11 @@ WRONG = "# solbench: problem=axpy_fp32\ndef run(x, y):\n    return x * 3.0 + y\n
 
 
 class Service(ServiceProcess):
-    """A `solbench serve` subprocess on the CPU, started from the checkout."""
+    """A `solbench serve` subprocess (on the CPU unless `device` says otherwise), started from the checkout."""
 
-    def __init__(self, folder: Path, *args: str, token: str | None = None):
+    def __init__(self, folder: Path, *args: str, token: str | None = None, device: str = "cpu"):
         env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-        super().__init__(folder, "--device", "cpu", *args, token=token, start_wait_s=START_WAIT_S, env=env,
+        super().__init__(folder, "--device", device, *args, token=token, start_wait_s=START_WAIT_S, env=env,
                          cwd=REPO_ROOT)
 
 
