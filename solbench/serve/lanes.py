@@ -64,13 +64,19 @@ class DeviceLane:
         self.book.finish(submission, crashed=bool(crashed), error=error)
 
     def worker_pids(self) -> dict[str, int | None]:
-        """The lane's worker processes now (None: not running), read without waiting for a run to end."""
-        session = self.pool.sessions[0]
+        """The lane's worker processes now, read without waiting for a run to end (None: not running). The
+        solution's is named only once it holds the running submission's solution: between two submissions the
+        previous one's process may still be on its way out."""
+        session, current = self.pool.sessions[0], self.current
+        loaded = session.candidate_job
 
         def pid(worker) -> int | None:
             return worker.proc.pid if worker is not None and worker.alive else None
 
-        return {"reference": pid(session.reference), "solution": pid(session.candidate), "spare": pid(session.spare)}
+        mine = (current is not None and loaded is not None
+                and loaded[1].content_hash() == current.job().resolved_solution().content_hash())
+        return {"reference": pid(session.reference), "solution": pid(session.candidate) if mine else None,
+                "spare": pid(session.spare)}
 
     def close(self) -> None:
         """Stop taking work, let the running submission end (the book has told it to stop), stop the workers."""
