@@ -1,16 +1,20 @@
-"""What an agent waits for per verdict: one call per candidate, as a command, as `api.evaluate`, and on
-the workers an `api.Evaluator` keeps.
+"""What an agent waits for per verdict: one call per candidate, as a command, as `api.evaluate`, on
+the workers an `api.Evaluator` keeps, and through a `solbench serve` (issue 35).
 
     python benchmarks/agent_loop.py                                   # the shipped rmsnorm problem, its solutions
     python benchmarks/agent_loop.py PROBLEM_DIR SOLUTION ... --rounds 3 --think-s 2 --max-workloads 2
     python benchmarks/agent_loop.py --device cpu --quick              # a smoke test without a GPU
+    python benchmarks/agent_loop.py problem_defs/core/rmsnorm_h4096 --ways cli,serve --rounds 7 --max-workloads 4
 
 Each round evaluates every candidate (the solutions given, then the problem's reference) once per way:
 `cli` runs `python -m solbench run PROBLEM --solution S` (a new interpreter, its torch import and its
 workers per call), `evaluate` calls `api.evaluate` in this process (new workers per call), `kept` calls
-`Evaluator.evaluate` (workers started once, before the first call: that start-up is printed apart).
+`Evaluator.evaluate` (workers started once, before the first call: that start-up is printed apart), `serve`
+submits to a `solbench serve` started once for the benchmark (`api.Client.evaluate`: the problem sent by
+content, the traces streamed back; its start-up is printed apart too).
 `--think-s` sleeps between calls, as an agent writing its next candidate would. Prints each call's wall
-time and statuses, then per way the median and total, and whether every verdict agreed with `cli`'s.
+time and statuses, then per way the median and total, each way's median against `cli`'s (issue 35's goal for
+`serve`: at most 0.2x), and whether every verdict agreed with `cli`'s.
 """
 
 from __future__ import annotations
@@ -28,9 +32,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from solbench import api  # noqa: E402 - after the path above, so the checkout's package is the one timed
+from solbench.serve.process import ServiceProcess  # noqa: E402
 
 DEFAULT_PROBLEM = REPO / "problem_defs" / "core" / "rmsnorm_h4096"
-WAYS = ("cli", "evaluate", "kept")
+WAYS = ("cli", "evaluate", "kept", "serve")
 
 
 def candidates(problem: Path, given: list[str]) -> list[Path | None]:
@@ -85,14 +90,21 @@ def main() -> None:
     todo = candidates(problem, args.solutions) * args.rounds
     ways = [w for w in args.ways.split(",") if w in WAYS]
     rows, walls = [], {way: [] for way in ways}
-    kept_start_s = None
-    evaluator = None
+    kept_start_s = serve_start_s = None
+    evaluator = service = client = None
     try:
         if "kept" in ways:
             started = time.monotonic()
             evaluator = api.Evaluator(**options(args))
             kept_start_s = time.monotonic() - started
             print(f"kept: workers started in {kept_start_s:.2f} s")
+        if "serve" in ways:
+            started = time.monotonic()
+            folder = tempfile.mkdtemp(prefix="agent_loop_serve_")
+            service = ServiceProcess(folder, "--device", args.device, cwd=REPO)
+            client = api.Client(service.url)
+            serve_start_s = time.monotonic() - started
+            print(f"serve: service up in {serve_start_s:.2f} s at {service.url}")
         print(f"{'candidate':28s} " + " ".join(f"{w + ' s':>10s} {w + ' statuses':24s}" for w in ways))
         for solution in todo:
             row = {"candidate": solution.name if solution else "reference"}
@@ -103,6 +115,9 @@ def main() -> None:
                     got = run_cli(problem, solution, args)
                 elif way == "evaluate":
                     got = statuses(api.evaluate(problem, solution, **options(args)))
+                elif way == "serve":
+                    served = {k: v for k, v in options(args).items() if k != "device"}  # the service's
+                    got = statuses(client.evaluate(problem, solution, **served))
                 else:
                     got = statuses(evaluator.evaluate(problem, solution))
                 walls[way].append(time.monotonic() - started)
@@ -113,14 +128,20 @@ def main() -> None:
     finally:
         if evaluator is not None:
             evaluator.close()
+        if service is not None:
+            service.stop()
     print()
+    start_up = {"kept": kept_start_s, "serve": serve_start_s}
     for way in ways:
-        print(f"{way:9s} median {statistics.median(walls[way]):6.2f} s per call, total {sum(walls[way]):7.2f} s"
-              + (f" (+ {kept_start_s:.2f} s start-up once)" if way == "kept" else ""))
+        median = statistics.median(walls[way])
+        ratio = f", {median / statistics.median(walls['cli']):.3f}x cli's" if "cli" in ways and way != "cli" else ""
+        print(f"{way:9s} median {median:6.2f} s per call{ratio}, total {sum(walls[way]):7.2f} s"
+              + (f" (+ {start_up[way]:.2f} s start-up once)" if start_up.get(way) is not None else ""))
     agree = all(len({tuple(r[w]["statuses"]) for w in ways}) == 1 for r in rows)
     print(f"every call's statuses equal across {', '.join(ways)}: {'yes' if agree else 'NO'}")
     if args.json:
-        Path(args.json).write_text(json.dumps({"kept_start_s": kept_start_s, "rows": rows}, indent=1))
+        Path(args.json).write_text(json.dumps({"kept_start_s": kept_start_s, "serve_start_s": serve_start_s,
+                                               "rows": rows}, indent=1))
 
 
 if __name__ == "__main__":

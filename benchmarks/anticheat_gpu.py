@@ -3,6 +3,7 @@
     python benchmarks/anticheat_gpu.py                 # every case on cuda:0
     python benchmarks/anticheat_gpu.py --device cpu    # the same table on CPU (GPU-only cases skipped)
     python benchmarks/anticheat_gpu.py --repeat 10 --only side_stream_capture_breaker side_stream_dodges_probe
+    python benchmarks/anticheat_gpu.py --serve         # every case submitted to a `solbench serve` (issue 35)
 
 Prints one row per solution: its kind, the status of each workload, the expected status, and the
 first line of the log (which defence caught it); then the counts. With `--repeat N` every selected
@@ -11,6 +12,10 @@ second table gives per case the runs, how many were as expected (caught: no work
 status allowed, for hostile cases; passed: every workload PASSED, for legitimate ones), how many runs
 let a hostile case pass at least one workload, and the statuses seen. Detection that depends on luck
 (timing of a probe, which workload) shows up there as a count below N.
+
+With `--serve`, a `solbench serve` on the device is started once and every case is submitted to it (the
+problem copy by path, the solution by content, the same settings); the table is the same, and so is what
+counts as expected.
 
 Exit status 1 when any run differs from its expectation (a hostile solution PASSED, or a legitimate
 one did not).
@@ -28,6 +33,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from solbench import api  # noqa: E402
+from solbench.serve.process import ServiceProcess  # noqa: E402
+from tests.anticheat.served import submit_cases  # noqa: E402
 from tests.anticheat.suite import (  # noqa: E402
     Case,
     discover,
@@ -68,6 +76,8 @@ def one_run(cases: list[Case], args, started: float, label: str) -> dict[str, li
             print(f"  {label}{time.time() - started:5.0f}s {case_id:<46} {trace.status!s:<20} {first_log_line(trace, 100)}",
                   flush=True)
 
+        if args.client is not None:
+            return submit_cases(cases, Path(root), args.client, args.device, config=config, on_trace=progress)
         return run_cases(cases, write_problem(Path(root)), args.device, config=config, devices=args.devices,
                          on_trace=progress)
 
@@ -116,7 +126,21 @@ def main() -> int:
                         help="workloads per case (default 2; ac_rmsnorm cases always run all of theirs)")
     parser.add_argument("--repeat", type=int, default=1, help="evaluate every selected case this many times, "
                         "each in a fresh harness run, and print the per-case counts (default 1)")
+    parser.add_argument("--serve", action="store_true", help="submit every case to a `solbench serve` on --device "
+                                                              "(started once) instead of one harness run")
     args = parser.parse_args()
+    if args.serve:
+        with tempfile.TemporaryDirectory(prefix="solbench_anticheat_serve_") as folder:
+            devices = ["--devices", ",".join(d.split(":")[1] for d in args.devices)] if args.devices else []
+            with ServiceProcess(folder, "--device", args.device, *devices) as service:
+                args.client = api.Client(service.url)
+                return judge(args, parser)
+    args.client = None
+    return judge(args, parser)
+
+
+def judge(args, parser) -> int:
+    """Every selected case, `--repeat` times; the tables; the exit status."""
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
     on_gpu = args.device.startswith("cuda")

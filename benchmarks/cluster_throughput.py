@@ -4,6 +4,7 @@
     python benchmarks/cluster_throughput.py DATASET --pick 10 --gpus 1 --engines ray,local
     python benchmarks/cluster_throughput.py DATASET --pick 20 --gpus 2 --engines ray --kill-after 6
     python benchmarks/cluster_throughput.py problem_defs --device cpu --gpus 1,2 --engines ray   (CPU slots)
+    python benchmarks/cluster_throughput.py DATASET --pick 40 --gpus 1,2,4 --engines serve --kill-after 10
 
 Each (engine, GPU count) is one `solbench run` of a copy of the problems, with the defaults and the first
 `--max-workloads` workloads: `local` spreads over `--devices 0..n-1`, `ray` starts a local Ray cluster
@@ -20,6 +21,12 @@ trace, workers closed, report printed, exit) and `after_exit`, the interpreter's
 `kept` runs the problems on an `api.Evaluator` over the GPUs (workers kept between calls): it is made, given
 8 s to come up, and then runs the dataset; its wall is that run alone, its `ray_s` the Evaluator's start-up (not
 in the wall), which is what a run on workers kept from an earlier call pays. Options after `--` are not passed to it.
+
+`serve` (benchmarks/serve_engine.py, issue 35) starts a `solbench serve` on the GPUs and submits every problem
+to it at once; its `ray_s` is the service's start-up (not in the wall). `--serve-passes 2` judges the dataset
+again on the same service (row `serve#2`: the problems seen before, the baselines' times reused), and
+`--kill-after K` kills a running solution worker once K traces are in (the service re-queues its workload).
+Options after `--` are not passed to it.
 
 `ray_s` is the Ray start-up (or connection) inside each Ray run, as the run reports it. By default every Ray
 run starts its own local Ray (`--cluster auto` finds none), so its wall time includes that start-up. A real
@@ -45,6 +52,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+from serve_engine import run_serve  # noqa: E402 - beside this script
 
 from solbench.orchestrator.jobs import load_problems  # noqa: E402 - the repository's copy, above
 from solbench.orchestrator.sizes import declared_set_bytes  # noqa: E402
@@ -263,11 +272,16 @@ def main() -> int:
     parser.add_argument("dataset", type=Path)
     parser.add_argument("--pick", type=int, help="this many problems spread over the dataset (default: all eligible)")
     parser.add_argument("--max-set-mib", type=float, default=128.0, help="largest input+output set of a picked problem")
+    parser.add_argument("--every-problem", action="store_true", help="every problem under DATASET, none filtered out "
+                                                                      "(custom inputs, large sets: issue 15's ten)")
     parser.add_argument("--max-workloads", type=int, default=2)
     parser.add_argument("--gpus", default="1,2,4", help="GPU (or CPU slot) counts, comma-separated")
-    parser.add_argument("--engines", default="local,ray", help="local, ray, kept, in the order they run")
+    parser.add_argument("--engines", default="local,ray", help="local, ray, kept, serve, in the order they run")
+    parser.add_argument("--serve-passes", type=int, default=1, help="serve: judge the dataset this many times on "
+                                                                     "one service (later passes: rows serve#N)")
     parser.add_argument("--device", default="cuda")
-    parser.add_argument("--kill-after", type=int, help="ray runs: kill one session actor once this many traces exist")
+    parser.add_argument("--kill-after", type=int, help="ray runs: kill one session actor once this many traces exist; "
+                                                        "serve runs: one running solution worker")
     parser.add_argument("--budget-s", type=float, default=540.0, help="for the whole script")
     parser.add_argument("--ray-head", action="store_true", help="start one Ray head before the runs (timed) and "
                                                                  "connect every Ray run to it, as on a real cluster")
@@ -285,7 +299,8 @@ def main() -> int:
     args = parser.parse_args(argv[:cut])
     args.extra = argv[cut + 1:]  # more `solbench run` options, after --
     deadline = time.monotonic() + args.budget_s
-    problems = pick_problems(args.dataset, args.pick, args.max_set_mib, args.max_workloads)
+    problems = ([p.directory for p in load_problems(args.dataset)] if args.every_problem
+                else pick_problems(args.dataset, args.pick, args.max_set_mib, args.max_workloads))
     print(f"{len(problems)} problems, first {args.max_workloads} workloads each: "
           + " ".join(f"{p.parent.name}/{p.name}" for p in problems), flush=True)
     header = f"{'engine':<6} {'gpus':>4} {'wall_s':>8} {'workloads':>9} {'wl/min':>8} {'speedup':>8} {'idle_s':>8} " \
@@ -323,25 +338,36 @@ def run_all(args, problems: list[Path], first: dict | None, deadline: float) -> 
             # The time left, shared by the runs still to come in proportion to 1/GPUs (their expected walls).
             share = left * (1 / gpus) / sum(1 / g for _, g in plan[index:])
             traces = Path(tmp) / f"{engine}_{gpus}.jsonl"
-            results.append(run_once(dataset, engine, gpus, args, traces, share - 2))
+            if engine == "serve":
+                fresh = run_serve(dataset, gpus, args.device, args.max_workloads, traces, share - 2, args.kill_after,
+                                  args.serve_passes)
+            else:
+                fresh = [run_once(dataset, engine, gpus, args, traces, share - 2)]
             if args.keep_traces and traces.exists():
                 args.keep_traces.mkdir(parents=True, exist_ok=True)
                 shutil.copy(traces, args.keep_traces / traces.name)
-            fewest = next(r for r in results if r["engine"] == engine)
-            print(row(results[-1], first or results[0], fewest), flush=True)
-            stages = stage_line(results[-1])
-            if stages:
-                print(f"       {stages}", flush=True)
-            for note in results[-1]["kills"]:
-                print(f"       {note}", flush=True)
-            if results[-1]["rc"] not in (0, 1) or results[-1]["cut"]:
-                print("       stderr: " + results[-1]["stderr_tail"].strip().replace("\n", "\n       "))
+            for result in fresh:
+                results.append(result)
+                report(result, first or results[0], next(r for r in results if r["engine"] == result["engine"]))
             if args.json:
                 args.json.write_text(json.dumps(results, indent=1))
     if args.kill_after:
         for r in results:
+            requeued = f", {r['requeued']} submission(s) re-queued" if "requeued" in r else ""
             print(f"kill check ({r['engine']} {r['gpus']}): {r['workloads']} traces, {r['duplicates']} duplicated, "
-                  f"{'none lost' if len(r['statuses']) == expected else f'INCOMPLETE ({expected} expected)'}")
+                  f"{'none lost' if len(r['statuses']) == expected else f'INCOMPLETE ({expected} expected)'}{requeued}")
+
+
+def report(result: dict, first: dict, fewest: dict) -> None:
+    """One run's table row, its stages, its kills and, for a run that failed or was cut, its stderr's end."""
+    print(row(result, first, fewest), flush=True)
+    stages = stage_line(result)
+    if stages:
+        print(f"       {stages}", flush=True)
+    for note in result["kills"]:
+        print(f"       {note}", flush=True)
+    if result["rc"] not in (0, 1) or result["cut"]:
+        print("       stderr: " + result["stderr_tail"].strip().replace("\n", "\n       "))
 
 
 if __name__ == "__main__":

@@ -26,6 +26,13 @@
 #                  graphs on and off (LANG_ARGS: more options, e.g. "--max-workloads 3")
 #   containment    issue 32: the sandbox's mechanisms here, CUDA/Triton/compile/CUPTI/nvcc inside it, root and
 #                  ordinary-user workers, nothing outliving a GPU worker, the gate's integrity
+#   serve-agent    issue 35: benchmarks/agent_loop.py, 21 candidates of rmsnorm_h4096 (4 workloads each), one
+#                  `solbench run` per candidate against one `solbench serve`: seconds per verdict, statuses
+#   serve-issue15  issue 35: issue 15's ten problems (4 workloads): one cold `solbench run`, then a `solbench serve`
+#                  judging them twice (the second pass: problems seen before, baseline times reused)
+#   serve-scaling  issue 35: 40 shared problems x 2 workloads through `solbench serve` on 1, 2, 4 GPUs, a running
+#                  solution worker killed in each (re-queued: none lost or duplicated), statuses against 1 GPU's
+#   serve-anticheat issue 35: every anti-cheat case submitted through a `solbench serve`
 #   startup        benchmarks/startup_profile.py: a worker's start-up stages, workers' readiness, the driver's
 #                  device listing (torch vs NVML), alone and with every GPU's workers starting at once
 #
@@ -150,6 +157,21 @@ step_languages() { lang_wheels; box 560 python3 benchmarks/languages_gpu.py ${LA
 step_startup() { box 300 python3 benchmarks/startup_profile.py --json "$OUT/startup.json" 2>&1 | tail -20; }
 step_scaling() { scaling "${ENGINES:-local,ray}" "${GPUS:-1,2,4}" 40 520 --ray-head --json "$OUT/scaling.json" --keep-traces "$OUT/traces"; }
 step_scaling_kill() { scaling ray 2 20 400 --kill-after 8 --json "$OUT/scaling_kill.json"; }
+step_serve_agent() {
+  box 570 python3 benchmarks/agent_loop.py problem_defs/core/rmsnorm_h4096 --ways cli,serve --rounds 7 \
+    --max-workloads 4 --json "$OUT/serve_agent.json" 2>&1 | tail -30
+}
+step_serve_issue15() {
+  local ds=/tmp/solbench-issue15 p
+  rm -rf $ds
+  for p in $(python3 -c "import sys; sys.path.insert(0, 'benchmarks'); import throughput; print(*throughput.DEFAULT_PROBLEMS)"); do
+    mkdir -p "$ds/$(dirname "$p")" && cp -r "$SHARED/$p" "$ds/$p"
+  done
+  box 580 python3 benchmarks/cluster_throughput.py $ds --max-workloads 4 --every-problem --engines local,serve \
+    --gpus 1 --serve-passes 2 --budget-s 570 --json "$OUT/serve_issue15.json" 2>&1 | tail -12
+}
+step_serve_scaling() { scaling serve "${GPUS:-1,2,4}" 40 520 --kill-after 10 --json "$OUT/serve_scaling.json"; }
+step_serve_anticheat() { box 560 python3 benchmarks/anticheat_gpu.py --serve 2>&1 | tail -60; }
 
 [ $# -gt 0 ] || { sed -n "2,$(( $(grep -n '^set -u' "$0" | cut -d: -f1) - 1 ))p" "$0"; exit 2; }
 for name in "$@"; do

@@ -17,6 +17,12 @@ Each `evaluate` call starts its workers and stops them when it returns, which co
         for source in candidates:
             traces = evaluator.evaluate_source(problem, source)
 
+A program on another machine, or many programs sharing one host's GPUs, asks a running `solbench serve`
+instead (docs/agents.md): `Client` submits, streams, polls and cancels there, with the same options and traces.
+
+    client = api.Client("http://127.0.0.1:8470")
+    traces = client.evaluate_source(problem_folder, source, max_workloads=4)
+
 In a script, call solbench under `if __name__ == "__main__":`: the analysis pool's processes are started with
 multiprocessing's `spawn`, which imports the main script again.
 """
@@ -30,11 +36,12 @@ from solbench.orchestrator.config import RunConfig, choose_devices, configure
 from solbench.orchestrator.jobs import build_jobs, make_job
 from solbench.orchestrator.scheduler import run_jobs
 from solbench.report.traces import TraceFile, read_traces
+from solbench.serve.client import Client, ServiceError
 from solbench.spec.problem import Problem, load_problem
 from solbench.spec.solution import Solution, load_solution, solution_from_source
 from solbench.spec.trace import Status, Trace
 
-__all__ = ["Evaluator", "RunConfig", "Status", "Trace", "evaluate", "evaluate_source", "load_problem",
+__all__ = ["Client", "Evaluator", "ServiceError", "RunConfig", "Status", "Trace", "evaluate", "evaluate_source", "load_problem",
            "load_solution", "read_traces", "run_dataset"]
 
 

@@ -143,9 +143,12 @@ class SessionPool:
         """The settings of `config` that differ from the pool's own and that a run cannot change."""
         return [name for name in FIXED_SETTINGS if getattr(config, name) != getattr(self.config, name)]
 
-    def run(self, jobs: list[Job], config: RunConfig, *, trace_file: TraceFile | None = None) -> list[Trace]:
+    def run(self, jobs: list[Job], config: RunConfig, *, trace_file: TraceFile | None = None,
+            on_trace: Callable[[Job, Trace], None] | None = None, stop: threading.Event | None = None) -> list[Trace]:
         """Evaluate `jobs` on the pool's sessions with `config` (which may differ from the pool's in
-        anything but `FIXED_SETTINGS`); the traces, also appended to `trace_file` as each finishes."""
+        anything but `FIXED_SETTINGS`); the traces, also appended to `trace_file` and given to `on_trace` as
+        each finishes. `stop`, set from another thread (a service's cancel), ends the run as Ctrl-C would:
+        the workers in flight are killed, and the next run starts fresh ones."""
         changed = self.changed_fixed_settings(config)
         if changed:
             raise SpecError(f"{', '.join(changed)} cannot change between the runs of one Evaluator "
@@ -155,12 +158,12 @@ class SessionPool:
                 raise RuntimeError("this Evaluator is closed")
             if self.analysis.broken():
                 self._new_analysis_pool()
-            sink = TraceSink(trace_file)
+            sink = TraceSink(trace_file, on_trace)
             queue_analyses(jobs, sink, self.analysis)
             for session in self.sessions:
                 session.config = config
             try:
-                return drive_sessions(jobs, config, self.sessions, sink, stop=threading.Event(),
+                return drive_sessions(jobs, config, self.sessions, sink, stop=stop or threading.Event(),
                                       start_loop=self._start_loop)
             finally:
                 # While the caller reads the traces: the last solution's process killed, a fresh one waiting.

@@ -156,15 +156,42 @@ def time_baselines(run: WorkloadRun, reference_ms: float | None, method: str) ->
     if (config.baseline_shipped and problem.baseline_path is not None) or config.baseline_compile:
         session.trim(session.candidate, declared_set_bytes(problem, run.workload))
     if config.baseline_shipped and problem.baseline_path is not None:
-        baselines["shipped"] = _time_shipped(run, problem, seeds, timing, method)
+        baselines["shipped"] = _reused(run, "shipped", timing,
+                                       lambda: _time_shipped(run, problem, seeds, timing, method))
     if config.baseline_compile:
-        try:
-            reply = session.ask_timed(session.reference, msg.TimeCompiled(workload=run.wdata, seeds=seeds, config=timing,
-                                                                          checked_outputs=0), config.compile_timeout_s)
-            baselines["compile"] = summarize(reply.samples_ms, method=method).median_ms
-        except StepFailed as exc:
-            run.warnings.append(f"torch.compile baseline unavailable ({exc.status.value}): {exc.log.strip()[-300:]}")
+        baselines["compile"] = _reused(run, "compile", timing, lambda: _time_compiled(run, seeds, timing, method))
     return baselines
+
+
+def _reused(run: WorkloadRun, kind: str, timing: TimingConfig, measure) -> float | None:
+    """A baseline's median, measured by `measure`, or the one a service measured before on the same facts
+    (`serve.reference_cache`: set as the session's `reference_timings` by a service, absent elsewhere)."""
+    cache = getattr(run.session, "reference_timings", None)
+    if cache is None:
+        return measure()
+    key = cache.key(run.problem, run.workload.uuid, kind, run.session.environment, run.session.device,
+                    run.config.lock_clocks, f"{timing!r} sets={run.config.timed_input_sets}")
+    found = cache.get(key)
+    if found is not None:
+        run.warnings.append(f"{kind} baseline time reused from this service's earlier measurement on the same "
+                            f"GPU, clocks, torch and settings")
+        return found
+    measured = measure()
+    if measured is not None:
+        cache.put(key, measured)
+    return measured
+
+
+def _time_compiled(run: WorkloadRun, seeds: list[int], timing: TimingConfig, method: str) -> float | None:
+    """The median time of torch.compile of the reference; None (and a warning saying why) when unavailable."""
+    try:
+        reply = run.session.ask_timed(run.session.reference,
+                                      msg.TimeCompiled(workload=run.wdata, seeds=seeds, config=timing, checked_outputs=0),
+                                      run.config.compile_timeout_s)
+    except StepFailed as exc:
+        run.warnings.append(f"torch.compile baseline unavailable ({exc.status.value}): {exc.log.strip()[-300:]}")
+        return None
+    return summarize(reply.samples_ms, method=method).median_ms
 
 
 def _time_shipped(run: WorkloadRun, problem: Problem, seeds: list[int], timing: TimingConfig,

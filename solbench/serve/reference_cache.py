@@ -1,0 +1,74 @@
+"""The reference's results reused across the candidates of a problem, for the service's lifetime and after.
+
+Every candidate of a problem is timed against the same baselines (the problem's shipped optimised baseline,
+torch.compile of the reference), measured in the trusted reference worker. A one-off run measures them again
+for every candidate; the service measures each once per (definition hash, workload, GPU, clocks, torch
+version, timing settings) and reuses it. The file lives in the service's own folder, which no worker can
+write (each worker writes only its scratch folder: worker/sandbox.py), and a trace that got a reused time
+says so in its warnings.
+
+Not reused: the eager reference's time, measured in blocks interleaved with the candidate's so that drift
+hits both alike (docs/timing.md), and the reference's outputs, which never leave the reference worker.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from pathlib import Path
+
+from solbench.spec.errors import SpecError
+from solbench.spec.problem import Problem, baseline_solution
+
+
+def definition_hash(problem: Problem) -> str:
+    """What the reference computes: the definition (with its reference code), not its folder."""
+    payload = json.dumps(problem.definition.to_dict(), sort_keys=True, default=str)
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+class ReferenceTimings:
+    """Baseline medians (ms) by key, kept in memory and in `path` (JSON, rewritten whole on each new entry)."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self.hits = 0
+        try:
+            self._times: dict[str, float] = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            self._times = {}
+
+    @staticmethod
+    def key(problem: Problem, workload_uuid: str, kind: str, environment: dict | None, device: str,
+            clocks_locked: bool, settings: str) -> str:
+        """The facts a baseline time depends on, hashed; `kind` is "shipped" or "compile", `settings` the
+        timing settings and input sets the block ran with."""
+        environment = environment or {}
+        baseline = ""
+        if kind == "shipped":
+            try:
+                solution = baseline_solution(problem)
+            except SpecError:  # unusable: measuring it says why, and nothing is stored
+                solution = None
+            baseline = solution.content_hash() if solution is not None else ""
+        facts = [definition_hash(problem), workload_uuid, kind, baseline, device, environment.get("hardware"),
+                 environment.get("torch"), environment.get("cuda"), clocks_locked, settings]
+        return hashlib.sha256(json.dumps(facts, default=str).encode()).hexdigest()
+
+    def get(self, key: str) -> float | None:
+        with self._lock:
+            found = self._times.get(key)
+            if found is not None:
+                self.hits += 1
+            return found
+
+    def put(self, key: str, median_ms: float) -> None:
+        with self._lock:
+            self._times[key] = median_ms
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            temporary = self.path.with_name(self.path.name + ".tmp")
+            temporary.write_text(json.dumps(self._times))
+            os.replace(temporary, self.path)
