@@ -10,6 +10,7 @@ still leaves clocks locked; `nvidia-smi -rgc -rmc` undoes that by hand).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -234,3 +235,21 @@ class ClockLock:
 
     def __exit__(self, *exc_info: object) -> None:
         self.restore()
+
+
+def lock_device_clocks(devices: list[str], make_lock: Callable[[int], Any] | None = None) -> contextlib.ExitStack:
+    """Lock the clocks of every CUDA device in `devices`; the stack restores them on exit.
+
+    A lock that fails (no permission, clocks that do not settle) restores what was locked and
+    raises ClockLockError: a run asked to be measured at locked clocks must not silently run without.
+    """
+    make_lock = make_lock or ClockLock
+    stack = contextlib.ExitStack()
+    try:
+        for device in devices:
+            if device.startswith("cuda"):
+                stack.enter_context(make_lock(int(device.split(":")[1]) if ":" in device else 0))
+    except BaseException:
+        stack.close()
+        raise
+    return stack
