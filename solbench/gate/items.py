@@ -43,7 +43,7 @@ class SolutionFile(pytest.File):
     solution: Any = None
 
     def collect(self):
-        from solbench.orchestrator.jobs import problem_of_solution_file
+        from solbench.orchestrator.jobs import make_job, problem_of_solution_file
         from solbench.spec.errors import SpecError
         from solbench.spec.solution import load_solution
 
@@ -60,8 +60,7 @@ class SolutionFile(pytest.File):
         except SpecError as exc:
             yield BrokenSolutionItem.from_parent(self, name="load", message=str(exc))
             return
-        limit = state.option("solbench_max_workloads")
-        workloads = problem.workloads[:limit] if limit else problem.workloads
+        workloads = make_job(problem, None, state.run_config.max_workloads).workloads
         for workload, label in zip(workloads, workload_labels(workloads), strict=True):
             yield WorkloadItem.from_parent(self, name=f"{problem.name}[{label}]", workload_uuid=workload.uuid)
         if state.baseline is not None:
