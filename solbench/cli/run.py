@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from solbench.languages import solution_file_suffixes
 from solbench.orchestrator.config import (
     RunConfig,
     auto_fallback_note,
@@ -18,7 +19,7 @@ from solbench.orchestrator.config import (
     configure,
     devices_from_options,
 )
-from solbench.orchestrator.jobs import SOLUTION_SUFFIXES, Job, build_jobs, repo_default
+from solbench.orchestrator.jobs import Job, build_jobs, repo_default
 from solbench.orchestrator.options import add_options, given_options
 from solbench.orchestrator.timeline import RunTimeline
 from solbench.report.table import output_console, print_results
@@ -64,7 +65,7 @@ def job_target(args: argparse.Namespace) -> tuple[Path, list[Path] | None]:
         target, solutions = args.problem, args.solution
     if not target.exists():
         raise SpecError(f"{target} does not exist")
-    if target.is_file() and target.suffix in SOLUTION_SUFFIXES and target.name != "definition.json":
+    if target.is_file() and target.suffix in solution_file_suffixes() and target.name != "definition.json":
         raise SpecError(f"{target} is a file, not a problem folder: did you mean `--solution {target}`?")
     return target, solutions
 
