@@ -15,10 +15,10 @@ interpreter and drifts from run to run. That host time is measured too (`host_ms
 launch outlasted the hold are counted (`exposed`): their event time includes host latency.
 
 Robustness against the code being timed (it shares this process): the functions used here are
-captured at import into private names, so replacing `torch.cuda.Event.record` or
+captured at import into private names (`captured.py`), so replacing `torch.cuda.Event.record` or
 `time.perf_counter_ns` afterwards changes nothing here, and `integrity_violations()` reports that it
 happened. A host wall clock around each timed block catches event times that add up to more than
-the time that really passed.
+the time that really passed. The calls of a block, under that protocol, are `call_loop.CallSession`'s.
 """
 
 from __future__ import annotations
