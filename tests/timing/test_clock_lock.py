@@ -160,3 +160,14 @@ def test_unsupported_preset_memory_clock_uses_nearest():
     fake = FakeNvml([FakeGpu(name="NVIDIA H100 PCIe", supported_mem_mhz=[1600, 1200], max_mem_mhz=1600)])
     with _lock(fake) as lock:
         assert lock.state.mem_mhz == 1600 and lock.state.notes
+
+
+@pytest.mark.gpu
+def test_the_running_gpu_finds_its_lock_clocks_in_its_spec():
+    """On a GPU with a spec (H100, H200, B200, A100): the name NVML reports finds the spec, and with it the
+    clocks --lock-clocks would set (nothing is locked here)."""
+    from solbench.sol.hardware import detect_spec, device_name
+
+    spec = detect_spec(0)
+    preset = find_preset(device_name(0), env={})
+    assert preset is not None and (preset.match, preset.sm_mhz) == (spec.name, spec.lock_sm_mhz)
