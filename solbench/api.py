@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from solbench.orchestrator.config import RunConfig, choose_devices, configure
-from solbench.orchestrator.jobs import build_jobs, make_job
+from solbench.orchestrator.jobs import Job, build_jobs, make_job
 from solbench.orchestrator.scheduler import run_jobs
 from solbench.report.traces import TraceFile, read_traces
 from solbench.serve.client import Client, ServiceError
@@ -56,8 +56,15 @@ def evaluate(problem: Problem | str | Path, solution: Solution | str | Path | No
     problem, solution = _resolve(problem, solution)
     config = configure(config, **options)
     trace_file = TraceFile(traces_path) if traces_path else None
-    return run_jobs([make_job(problem, solution, config.max_workloads)], config, choose_devices(config, devices),
-                    trace_file=trace_file)
+    return run_jobs(_jobs(config, problem, solution), config, choose_devices(config, devices), trace_file=trace_file)
+
+
+def _jobs(config: RunConfig, target: Problem | str | Path, solutions: Solution | list | None) -> list[Job]:
+    """The jobs of one call: a problem with one solution (None: its reference), or a dataset folder with its
+    solution files (None: each problem's reference). The workload limit is the config's, read here only."""
+    if isinstance(target, Problem):
+        return [make_job(target, solutions, config.max_workloads)]
+    return build_jobs(Path(target), [Path(s) for s in solutions] if solutions else None, config.max_workloads)
 
 
 def _resolve(problem: Problem | str | Path, solution: Solution | str | Path | None) -> tuple[Problem, Solution | None]:
@@ -79,9 +86,8 @@ def run_dataset(root: str | Path, solutions: list[str | Path] | None = None, *, 
                 **options: Any) -> list[Trace]:
     """Evaluate every problem under `root` (with the given solutions, or each problem's reference)."""
     config = configure(config, **options)
-    jobs = build_jobs(Path(root), [Path(s) for s in solutions] if solutions else None, config.max_workloads)
     trace_file = TraceFile(traces_path) if traces_path else None
-    return run_jobs(jobs, config, choose_devices(config, devices), trace_file=trace_file)
+    return run_jobs(_jobs(config, root, solutions), config, choose_devices(config, devices), trace_file=trace_file)
 
 
 class Evaluator:
@@ -108,7 +114,7 @@ class Evaluator:
         """As `api.evaluate`, on the kept workers."""
         problem, solution = _resolve(problem, solution)
         config = configure(self.config, **options)
-        return self._pool.run([make_job(problem, solution, config.max_workloads)], config,
+        return self._pool.run(_jobs(config, problem, solution), config,
                               trace_file=TraceFile(traces_path) if traces_path else None)
 
     def evaluate_source(self, problem: Problem | str | Path, source: str, filename: str = "solution.py",
@@ -121,8 +127,8 @@ class Evaluator:
                     traces_path: str | Path | None = None, **options: Any) -> list[Trace]:
         """As `api.run_dataset`, on the kept workers."""
         config = configure(self.config, **options)
-        jobs = build_jobs(Path(root), [Path(s) for s in solutions] if solutions else None, config.max_workloads)
-        return self._pool.run(jobs, config, trace_file=TraceFile(traces_path) if traces_path else None)
+        return self._pool.run(_jobs(config, root, solutions), config,
+                              trace_file=TraceFile(traces_path) if traces_path else None)
 
     def worker_pids(self) -> dict[str, dict[str, int | None]]:
         """Per device, the process ids of the kept workers (reference, solution, spare; None: not running)."""

@@ -22,6 +22,7 @@ import pytest
 from solbench.gate import integrity
 from solbench.gate.items import NotATestModule, SolutionFile, is_solution_file
 from solbench.gate.state import STATE_KEY, SolbenchState, selected_workloads, state_of
+from solbench.orchestrator.options import add_options
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -29,7 +30,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--solbench", action="store_true",
                     help="collect solution files (.json, or .py/.cu naming their problem) as tests")
     group.addoption("--solbench-problems", metavar="DIR", help="problem folders (default: ./problem_defs)")
-    group.addoption("--solbench-device", default="auto", help="auto, cpu, cuda or cuda:N (default: auto)")
     group.addoption("--solbench-traces", metavar="FILE", help="append the traces here (JSON Lines)")
     group.addoption("--solbench-benchmark-json", metavar="FILE",
                     help="also write the timings in pytest-benchmark's JSON format (for pytest-benchmark compare)")
@@ -41,16 +41,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "(e.g. 5%% or 0.05) and beyond the measured noise (default 5%%)")
     group.addoption("--solbench-require-gpu", action="store_true",
                     help="fail (instead of skip) what cannot run without a GPU, and everything when none is visible")
-    group.addoption("--solbench-max-workloads", type=int, metavar="N", help="only the first N workloads per problem")
-    group.addoption("--solbench-no-cuda-graphs", action="store_true",
-                    help="CUDA: time every call as launched, not replays of its CUDA graph (docs/timing.md)")
-    group.addoption("--solbench-no-strict", action="store_true",
-                    help="judge with the official tolerance rules only; by default a CI gate also fails what the "
-                         "numerics flags catch (far outliers, mismatches in whole rows/columns, systematic bias)")
-    group.addoption("--solbench-cluster", metavar="ADDRESS",
-                    help="run over a Ray cluster: auto, ray, ray://HOST:PORT or HOST:PORT (docs/cluster.md)")
-    group.addoption("--solbench-quick", action="store_true",
-                    help="smoke-test timing (1 trial, 3 iterations); timings are not meaningful")
+    add_options(group.addoption, "plugin")  # the run options of `solbench run`, from the one table
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -112,7 +103,7 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
 
     baseline = config.getoption("solbench_baseline")
     gate = (f", baseline {baseline} (max regression {state.max_regression:.1%})" if state.baseline is not None else "")
-    lines = [f"solbench: problems {state.problems_dir}, device {config.getoption('solbench_device')}{gate}"]
+    lines = [f"solbench: problems {state.problems_dir}, device {state.run_config.device}{gate}"]
     note = older_format_note(state.baseline, baseline) if state.baseline is not None else None
     return lines + ([f"solbench: note: {note}"] if note else [])
 

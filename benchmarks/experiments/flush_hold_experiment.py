@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from solbench.timing import timer  # noqa: E402
+from solbench.timing import call_loop, timer  # noqa: E402
 from solbench.timing.config import TimingConfig  # noqa: E402
 
 
@@ -54,7 +54,7 @@ def main() -> int:
         for _ in range(args.repeats):
             for mode in modes:
                 for hold in args.holds_ms:
-                    timer.HOLD_MIN_MS = hold
+                    call_loop.HOLD_MIN_MS = hold
                     cfg = TimingConfig.cuda(l2_flush_mode=mode, iters=100, adaptive=False, max_hold_ms=max(2.0, hold))
                     result = timer.time_iterations(fn, None, dev, cfg)
                     table[(mode, hold)].append(result.stats.median_ms * 1e3)

@@ -10,6 +10,7 @@ import ast
 import re
 from pathlib import PurePosixPath
 
+from solbench.languages import PYTHON_SUFFIXES
 from solbench.spec.solution import Solution
 
 # (pattern name, why it matters)
@@ -106,7 +107,7 @@ _CPP = {
 
 def scan_source(path: str, content: str) -> list[str]:
     """Warnings for one source file, each `path:line: construct (why)`."""
-    if PurePosixPath(path).suffix != ".py":
+    if PurePosixPath(path).suffix not in PYTHON_SUFFIXES:
         return [f"{path}:{_line_of(content, token)}: {token} ({why})" for token, why in _CPP.items() if token in content]
     findings: list[str] = []
     try:

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from solbench.languages import solution_file_suffixes
 from solbench.orchestrator.config import (
     RunConfig,
     auto_fallback_note,
@@ -18,7 +19,8 @@ from solbench.orchestrator.config import (
     configure,
     devices_from_options,
 )
-from solbench.orchestrator.jobs import SOLUTION_SUFFIXES, Job, build_jobs, repo_default
+from solbench.orchestrator.jobs import Job, build_jobs, repo_default
+from solbench.orchestrator.options import add_options, given_options
 from solbench.orchestrator.timeline import RunTimeline
 from solbench.report.table import output_console, print_results
 from solbench.report.traces import TraceFile, default_trace_path
@@ -38,56 +40,9 @@ def register(subparsers) -> None:
     p.add_argument("-o", "--output", type=Path, help="append traces here (JSON Lines); re-running resumes "
                                                     "(default: a new file under .solbench/runs/)")
     p.add_argument("--json", action="store_true", help="print traces as JSON lines on stdout instead of tables")
-    p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default: auto)")
+    add_options(p.add_argument, "cli")  # every run option, from the one table (RunConfig's fields)
     p.add_argument("--devices", help="comma-separated CUDA device indices to spread the work over "
                                       "(default: all visible when --device is auto or cuda)")
-    p.add_argument("--cluster", metavar="ADDRESS",
-                   help="run over a Ray cluster, one actor per GPU: auto (a running cluster, else a local one), "
-                        "ray (a running one), ray://HOST:PORT or HOST:PORT; needs solbench[ray] (docs/cluster.md)")
-    p.add_argument("--cluster-actors", type=int, metavar="N",
-                   help="with --cluster: at most N session actors (default: one per GPU of the cluster)")
-    p.add_argument("--max-workloads", type=int, help="only the first N workloads of each problem")
-    p.add_argument("--trials", type=int, default=3, help="correctness trials per workload (default 3)")
-    p.add_argument("--warmup", type=int, help="minimum warm-up calls per timed block")
-    p.add_argument("--iters", type=int, help="minimum timed iterations per timed block")
-    p.add_argument("--no-adaptive", action="store_true", help="time exactly --iters iterations")
-    p.add_argument("--target-ci", type=float, help="stop timing when the median's CI half-width is below this "
-                                                   "fraction of the median (default: the timer's)")
-    p.add_argument("--max-time", type=float, help="seconds of adaptive timing per timed block (default: the timer's)")
-    p.add_argument("--fresh-inputs-budget", type=float, metavar="SECONDS",
-                   help="time per timed block spent drawing fresh inputs for every call (default 3); "
-                        "0 rotates the fixed timed input sets instead (flagged timed_inputs_fixed)")
-    p.add_argument("--no-launch-hold", action="store_true",
-                   help="CUDA: do not hold the stream while the host queues each timed call; event times then "
-                        "include this host's launch latency (see docs/timing.md)")
-    p.add_argument("--cuda-graphs", action=argparse.BooleanOptionalAction, default=True,
-                   help="CUDA: capture each call as a CUDA graph and time its replays (solution, reference and "
-                        "baselines alike; default on); calls that cannot be captured are timed as launched, "
-                        "flagged cuda_graph_unavailable. --no-cuda-graphs times every call as launched "
-                        "(see docs/timing.md)")
-    p.add_argument("--timing-rounds", type=int, default=2,
-                   help="interleaved reference/solution timed blocks per workload (default 2)")
-    p.add_argument("--no-reference-timing", action="store_true", help="do not time the reference")
-    p.add_argument("--strict", action="store_true",
-                   help="fail outputs the official tolerance accepts but the numerics flags catch (far outliers, "
-                        "mismatches concentrated in whole rows or columns, a systematic bias); see docs/anticheat.md")
-    p.add_argument("--timeout", type=float, default=300.0, help="seconds per worker request (default 300)")
-    p.add_argument("--compile-timeout", type=float, default=600.0, help="seconds to build a CUDA solution")
-    p.add_argument("--data-root", type=Path, action="append", default=[],
-                   help="folder to resolve safetensors inputs against; repeatable")
-    p.add_argument("--seed", type=int, help="input seed (default: a secret random seed per run)")
-    p.add_argument("--hw", help="hardware spec for speed-of-light figures (default: detect)")
-    p.add_argument("--baseline", choices=("eager", "compile"), default="eager",
-                   help="baselines to time besides the eager reference and the problem's shipped baseline "
-                        "(reference_impls/<group>/<name>.baseline.py or <problem>/baseline.py): "
-                        "'compile' adds torch.compile of the reference")
-    p.add_argument("--no-shipped-baseline", action="store_true",
-                   help="do not time the optimised baseline shipped with a problem")
-    p.add_argument("--baseline-csv", type=Path, help="published baseline times (columns workload_uuid, baseline_ms); "
-                                                     "the score's baseline is the fastest of these and the measured "
-                                                     "reference")
-    p.add_argument("--lock-clocks", action="store_true",
-                   help="lock each GPU's clocks (NVML presets) for the run and restore them after; needs root")
     p.add_argument("--timeline", action="store_true",
                    help="print, at the end (stderr), when the run reached each stage: seconds since the process "
                         "started, to see the start-up and tear-down outside the progress bar")
@@ -96,15 +51,7 @@ def register(subparsers) -> None:
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
     """The command line's options, named as every door names them (`orchestrator.config.configure`)."""
-    return configure(device=args.device, trials=args.trials, warmup=args.warmup, iters=args.iters,
-                     adaptive=not args.no_adaptive, target_rel_ci=args.target_ci, max_time_s=args.max_time,
-                     fresh_inputs_budget_s=args.fresh_inputs_budget, launch_hold=not args.no_launch_hold,
-                     cuda_graphs=args.cuda_graphs, timing_rounds=args.timing_rounds,
-                     time_reference=not args.no_reference_timing, strict=args.strict, timeout_s=args.timeout,
-                     compile_timeout_s=args.compile_timeout, max_workloads=args.max_workloads,
-                     data_roots=list(args.data_root), seed=args.seed, hw=args.hw, lock_clocks=args.lock_clocks,
-                     baseline_shipped=not args.no_shipped_baseline, baseline_compile=args.baseline == "compile",
-                     baseline_csv=args.baseline_csv, cluster=args.cluster, cluster_actors=args.cluster_actors)
+    return configure(**given_options(lambda dest: getattr(args, dest), "cli"))
 
 
 def job_target(args: argparse.Namespace) -> tuple[Path, list[Path] | None]:
@@ -118,7 +65,7 @@ def job_target(args: argparse.Namespace) -> tuple[Path, list[Path] | None]:
         target, solutions = args.problem, args.solution
     if not target.exists():
         raise SpecError(f"{target} does not exist")
-    if target.is_file() and target.suffix in SOLUTION_SUFFIXES and target.name != "definition.json":
+    if target.is_file() and target.suffix in solution_file_suffixes() and target.name != "definition.json":
         raise SpecError(f"{target} is a file, not a problem folder: did you mean `--solution {target}`?")
     return target, solutions
 
@@ -187,7 +134,8 @@ def run_command(args: argparse.Namespace) -> int:
     workers: list = []  # the devices' worker pairs, started early; the run takes them, else killed below
     try:
         try:
-            workers = start_workers_early(args, devices_from_options(args.device, args.devices, args.cluster),
+            workers = start_workers_early(args, devices_from_options(args.device or RunConfig.device, args.devices,
+                                                                          args.cluster),
                                           timeline)
             config = config_from_args(args)
             devices = choose_devices(config, args.devices)

@@ -5,17 +5,20 @@ from __future__ import annotations
 import json
 import multiprocessing
 import sys
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
-from solbench.orchestrator.config import DEFAULT_SOL_HW
+from solbench.orchestrator.config import DEFAULT_SOL_HW, RunConfig, cuda_available, sol_hardware
+from solbench.orchestrator.jobs import make_job
 from solbench.report.table import output_console
-from solbench.sol.hardware import HardwareSpec, UnknownHardwareError, detect_spec, load_spec
+from solbench.sol.hardware import HardwareSpec, detect_spec
 from solbench.spec.errors import SpecError
 from solbench.spec.problem import discover_problems, load_problem
+from solbench.spec.solution import load_solution
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 CONVENTIONS = ("strict", "solar")  # solbench.sol.analyser.CONVENTIONS, without importing torch to build --help
@@ -25,7 +28,10 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("sol", help="speed-of-light bounds (FLOPs, bytes, T_SOL) of a problem's workloads")
     p.add_argument("problem", type=Path, help="problem folder (definition.json + workload.jsonl), "
                                               "or a folder of problems")
-    p.add_argument("--hw", help=f"hardware spec (default: the running GPU, or {DEFAULT_SOL_HW} without one)")
+    p.add_argument("--hw", help=f"hardware spec (default: the running GPU; without one, the --solution's "
+                                f"target_hardware, else {DEFAULT_SOL_HW})")
+    p.add_argument("--solution", type=Path, help="a solution file whose target_hardware names the GPU to show "
+                                                 "bounds for where no GPU is running and no --hw is given")
     p.add_argument("--convention", choices=CONVENTIONS, default="strict",
                    help="convention shown in the table (--json gives both)")
     p.add_argument("--json", action="store_true", help="one JSON record per workload")
@@ -36,24 +42,15 @@ def register(subparsers) -> None:
     p.set_defaults(func=sol_command)
 
 
-def pick_hardware(name: str | None, err: Console) -> HardwareSpec:
-    """--hw NAME, else the running GPU; without any GPU the leaderboard's B200 (said on stderr)."""
-    if name:
-        return load_spec(name)
-    try:
-        return detect_spec()
-    except UnknownHardwareError as exc:
-        try:
-            import torch
-
-            has_gpu = torch.cuda.is_available()
-        except ImportError:
-            has_gpu = False
-        if has_gpu:
-            raise
-        err.print(f"no GPU detected; using {DEFAULT_SOL_HW} (pass --hw NAME to choose)")
-        del exc
-        return load_spec(DEFAULT_SOL_HW)
+def pick_hardware(name: str | None, err: Console, target_hardware: Sequence[str] = ()) -> HardwareSpec:
+    """--hw NAME, else the running GPU, else the solution's target GPU or B200 (said on stderr): the choice
+    `solbench run` makes (`orchestrator.config.sol_hardware`)."""
+    on_gpu = not name and cuda_available()
+    running = detect_spec() if on_gpu else None  # a GPU without a spec is an error, never a guess
+    hw = sol_hardware(name, running, on_gpu, target_hardware)
+    if not name and not on_gpu:
+        err.print(f"no GPU detected; using {hw.name} (pass --hw NAME to choose)")
+    return hw
 
 
 def workload_record(problem, workload, hw: HardwareSpec, use_cache: bool = True) -> dict:
@@ -86,12 +83,11 @@ def sol_command(args) -> int:
         if not paths:
             raise SpecError(f"no problems under {args.problem}")
         problems = [load_problem(p) for p in paths]
-        hw = pick_hardware(args.hw, err)
+        RunConfig(max_workloads=args.max_workloads)  # the limit is checked where it lives
+        target = load_solution(args.solution).spec.target_hardware if args.solution else ()
+        hw = pick_hardware(args.hw, err, target)
     except SpecError as exc:
         err.print(f"[red]error:[/red] {exc}")
-        return EXIT_BAD_INPUT
-    if args.max_workloads is not None and args.max_workloads < 1:
-        err.print("[red]error:[/red] --max-workloads must be at least 1")
         return EXIT_BAD_INPUT
     if args.jobs < 1:
         err.print("[red]error:[/red] --jobs must be at least 1")
@@ -120,8 +116,7 @@ def _problem_records(task: tuple) -> list[dict]:
     """Every workload record of one problem (a unit of work for --jobs)."""
     path, max_workloads, hw, use_cache = task
     problem = load_problem(path)
-    workloads = problem.workloads[:max_workloads] if max_workloads else problem.workloads
-    return [workload_record(problem, w, hw, use_cache) for w in workloads]
+    return [workload_record(problem, w, hw, use_cache) for w in make_job(problem, None, max_workloads).workloads]
 
 
 def print_table(problem, records: list[dict], hw: HardwareSpec, conv: str) -> None:

@@ -10,7 +10,8 @@ import pytest
 
 from solbench.gate.state import SolbenchFailure, SolbenchState, selected_workloads, state_of
 
-RUN_FUNCTION = {".py": re.compile(r"^def\s+run\s*\(", re.M), ".cu": re.compile(r"\brun\s*\([^;]*\)\s*\{")}
+PYTHON_RUN = re.compile(r"^def\s+run\s*\(", re.M)
+CPP_RUN = re.compile(r"\brun\s*\([^;]*\)\s*\{")
 
 
 class NotATestModule(pytest.File):
@@ -19,9 +20,9 @@ class NotATestModule(pytest.File):
 
 
 def is_solution_file(state: SolbenchState, file_path: Path) -> bool:
-    from solbench.orchestrator.jobs import SOLUTION_SUFFIXES
+    from solbench.languages import PYTHON_SUFFIXES, solution_file_suffixes
 
-    if file_path.suffix not in SOLUTION_SUFFIXES or file_path.name.startswith(("_", ".", "test_", "conftest")):
+    if file_path.suffix not in solution_file_suffixes() or file_path.name.startswith(("_", ".", "test_", "conftest")):
         return False
     if file_path.suffix == ".json":
         if '"sources"' not in file_path.read_text(errors="replace"):
@@ -30,7 +31,7 @@ def is_solution_file(state: SolbenchState, file_path: Path) -> bool:
         from solbench.spec.solution import problem_named_in
 
         text = file_path.read_text(errors="replace")
-        pattern = RUN_FUNCTION.get(file_path.suffix, RUN_FUNCTION[".py"])
+        pattern = PYTHON_RUN if file_path.suffix in PYTHON_SUFFIXES else CPP_RUN
         if problem_named_in(text) is None and not pattern.search(text):
             return False  # a helper module, not a solution
     return bool(state.is_solution_file(file_path))
@@ -43,7 +44,7 @@ class SolutionFile(pytest.File):
     solution: Any = None
 
     def collect(self):
-        from solbench.orchestrator.jobs import problem_of_solution_file
+        from solbench.orchestrator.jobs import make_job, problem_of_solution_file
         from solbench.spec.errors import SpecError
         from solbench.spec.solution import load_solution
 
@@ -60,8 +61,7 @@ class SolutionFile(pytest.File):
         except SpecError as exc:
             yield BrokenSolutionItem.from_parent(self, name="load", message=str(exc))
             return
-        limit = state.option("solbench_max_workloads")
-        workloads = problem.workloads[:limit] if limit else problem.workloads
+        workloads = make_job(problem, None, state.run_config.max_workloads).workloads
         for workload, label in zip(workloads, workload_labels(workloads), strict=True):
             yield WorkloadItem.from_parent(self, name=f"{problem.name}[{label}]", workload_uuid=workload.uuid)
         if state.baseline is not None:

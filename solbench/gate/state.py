@@ -116,15 +116,11 @@ class SolbenchState:
         """The plugin's options, named as every door names them (`orchestrator.config.configure`); an
         explicit request that cannot be met (`--solbench-device cuda` without a GPU) is a usage error."""
         from solbench.orchestrator.config import choose_devices, configure
+        from solbench.orchestrator.options import gate_base, given_options
         from solbench.spec.errors import SpecError
 
         try:
-            self.run_config = configure(device=self.option("solbench_device"),
-                                        max_workloads=self.option("solbench_max_workloads"),
-                                        cuda_graphs=not self.option("solbench_no_cuda_graphs"),
-                                        quick=self.option("solbench_quick"),
-                                        strict=not self.option("solbench_no_strict"),
-                                        cluster=self.option("solbench_cluster"))
+            self.run_config = configure(gate_base(), **given_options(self.option, "plugin"))
             if self.run_config.device != "auto":
                 self.devices = choose_devices(self.run_config, None)
         except SpecError as exc:

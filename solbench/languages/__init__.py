@@ -92,6 +92,11 @@ class Language:
         return None
 
 
+# File suffixes: this is their one home (the spec, the job builder and the gate read them from here).
+PYTHON_SUFFIXES = (".py",)  # a Python-hosted language's entry file and modules
+COMPILED_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx", ".c")  # translation units a compiled language builds
+HEADER_SUFFIXES = (".h", ".hpp", ".cuh")  # C++ sources that are included, never built alone
+
 _REGISTRY: dict[str, Language] = {}
 _DISCOVERED = False
 
@@ -137,7 +142,6 @@ def for_solution(solution: Solution) -> Language:
     return languages[0]
 
 
-COMPILED_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx", ".c")
 _INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
 
 
@@ -148,12 +152,12 @@ def contradicted_by_sources(language: Language, solution: Solution) -> str | Non
     if language.compiled and not any(Path(s.path).suffix in COMPILED_SUFFIXES for s in solution.sources):
         return (f"declares language {language.name}, a compiled language, but has no "
                 f"{'/'.join(COMPILED_SUFFIXES)} source")
-    if not language.compiled and Path(entry).suffix != ".py":
+    if not language.compiled and Path(entry).suffix not in PYTHON_SUFFIXES:
         return f"declares language {language.name}, a Python language, but its entry file {entry} is not a .py file"
     if language.marker_imports:
         imported: set[str] = set()
         for source in solution.sources:
-            if source.path.endswith(".py"):
+            if Path(source.path).suffix in PYTHON_SUFFIXES:
                 try:
                     imported |= imported_modules(ast.parse(source.content))
                 except SyntaxError:
@@ -219,3 +223,14 @@ def for_bare_file(suffix: str, imported: Iterable[str], default: str) -> str:
         if is_marked_by(language, imported):
             return language.name
     return default
+
+
+def solution_file_suffixes() -> tuple[str, ...]:
+    """The files taken for solutions where a folder is searched: solution JSON, bare Python files, and bare
+    files with a compiled language's own suffixes (`Language.suffixes`: `.cu` for CUDA C++)."""
+    return (".json",) + PYTHON_SUFFIXES + tuple(s for language in known() for s in language.suffixes)
+
+
+def bare_file_suffixes() -> tuple[str, ...]:
+    """The suffixes a bare source file may have to be wrapped as a solution (any Python or C++ source)."""
+    return PYTHON_SUFFIXES + COMPILED_SUFFIXES + HEADER_SUFFIXES

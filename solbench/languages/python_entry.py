@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from solbench.languages import LoadError
+from solbench.languages import PYTHON_SUFFIXES, LoadError
 
 if TYPE_CHECKING:
     from solbench.spec.solution import Solution
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 def load_python_entry(solution: Solution, source_dir: Path, device: str, timeout_s: float) -> Callable:
     entry = PurePosixPath(solution.spec.entry_file)
-    if entry.suffix != ".py":
+    if entry.suffix not in PYTHON_SUFFIXES:
         raise LoadError(f"entry point {solution.spec.entry_point!r} of a Python language must be a .py file")
     # Sibling modules of the solution are importable, but only after the standard library and
     # installed packages: a source named `torch.py` or `json.py` cannot shadow them.

@@ -23,10 +23,10 @@ from pathlib import Path
 
 from solbench.orchestrator.config import RunConfig, cuda_available, no_gpu_reason
 from solbench.orchestrator.process import WorkerProcess
-from solbench.orchestrator.scheduler import lock_device_clocks
 from solbench.orchestrator.shipping import ShippedProblem, unpack_problem
 from solbench.spec.errors import SpecError
 from solbench.spec.solution import Solution
+from solbench.timing.clock_lock import lock_device_clocks
 
 
 def node_device(config: RunConfig, gpu: bool = False) -> str:

@@ -12,12 +12,12 @@ import csv
 import os
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from solbench.orchestrator.devices import cuda_device_count
-from solbench.sol.hardware import UnknownHardwareError, load_spec
+from solbench.sol.hardware import HardwareSpec, UnknownHardwareError, load_spec
 from solbench.spec.errors import SpecError
 from solbench.timing.config import TimingConfig
 
@@ -31,42 +31,90 @@ class DeviceUnavailableError(SpecError):
     """A device was asked for by name and this machine cannot provide it (no silent fallback)."""
 
 
+@dataclass(frozen=True)
+class Option:
+    """How a `RunConfig` field is offered to users: the one option table that `solbench run`'s flags and the
+    pytest plugin's options are generated from (`orchestrator.options`). The CLI's flag is `--FLAG`, the
+    plugin's `--solbench-FLAG` (`plugin_flag` where that name is taken by a gate-only option); a bool field
+    gets `--FLAG` and `--no-FLAG`, or, with `choices`, one flag taking the false word or the true one."""
+
+    flag: str
+    help: str
+    metavar: str | None = None
+    choices: tuple[str, str] | None = None  # a bool field's (false, true) words: --baseline eager|compile
+    repeat: bool = False  # a list field: the flag may be given several times
+    gate_default: Any = None  # the pytest gate's default, where it differs from the field's (its help says why)
+    plugin_flag: str | None = None
+
+
+def option(flag: str, help: str, default: Any = MISSING, **details: Any) -> Any:
+    """A `RunConfig` field offered as an option (`Option`); a list field defaults to a new empty list."""
+    metadata = {"option": Option(flag, help, **details)}
+    if default is MISSING:
+        return field(default_factory=list, metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
 @dataclass
 class RunConfig:
-    device: str = "auto"  # "auto", "cpu", "cuda" or "cuda:N"
-    trials: int = 3  # correctness trials per workload, each with fresh inputs
-    warmup: int | None = None  # None: the timer's default for the device
-    iters: int | None = None  # minimum timed iterations per block; None: the timer's default
-    adaptive: bool = True  # keep timing until the median's confidence interval is tight
-    target_rel_ci: float | None = None  # None: the timer's default
-    max_time_s: float | None = None  # adaptive budget per timed block; None: the timer's default
-    fresh_inputs_budget_s: float | None = None  # per timed block; 0: rotate the fixed timed sets (flagged)
-    launch_hold: bool = True  # CUDA: time calls with their launch queued ahead (see solbench.timing.timer)
-    cuda_graphs: bool = True  # CUDA: time replays of the call captured as a CUDA graph (docs/timing.md)
-    timing_rounds: int = 2  # interleaved reference/solution blocks, so drift hits both alike
+    device: str = option("device", "auto (every visible GPU, else the CPU), cpu, cuda or cuda:N", "auto")
+    trials: int = option("trials", "correctness trials per workload, each with fresh inputs", 3, metavar="N")
+    warmup: int | None = option("warmup", "minimum warm-up calls per timed block (default: the timer's for the "
+                                "device)", None, metavar="N")
+    iters: int | None = option("iters", "minimum timed iterations per timed block (default: the timer's)", None,
+                               metavar="N")
+    adaptive: bool = option("adaptive", "keep timing until the median's confidence interval is tight "
+                            "(--no-adaptive: exactly --iters iterations)", True)
+    target_rel_ci: float | None = option("target-ci", "stop timing when the median's CI half-width is below this "
+                                         "fraction of the median (default: the timer's)", None, metavar="X")
+    max_time_s: float | None = option("max-time", "seconds of adaptive timing per timed block (default: the "
+                                      "timer's)", None, metavar="SECONDS")
+    fresh_inputs_budget_s: float | None = option(
+        "fresh-inputs-budget", "time per timed block spent drawing fresh inputs for every call (default 3); 0 "
+        "rotates the fixed timed input sets instead (flagged timed_inputs_fixed)", None, metavar="SECONDS")
+    launch_hold: bool = option("launch-hold", "CUDA: hold the stream while the host queues each timed call, so "
+                               "event times exclude this host's launch latency (docs/timing.md)", True)
+    cuda_graphs: bool = option("cuda-graphs", "CUDA: capture each call as a CUDA graph and time its replays "
+                               "(solution, reference and baselines alike); calls that cannot be captured are timed "
+                               "as launched, flagged cuda_graph_unavailable (docs/timing.md)", True)
+    timing_rounds: int = option("timing-rounds", "interleaved reference/solution timed blocks per workload, so "
+                                "drift hits both alike", 2, metavar="N")
     timed_input_sets: int = 2  # distinct input sets rotated through the timed iterations
     checked_timed_outputs: int = 3  # timed iterations whose outputs are verified too
-    time_reference: bool = True
-    strict: bool = False  # numerics flags (outliers, concentrated mismatches, bias) fail a workload (docs/anticheat.md)
-    timeout_s: float = 300.0  # per request to a worker (one trial, one timed block)
-    compile_timeout_s: float = 600.0
-    max_workloads: int | None = None  # only the first N workloads of each problem (applied to the jobs)
-    data_roots: list[Path] = field(default_factory=list)
-    seed: int | None = None  # None: a secret seed per run
-    hw: str | None = None  # hardware spec for speed-of-light figures; None: detect
-    lock_clocks: bool = False  # lock each GPU's clocks (NVML, per-GPU presets) for the run; restored after
-    baseline_shipped: bool = True  # time the optimised baseline shipped with a problem, where there is one
-    baseline_compile: bool = False  # also time torch.compile of the reference as a baseline
+    time_reference: bool = option("reference-timing", "time the reference", True)
+    strict: bool = option("strict", "fail outputs the official tolerance accepts but the numerics flags catch (far "
+                          "outliers, mismatches concentrated in whole rows or columns, a systematic bias; "
+                          "docs/anticheat.md). A run reports them by default; the CI gate fails them by default, "
+                          "as a gate guards what is merged", False, gate_default=True)
+    timeout_s: float = option("timeout", "seconds per worker request (one trial, one timed block)", 300.0,
+                              metavar="SECONDS")
+    compile_timeout_s: float = option("compile-timeout", "seconds to build a CUDA solution", 600.0,
+                                      metavar="SECONDS")
+    max_workloads: int | None = option("max-workloads", "only the first N workloads of each problem", None,
+                                       metavar="N")
+    data_roots: list[Path] = option("data-root", "folder to resolve safetensors inputs against; repeatable",
+                                    metavar="DIR", repeat=True)
+    seed: int | None = option("seed", "input seed (default: a secret random seed per run)", None, metavar="N")
+    hw: str | None = option("hw", "hardware spec for speed-of-light figures (default: the running GPU's; without "
+                            "one, the solution's target_hardware, else B200); `solbench hw list`", None, metavar="NAME")
+    lock_clocks: bool = option("lock-clocks", "lock each GPU's clocks (from its hardware spec, NVML) for the run "
+                               "and restore them after; needs root", False)
+    baseline_shipped: bool = option("shipped-baseline", "time the optimised baseline shipped with a problem "
+                                    "(reference_impls/<group>/<name>.baseline.py or <problem>/baseline.py)", True)
+    baseline_compile: bool = option("baseline", "baselines to time besides the eager reference and the shipped "
+                                    "baseline: 'compile' adds torch.compile of the reference", False,
+                                    choices=("eager", "compile"), plugin_flag="baseline-timing")
     baseline_ms: dict[str, float] = field(default_factory=dict)  # workload uuid -> published baseline time
     # On a GPU, solution outputs of at least this many bytes reach the reference worker by CUDA IPC
     # instead of as bytes through the orchestrator (solbench.worker.transfer); None: always bytes. On an
     # H100 (benchmarks/judge_transfer.py, 3 trials and 4 checked outputs) the two paths cost the same at
     # 2 and 8 MiB, and IPC saved 0.2 s per workload at 24 MiB and 0.46 s at 48 MiB.
     ipc_min_bytes: int | None = 16 << 20
-    # Ray (docs/cluster.md): "auto" (a running cluster, else a local one), "ray" (a running one),
-    # "ray://HOST:PORT" (Ray client) or "HOST:PORT" (the head's GCS); None: this host's devices only.
-    cluster: str | None = None
-    cluster_actors: int | None = None  # at most this many session actors; None: one per GPU (CPU: one per node)
+    cluster: str | None = option("cluster", "run over a Ray cluster, one actor per GPU: auto (a running cluster, "
+                                 "else a local one), ray (a running one), ray://HOST:PORT or HOST:PORT (the head's "
+                                 "GCS); needs solbench[ray] (docs/cluster.md)", None, metavar="ADDRESS")
+    cluster_actors: int | None = option("cluster-actors", "with --cluster: at most N session actors (default: one "
+                                        "per GPU of the cluster; on CPUs one per node)", None, metavar="N")
 
     def __post_init__(self) -> None:
         if self.trials < 1:
@@ -209,7 +257,7 @@ def auto_fallback_note(config: RunConfig, devices: list[str]) -> str | None:
     return None
 
 
-def default_sol_hardware(declared: tuple[str, ...] | list[str] | None) -> str:
+def default_sol_hardware(declared: Sequence[str] | None) -> str:
     """The GPU whose speed-of-light bounds a run shows when it runs on none and names none (a CPU run
     without --hw): the first of the solution's `target_hardware` labels that names a known spec (the
     official solutions say B200), else DEFAULT_SOL_HW."""
@@ -219,6 +267,18 @@ def default_sol_hardware(declared: tuple[str, ...] | list[str] | None) -> str:
         except UnknownHardwareError:
             continue  # "LOCAL" and other labels name no spec
     return DEFAULT_SOL_HW
+
+
+def sol_hardware(hw: str | None, running: HardwareSpec | None, on_gpu: bool,
+                 target_hardware: Sequence[str] | None = ()) -> HardwareSpec | None:
+    """The GPU whose speed-of-light bounds a result shows (`solbench run` and `solbench sol` alike): `hw`
+    (--hw) when given; else, on a GPU, the running one (`running`, None where it has no spec); else the
+    solution's target GPU (`default_sol_hardware`). An unknown `hw` raises UnknownHardwareError."""
+    if hw:
+        return load_spec(hw)
+    if on_gpu:
+        return running
+    return load_spec(default_sol_hardware(target_hardware))
 
 
 def read_baseline_csv(path: Path) -> dict[str, float]:

@@ -7,19 +7,16 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from solbench.languages import bare_file_suffixes, solution_file_suffixes
 from solbench.spec.errors import SpecError
 from solbench.spec.problem import Problem, discover_problems, load_problem
 from solbench.spec.solution import (
-    COMPILED_SUFFIXES,
-    PYTHON_SUFFIXES,
     Solution,
     load_solution,
     problem_named_in,
     reference_solution,
 )
 from solbench.spec.workload import Workload
-
-SOLUTION_SUFFIXES = (".json",) + PYTHON_SUFFIXES + (".cu",)
 
 
 @dataclass(frozen=True)
@@ -85,7 +82,7 @@ def solution_files(paths: list[Path]) -> list[Path]:
     files: list[Path] = []
     for path in paths:
         if path.is_dir():
-            files += sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in SOLUTION_SUFFIXES
+            files += sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in solution_file_suffixes()
                             and not _is_json_source(p) and not p.name.startswith(("_", ".")))
         elif path.is_file():
             files.append(path)
@@ -118,7 +115,7 @@ def problem_of_solution_file(path: Path) -> str:
         if not isinstance(data, dict) or not isinstance(data.get("definition"), str):
             raise SpecError(f"{path}: a solution JSON needs a 'definition' naming its problem")
         return data["definition"]
-    if path.suffix in PYTHON_SUFFIXES or path.suffix in COMPILED_SUFFIXES:
+    if path.suffix in bare_file_suffixes():
         name = problem_named_in(path.read_text())
         if name is None:
             raise SpecError(f"{path}: name the problem in a header comment, e.g. '# solbench: problem=NAME'")

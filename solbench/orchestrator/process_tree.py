@@ -1,5 +1,6 @@
-"""A worker's process tree, ended from the outside: what kills a GPU worker's descendants where there is
-neither a PID namespace nor a cgroup of its own (orchestrator/cgroup.py) to do it."""
+"""A process tree from /proc: a worker's, ended from the outside (what kills a GPU worker's descendants where
+there is neither a PID namespace nor a cgroup of its own, orchestrator/cgroup.py, to do it), and the
+children a worker watches for itself (worker/threads.py). Linux only: elsewhere a process has no children here."""
 
 from __future__ import annotations
 
@@ -8,13 +9,28 @@ import signal
 from pathlib import Path
 
 
-def _running(pid: int) -> bool:
+def running(pid: int) -> bool:
     """Alive and not a zombie (a zombie's parent, stopped, would keep it listed)."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             return f.read().rpartition(")")[2].split()[0] != "Z"
     except (OSError, IndexError):
         return False
+
+
+def children(pid: int | str) -> list[int]:
+    """The child processes of `pid` ("self": this process), started from any of its threads."""
+    try:  # a process may end between two reads: it then has no children to list
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return []
+    found: list[int] = []
+    for task in tasks:
+        try:
+            found += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return found
 
 
 def kill_tree(pid: int, rounds: int = 100) -> None:
@@ -26,10 +42,10 @@ def kill_tree(pid: int, rounds: int = 100) -> None:
     except (ProcessLookupError, PermissionError):
         pass
     for _ in range(rounds):
-        running = [child for child in descendants(pid) if _running(child)]
-        if not running:
+        running_now = [child for child in descendants(pid) if running(child)]
+        if not running_now:
             break
-        for child in running:
+        for child in running_now:
             try:
                 os.kill(child, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
@@ -41,19 +57,10 @@ def kill_tree(pid: int, rounds: int = 100) -> None:
 
 
 def descendants(pid: int) -> list[int]:
-    """Child processes of `pid`, recursively (Linux /proc; empty elsewhere)."""
+    """Child processes of `pid`, recursively."""
     found, stack = [], [pid]
     while stack:
-        current = stack.pop()
-        try:  # a process may end between two reads: it then has no children to list
-            tasks = list(Path(f"/proc/{current}/task").iterdir())
-        except OSError:
-            continue
-        for task in tasks:
-            try:
-                children = [int(c) for c in (task / "children").read_text().split()]
-            except OSError:
-                continue
-            found += children
-            stack += children
+        found_now = children(stack.pop())
+        found += found_now
+        stack += found_now
     return found

@@ -21,29 +21,11 @@ from solbench.orchestrator.sink import TraceSink
 from solbench.orchestrator.timeline import RunTimeline
 from solbench.report.traces import TraceFile
 from solbench.spec.trace import Trace
-from solbench.timing.clock_lock import ClockLock
+from solbench.timing.clock_lock import lock_device_clocks
 
 if TYPE_CHECKING:
     from solbench.orchestrator.analysis import AnalysisPool
     from solbench.orchestrator.session import DeviceSession
-
-
-def lock_device_clocks(devices: list[str], make_lock=None) -> contextlib.ExitStack:
-    """Lock the clocks of every CUDA device in `devices`; the stack restores them on exit.
-
-    A lock that fails (no permission, clocks that do not settle) restores what was locked and
-    raises ClockLockError: a run asked to be measured at locked clocks must not silently run without.
-    """
-    make_lock = make_lock or ClockLock
-    stack = contextlib.ExitStack()
-    try:
-        for device in devices:
-            if device.startswith("cuda"):
-                stack.enter_context(make_lock(int(device.split(":")[1]) if ":" in device else 0))
-    except BaseException:
-        stack.close()
-        raise
-    return stack
 
 
 WorkerPair = tuple[WorkerProcess, WorkerProcess]  # one device's (reference's, solution's) worker processes

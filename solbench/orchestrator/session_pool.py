@@ -25,7 +25,6 @@ from solbench.orchestrator.jobs import Job
 from solbench.orchestrator.lifetime import at_once
 from solbench.orchestrator.scheduler import (
     drive_sessions,
-    lock_device_clocks,
     queue_analyses,
     ready_to_evaluate,
 )
@@ -34,6 +33,7 @@ from solbench.orchestrator.sink import TraceSink
 from solbench.report.traces import TraceFile
 from solbench.spec.errors import SpecError
 from solbench.spec.trace import Trace
+from solbench.timing.clock_lock import lock_device_clocks
 
 # Settings the pool's processes and devices are made with: a run cannot change them.
 FIXED_SETTINGS = ("device", "cluster", "lock_clocks")

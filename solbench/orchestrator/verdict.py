@@ -8,10 +8,10 @@ import statistics
 import time
 from datetime import UTC, datetime
 
-from solbench.orchestrator.config import RunConfig, default_sol_hardware
+from solbench.orchestrator.config import RunConfig, sol_hardware
 from solbench.orchestrator.session import NOT_PARTS, DeviceSession
 from solbench.sol.analyser import analyse, sol_time_ms
-from solbench.sol.hardware import detect_spec, load_spec
+from solbench.sol.hardware import detect_spec
 from solbench.sol.record import sol_record
 from solbench.sol.reject import faster_than_light
 from solbench.spec.problem import Problem
@@ -63,7 +63,7 @@ def speed_of_light(session: DeviceSession, problem: Problem, workload: Workload,
     on_gpu = session.device.startswith("cuda")
     try:
         # With no GPU, the bound shown is --hw's or the problem's target GPU's, for scale: never a score
-        hw = load_spec(config.hw) if config.hw else running if on_gpu else load_spec(default_sol_hardware(target_hardware))
+        hw = sol_hardware(config.hw, running, on_gpu, target_hardware)
     except Exception as exc:  # noqa: BLE001
         return None, None, notes + [f"hardware spec {config.hw!r}: {exc}"]
     impossible = faster_than_light(latency_ms, cost, running) if running is not None else None

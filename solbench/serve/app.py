@@ -12,18 +12,21 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
 from solbench import __version__
 from solbench.serve.auth import authorised
 from solbench.serve.requests import BadRequest, parse_submit
-from solbench.serve.service import Service
 from solbench.serve.submissions import FINAL_STATES, Submission
+
+if TYPE_CHECKING:  # service.py imports this module to serve it
+    from solbench.serve.service import Service
 
 MAX_BODY_BYTES = 64 << 20  # a problem sent by content with its workloads, a solution's sources
 STREAM_POLL_S = 0.1
-SERVICE = web.AppKey("service", Service)
+SERVICE: web.AppKey[Service] = web.AppKey("service")
 
 
 def error(status: int, message: str, fields: list[str] | None = None) -> web.Response:

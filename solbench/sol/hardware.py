@@ -45,6 +45,11 @@ class HardwareSpec:
     sm_clock_mhz: float | None = None
     memory_clock_mhz: float | None = None
     clocks_locked: bool = False
+    # --lock-clocks (timing/clock_lock.py): an SM clock the part sustains under full load without power
+    # throttling (below its maximum boost), and the memory clock to lock (None: the highest supported one;
+    # HBM parts run a single memory clock, which differs between SKUs). None: no preset, set it by hand.
+    lock_sm_mhz: int | None = None
+    lock_mem_mhz: int | None = None
     measured: bool = False
     description: str = ""
     aliases: tuple[str, ...] = ()

@@ -15,8 +15,6 @@ from solbench import languages
 from solbench.spec.definition import Definition, check_keys
 from solbench.spec.errors import SpecError
 
-PYTHON_SUFFIXES = (".py",)
-COMPILED_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx", ".c", ".h", ".hpp", ".cuh")
 # A header line in a bare source file that names its problem, e.g. `# solbench: problem=rmsnorm_h4096`,
 # and may declare its language: `# solbench: problem=rmsnorm_h4096 language=triton`.
 _HEADER = re.compile(r"solbench:\s*problem\s*=\s*([A-Za-z0-9_.\-]+)")
@@ -226,7 +224,7 @@ def load_solution(path: str | Path, definition: Definition | None = None) -> Sol
             return Solution.from_dict(data, base_dir=path.parent)
         except SpecError as exc:
             raise exc.located(str(path)) from None
-    if path.suffix in PYTHON_SUFFIXES or path.suffix in COMPILED_SUFFIXES:
+    if path.suffix in languages.bare_file_suffixes():
         return solution_from_source(path.name, path.read_text(), definition)
     raise SpecError(f"{path}: a solution is a .json, .py or .cu file")
 
@@ -265,7 +263,7 @@ def python_language(declared: str | None, tree: ast.AST | None, filename: str) -
             raise SpecError(f"{filename}: declares language={declared} but never imports "
                             f"{' or '.join(language.marker_imports)}")
         return declared
-    return languages.for_bare_file(".py", imports, default="pytorch")
+    return languages.for_bare_file(languages.PYTHON_SUFFIXES[0], imports, default="pytorch")
 
 
 def _known_language(name: str, filename: str) -> languages.Language:
@@ -292,7 +290,7 @@ def solution_from_source(filename: str, content: str, definition: Definition | N
     if problem is None:
         raise SpecError(f"{filename}: name the problem with a '# solbench: problem=NAME' header or pass one")
     declared = language_declared_in(content)
-    if suffix in PYTHON_SUFFIXES:
+    if suffix in languages.PYTHON_SUFFIXES:
         try:
             tree = ast.parse(content)
         except SyntaxError:

@@ -10,12 +10,14 @@ still leaves clocks locked; `nvidia-smi -rgc -rmc` undoes that by hand).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from solbench.sol.hardware import UnknownHardwareError, load_spec
 from solbench.timing.nvml import NvmlBoundary, NvmlError
 from solbench.timing.telemetry import resolve_handle
 
@@ -25,11 +27,10 @@ ENV_MEM_MHZ = "SOLBENCH_LOCK_MEM_MHZ"
 
 @dataclass(frozen=True)
 class ClockPreset:
-    """Clocks to lock for GPUs whose NVML name contains `match` (case-insensitive).
+    """Clocks to lock on one GPU: from its hardware spec (`match` names the spec) or from the environment.
 
     `sm_mhz` is a clock the part sustains under full load without power throttling (below its
-    maximum boost); `mem_mhz=None` means "the highest supported memory clock" (HBM parts run a
-    single memory clock, so that is the only sensible value and it differs between SKUs).
+    maximum boost); `mem_mhz=None` means "the highest supported memory clock".
     """
 
     match: str
@@ -38,27 +39,26 @@ class ClockPreset:
     note: str = ""
 
 
-# Data, not logic: add a GPU by adding a line. The longest matching `match` wins, so "GH200" beats
-# "H200" and "H100 PCIe" beats "H100".
-PRESETS: tuple[ClockPreset, ...] = (
-    ClockPreset("B200", 1500, 3996, "Blackwell B200 (values as used by SOL-ExecBench)"),
-    ClockPreset("GH200", 1410, None, "Grace Hopper; same SM clock as H100/H200"),
-    ClockPreset("H200", 1410, None, "H200 SXM/NVL; memory at its single HBM3e clock"),
-    ClockPreset("H100", 1410, None, "H100 SXM / NVL; memory at its single HBM3 clock"),
-    ClockPreset("H100 PCIe", 1410, 1593, "H100 PCIe (HBM2e)"),
-    ClockPreset("H800", 1410, None, "H100 export variant"),
-    ClockPreset("A100", 1065, None, "A100 40/80 GB; memory clock differs per SKU, so taken from NVML"),
-    ClockPreset("A800", 1065, None, "A100 export variant"),
-)
+def spec_preset(device_name: str) -> ClockPreset | None:
+    """The clocks the GPU's hardware spec gives (`lock_sm_mhz`, `lock_mem_mhz` in `hw_specs/*.json`, found
+    by the name NVML reports, as the speed-of-light figures find it); a measured spec without them takes
+    its datasheet spec's (`based_on`). None for a GPU without a spec or without clocks in it."""
+    try:
+        spec = load_spec(device_name)
+        if spec.lock_sm_mhz is None and spec.based_on:
+            spec = load_spec(spec.based_on)
+    except UnknownHardwareError:
+        return None
+    if spec.lock_sm_mhz is None:
+        return None
+    return ClockPreset(spec.name, spec.lock_sm_mhz, spec.lock_mem_mhz, f"hardware spec {spec.name}")
 
 
 def find_preset(device_name: str, env: Mapping[str, str] | None = None) -> ClockPreset | None:
     """The preset for a device name, with $SOLBENCH_LOCK_SM_MHZ / $SOLBENCH_LOCK_MEM_MHZ overriding
-    (they also make unknown GPUs lockable). None when nothing applies."""
+    (they also make GPUs without a spec, or without clocks in it, lockable). None when nothing applies."""
     env = os.environ if env is None else env
-    lowered = device_name.lower()
-    matches = [p for p in PRESETS if p.match.lower() in lowered]
-    preset = max(matches, key=lambda p: len(p.match)) if matches else None
+    preset = spec_preset(device_name)
     sm_env, mem_env = env.get(ENV_SM_MHZ), env.get(ENV_MEM_MHZ)
     if sm_env or mem_env:
         try:
@@ -131,7 +131,7 @@ class ClockLock:
         sm = self.requested_sm_mhz or (preset.sm_mhz if preset else None)
         if sm is None:
             raise ClockLockError(f"no clock preset for {self.state.device!r}: pass the SM clock explicitly or set "
-                                 f"{ENV_SM_MHZ} (see solbench.timing.clock_lock.PRESETS)")
+                                 f"{ENV_SM_MHZ} (or add lock_sm_mhz to its hardware spec: `solbench hw list`)")
         mem = self.requested_mem_mhz or (preset.mem_mhz if preset else None)
         if not self.lock_memory:
             return sm, None
@@ -234,3 +234,21 @@ class ClockLock:
 
     def __exit__(self, *exc_info: object) -> None:
         self.restore()
+
+
+def lock_device_clocks(devices: list[str], make_lock: Callable[[int], Any] | None = None) -> contextlib.ExitStack:
+    """Lock the clocks of every CUDA device in `devices`; the stack restores them on exit.
+
+    A lock that fails (no permission, clocks that do not settle) restores what was locked and
+    raises ClockLockError: a run asked to be measured at locked clocks must not silently run without.
+    """
+    make_lock = make_lock or ClockLock
+    stack = contextlib.ExitStack()
+    try:
+        for device in devices:
+            if device.startswith("cuda"):
+                stack.enter_context(make_lock(int(device.split(":")[1]) if ":" in device else 0))
+    except BaseException:
+        stack.close()
+        raise
+    return stack

@@ -15,19 +15,17 @@ interpreter and drifts from run to run. That host time is measured too (`host_ms
 launch outlasted the hold are counted (`exposed`): their event time includes host latency.
 
 Robustness against the code being timed (it shares this process): the functions used here are
-captured at import into private names, so replacing `torch.cuda.Event.record` or
+captured at import into private names (`captured.py`), so replacing `torch.cuda.Event.record` or
 `time.perf_counter_ns` afterwards changes nothing here, and `integrity_violations()` reports that it
 happened. A host wall clock around each timed block catches event times that add up to more than
-the time that really passed.
+the time that really passed. The calls of a block, under that protocol, are `call_loop.CallSession`'s.
 """
 
 from __future__ import annotations
 
 import contextlib
-import gc
 import math
 import statistics
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +33,18 @@ from typing import Any
 import torch
 
 from solbench.spec.trace import LatencyStats
+from solbench.timing.call_loop import CallSession, LaunchHold
+from solbench.timing.captured import (
+    _CAPTURED,  # noqa: F401 - the worker's integrity snapshot names it here (`worker.main`)
+    FLAG_FUNCTIONS_REPLACED,
+    _event_query,
+    _gc_disable,
+    _gc_enable,
+    _gc_isenabled,
+    _perf_counter_ns,
+    _sleep,
+    integrity_violations,
+)
 from solbench.timing.config import TimingConfig
 from solbench.timing.l2_flush import L2Flusher
 from solbench.timing.stats import rel_ci_halfwidth, summarize
@@ -46,69 +56,14 @@ from solbench.timing.telemetry import (
     telemetry_for,
 )
 
-# --- captured at import: the solution is loaded later and may patch the public names ---
-_perf_counter_ns = time.perf_counter_ns
-_sleep = time.sleep
-_gc_disable = gc.disable
-_gc_enable = gc.enable
-_gc_isenabled = gc.isenabled
-_Event = torch.cuda.Event
-_event_record = torch.cuda.Event.record
-_event_elapsed_time = torch.cuda.Event.elapsed_time
-_event_synchronize = torch.cuda.Event.synchronize
-_event_query = torch.cuda.Event.query
-_cuda_synchronize = torch.cuda.synchronize
-_cuda_current_stream = torch.cuda.current_stream
-_cuda_sleep = torch.cuda._sleep
-_CAPTURED: dict[str, tuple[Callable[[], Any], Any]] = {
-    "time.perf_counter_ns": (lambda: time.perf_counter_ns, _perf_counter_ns),
-    "gc.disable": (lambda: gc.disable, _gc_disable),
-    "gc.enable": (lambda: gc.enable, _gc_enable),
-    "gc.isenabled": (lambda: gc.isenabled, _gc_isenabled),
-    "torch.cuda.Event": (lambda: torch.cuda.Event, _Event),
-    "torch.cuda.Event.record": (lambda: _Event.record, _event_record),
-    "torch.cuda.Event.elapsed_time": (lambda: _Event.elapsed_time, _event_elapsed_time),
-    "torch.cuda.Event.synchronize": (lambda: _Event.synchronize, _event_synchronize),
-    "torch.cuda.Event.query": (lambda: _Event.query, _event_query),
-    "torch.cuda.synchronize": (lambda: torch.cuda.synchronize, _cuda_synchronize),
-    "torch.cuda.current_stream": (lambda: torch.cuda.current_stream, _cuda_current_stream),
-    "torch.cuda._sleep": (lambda: torch.cuda._sleep, _cuda_sleep),
-    "torch.cuda.streams.Event": (lambda: torch.cuda.streams.Event, _Event),
-}
-_CUDA_SYNC_PRIMITIVE = getattr(torch._C, "_cuda_synchronize", None)
-if _CUDA_SYNC_PRIMITIVE is not None:
-    _CAPTURED["torch._C._cuda_synchronize"] = (lambda: getattr(torch._C, "_cuda_synchronize", None),
-                                               _CUDA_SYNC_PRIMITIVE)
-
 FLAG_EVENTS_EXCEED_WALL = "events_exceed_wall"
 FLAG_LAUNCH_EXPOSED = "launch_exposed"  # > EXPOSED_FRACTION of timed calls launched slower than the hold
 FLAG_LAUNCH_BOUND = "launch_bound"  # the host takes longer to issue a call than the GPU to run it
 EXPOSED_FRACTION = 0.1
-HOLD_MIN_MS = 0.02
-HOLD_FACTOR = 1.5  # hold = HOLD_FACTOR x the host's p90 launch time (+ HOLD_MIN_MS)
-ASSUMED_MAX_SM_MHZ = 2200  # without NVML: above any current GPU's SM clock, so the spin errs long
-FLAG_FUNCTIONS_REPLACED = "timing_functions_replaced"  # integrity_violations() was non-empty after the block
 STOP_FIXED = "fixed_iters"  # adaptive off: exactly `iters`
 STOP_CI = "ci_target"  # the median's CI reached target_rel_ci
 STOP_MAX_ITERS = "max_iters"
 STOP_MAX_TIME = "max_time"
-
-
-def integrity_violations() -> list[str]:
-    """Names of timing primitives that were replaced since this module was imported.
-
-    The worker calls this after loading the solution and after each timed block; any entry means
-    the solution tampered with the measurement machinery (the timer itself kept using the originals).
-    """
-    problems = []
-    for name, (current, original) in _CAPTURED.items():
-        try:
-            now = current()
-        except Exception:  # a deleted attribute is a replacement too
-            now = None
-        if now is not original:
-            problems.append(name)
-    return problems
 
 
 @dataclass
@@ -195,188 +150,7 @@ def flusher_for(device: torch.device, mode: str = "read") -> L2Flusher:
     return _FLUSHERS[key]
 
 
-class _Session:
-    """State of one `time_iterations` call: the call counter and the device-specific marks."""
-
-    def __init__(self, run, prepare, device: torch.device, flush: Callable[[], None] | None,
-                 hold: _LaunchHold | None = None, settle_ms: float = 0.0) -> None:
-        self.run = run
-        self.prepare = prepare
-        self.settle_ns = int(settle_ms * 1e6) if device.type == "cuda" else 0
-        self.call_ms = 0.0  # device time of a warm-up call (CUDA), for the settle rule
-        self.flush = flush
-        self.hold = hold
-        self.device = device
-        self.is_cuda = device.type == "cuda"
-        self.calls = 0
-        self.stream = _cuda_current_stream(device) if self.is_cuda else None
-        self.starts: list[Any] = []
-        self.ends: list[Any] = []
-        self.host_ms: list[float] = []
-        self.exposed = 0
-
-    def sync(self) -> None:
-        if self.is_cuda:
-            _cuda_synchronize(self.device)
-
-    def settle(self) -> None:
-        """Drain the device, then leave it idle for `settle_ns` (a host spin: sleep overshoots)."""
-        _cuda_synchronize(self.device)
-        until = _perf_counter_ns() + self.settle_ns
-        while _perf_counter_ns() < until:
-            pass
-
-    def untimed(self, count: int) -> None:
-        """Warm-up calls: the same protocol, no timed marks (the host time still sizes the hold). On CUDA
-        the chunk's last call is bracketed by events, read after the caller's sync (`warm_call_ms`)."""
-        run, prepare, flush, hold, clock = self.run, self.prepare, self.flush, self.hold, _perf_counter_ns
-        host_ns = [0] * count
-        if self.is_cuda:
-            self.ensure_events(1)
-        for j in range(count):
-            i = self.calls
-            self.calls += 1
-            if self.settle_ns:
-                self.settle()
-            if prepare is not None:
-                prepare(i)
-            if flush is not None:
-                flush()
-            if hold is not None:
-                hold.spin()
-            last = self.is_cuda and j == count - 1
-            t0 = clock()
-            if last:
-                _event_record(self.starts[0], self.stream)
-            run(i)
-            if last:
-                _event_record(self.ends[0], self.stream)
-            host_ns[j] = clock() - t0
-        if hold is not None:
-            hold.grow([t / 1e6 for t in host_ns[1:] or host_ns])  # the first call may compile
-
-    def warm_call_ms(self) -> float:
-        """Device time of the last warm-up chunk's last call (after a sync); 0.0 on the CPU."""
-        return _event_elapsed_time(self.starts[0], self.ends[0]) if self.is_cuda else 0.0
-
-    def probed(self, probe) -> int:
-        """Probe calls (`worker.probe.EscapedWorkProbe`): made exactly as timed calls are, each followed
-        by the probe's own checks; they are not samples. Returns how many were made."""
-        run, prepare, flush, hold = self.run, self.prepare, self.flush, self.hold
-        self.ensure_events(1)
-        start, end = self.starts[0], self.ends[0]
-        made, t0 = 0, _perf_counter_ns()
-        probe.begin()
-        while probe.wants_more(made, (_perf_counter_ns() - t0) / 1e9):
-            i = self.calls
-            self.calls += 1
-            if self.settle_ns:
-                self.settle()
-            if prepare is not None:
-                prepare(i)
-            if flush is not None:
-                flush()
-            if hold is not None:
-                hold.spin()
-            probe.opening()
-            probe.started()
-            _event_record(start, self.stream)
-            run(i)
-            _event_record(end, self.stream)
-            probe.ended(start, end, self.stream)
-            probe.settled(start, end)
-            made += 1
-        return made
-
-    def ensure_events(self, count: int) -> None:
-        """Allocate event pairs outside any timed window; reused across batches."""
-        while len(self.starts) < count:
-            self.starts.append(_Event(enable_timing=True))
-            self.ends.append(_Event(enable_timing=True))
-
-    def timed(self, count: int) -> list[float]:
-        """`count` timed calls; returns their times in ms (after one sync for CUDA)."""
-        run, prepare, flush = self.run, self.prepare, self.flush
-        if self.is_cuda:
-            self.ensure_events(count)
-            starts, ends, stream, record = self.starts, self.ends, self.stream, _event_record
-            hold, clock = self.hold, _perf_counter_ns
-            host_ns = [0] * count
-            held_ms = hold.ms if hold is not None else 0.0
-            for j in range(count):
-                i = self.calls
-                self.calls += 1
-                if self.settle_ns:
-                    self.settle()
-                if prepare is not None:
-                    prepare(i)
-                if flush is not None:
-                    flush()
-                if hold is not None:
-                    hold.spin()
-                t0 = clock()
-                record(starts[j], stream)
-                run(i)
-                record(ends[j], stream)
-                host_ns[j] = clock() - t0
-            _event_synchronize(ends[count - 1])
-            host_ms = [t / 1e6 for t in host_ns]
-            self.host_ms.extend(host_ms)
-            if hold is not None:
-                if self.settle_ns:  # without the settle the device is still busy: a slow launch exposes nothing
-                    self.exposed += sum(1 for t in host_ms if t > held_ms)
-                hold.grow(host_ms)
-            return [_event_elapsed_time(starts[j], ends[j]) for j in range(count)]
-        t0s = [0] * count
-        t1s = [0] * count
-        clock = _perf_counter_ns
-        for j in range(count):
-            i = self.calls
-            self.calls += 1
-            if prepare is not None:
-                prepare(i)
-            if flush is not None:
-                flush()
-            t0 = clock()
-            run(i)
-            t1 = clock()
-            t0s[j] = t0
-            t1s[j] = t1
-        return [(b - a) / 1e6 for a, b in zip(t0s, t1s)]
-
-
-class _LaunchHold:
-    """The GPU spin queued before each call's start event (see the module docstring).
-
-    `torch.cuda._sleep` spins a number of SM clock cycles; they are converted at the GPU's maximum SM
-    clock, so at any lower clock the spin only lasts longer. Starts at HOLD_MIN_MS and only grows, to
-    HOLD_FACTOR x the 90th percentile of the host launch times seen, capped at `max_ms`.
-    """
-
-    def __init__(self, max_ms: float, max_sm_mhz: int | None) -> None:
-        self.max_ms = max_ms
-        self.cycles_per_ms = 1000 * (max_sm_mhz or ASSUMED_MAX_SM_MHZ)
-        self.ms = min(HOLD_MIN_MS, max_ms)
-        self._cycles = int(self.ms * self.cycles_per_ms)
-
-    def spin(self) -> None:
-        if self._cycles > 0:
-            _cuda_sleep(self._cycles)
-
-    def grow(self, host_ms: list[float]) -> None:
-        if not host_ms:
-            return
-        ordered = sorted(host_ms)
-        p90 = ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
-        wanted = min(self.max_ms, HOLD_FACTOR * p90 + HOLD_MIN_MS)
-        if wanted > self.ms:
-            self.ms = wanted
-            self._cycles = int(wanted * self.cycles_per_ms)
-
-
 PLATEAU_READINGS = 5  # polls >= 10 ms apart, so a plateau spans >= 40 ms
-
-
 PLATEAU_SPREAD = 0.03  # a power-capped clock under a heavy matmul wanders by 1-3% (H100)
 
 
@@ -387,7 +161,7 @@ def _is_plateau(readings: list[int]) -> bool:
 WARMUP_CHUNK_MS = 10.0  # after the first `warmup` calls, warm-up goes on in chunks of about this long
 
 
-def _warm_up(session: _Session, config: TimingConfig, telemetry: Telemetry | None) -> tuple[int, str, float]:
+def _warm_up(session: CallSession, config: TimingConfig, telemetry: Telemetry | None) -> tuple[int, str, float]:
     """At least `warmup` calls and `min_warmup_ms`; with clock warm-up, until the SM clock reaches
     its working level or plateaus (polled while the GPU is busy, about every 10 ms), bounded by the
     timeout. Chunks after the first last about WARMUP_CHUNK_MS, so a long call is not repeated ten
@@ -455,9 +229,9 @@ def time_iterations(run: Callable[[int], object], prepare: Callable[[int], None]
     gc_was_enabled = _gc_isenabled()
     hold = None
     if is_cuda and config.launch_hold and config.max_hold_ms > 0:
-        hold = _LaunchHold(config.max_hold_ms, telemetry.max_sm_clock_mhz() if telemetry is not None else None)
+        hold = LaunchHold(config.max_hold_ms, telemetry.max_sm_clock_mhz() if telemetry is not None else None)
     with device_ctx:
-        session = _Session(run, prepare, dev, flush, hold, config.settle_ms)
+        session = CallSession(run, prepare, dev, flush, hold, config.settle_ms)
         try:
             if config.gc_off:
                 _gc_disable()

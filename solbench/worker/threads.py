@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import threading
 import time
-from pathlib import Path
 
+from solbench.orchestrator.process_tree import children, running
 from solbench.worker.state import Failure, WorkerState
 
 _perf_counter = time.perf_counter
@@ -157,22 +157,5 @@ def background_activity(state: WorkerState) -> str | None:
 
 
 def child_processes() -> list[int]:
-    """Live (not zombie) children of this process (Linux /proc; empty elsewhere)."""
-    pids: list[int] = []
-    task_dir = Path("/proc/self/task")
-    if not task_dir.is_dir():
-        return pids
-    for task in task_dir.iterdir():
-        try:
-            pids += [int(p) for p in (task / "children").read_text().split()]
-        except OSError:
-            continue
-    alive = []
-    for pid in pids:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
-        except OSError:
-            continue
-        if state != "Z":
-            alive.append(pid)
-    return alive
+    """Live (not zombie) children of this process."""
+    return [pid for pid in children("self") if running(pid)]

@@ -288,7 +288,7 @@ def test_audit_hook_alarms_on_a_separate_channel(tmp_path):
     while chunk := parent.recv(65536):
         data += chunk
     alarms = data.decode()
-    for fragment in ("SOLBENCH_WORKER_DEVICE", "gc.get_referrers", "replaced __code__ of solbench.timing.timer",
+    for fragment in ("SOLBENCH_WORKER_DEVICE", "gc.get_referrers", "replaced __code__ of solbench.timing.captured",
                      "definition.json", "os.system: started child processes while being timed"):
         assert fragment in alarms, alarms
     assert "HARMLESS_VAR" not in alarms and "HARMLESS_VAR" in proc.stdout  # a warning, not an alarm

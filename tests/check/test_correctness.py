@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 
-from solbench.check import correctness
+from solbench.check import correctness, elementwise
 from solbench.check.correctness import check_outputs, compare, merge_trials
 from solbench.inputs import allocate_outputs
 from solbench.inputs.fp4 import pack_codes
@@ -278,7 +278,7 @@ def test_chunked_equals_unchunked(monkeypatch):
     out[7777] += 5.0
     tol = Tolerance(max_atol=0.01, max_rtol=0.01, required_matched_ratio=0.5)
     whole = compare(out, ref, tol, "float64")
-    monkeypatch.setattr(correctness, "CHUNK_ELEMENTS", 1000)
+    monkeypatch.setattr(elementwise, "CHUNK_ELEMENTS", 1000)
     chunked = compare(out, ref, tol, "float64")
     assert chunked.matched_ratio == whole.matched_ratio
     assert chunked.max_absolute_error == whole.max_absolute_error
@@ -374,12 +374,12 @@ def test_finite_short_path_matches_the_general_path(monkeypatch, dtype, case):
         ref[:900] = 1.5e308 if dtype == "float64" else ref[:900]
     torch_dtype = dtypes.torch_dtype(dtype)
     out, ref = out.to(torch_dtype), ref.to(torch_dtype)
-    monkeypatch.setattr(correctness, "CHUNK_ELEMENTS", 1000)
+    monkeypatch.setattr(elementwise, "CHUNK_ELEMENTS", 1000)
     for allow in (False, True):
         tol = Tolerance(max_atol=0.05, max_rtol=0.01, required_matched_ratio=0.9, allow_negative_inf=allow)
         short = compare(out, ref, tol, dtype)
         with monkeypatch.context() as m:
-            m.setattr(correctness, "_accumulate_finite", lambda *a: False)
+            m.setattr(elementwise, "accumulate_finite", lambda *a: False)
             general = compare(out, ref, tol, dtype)
         assert short == general
 
@@ -407,7 +407,7 @@ def test_identical_bytes_path_matches_the_full_comparison(monkeypatch, dtype, ca
     if case == "neg_zero":
         ref[0, 0], out[0, 0] = 0.0, -0.0  # equal values, different bytes: the full path decides
     calls = []
-    monkeypatch.setattr(correctness, "CHUNK_ELEMENTS", 1000)
+    monkeypatch.setattr(elementwise, "CHUNK_ELEMENTS", 1000)
     for tol in (Tolerance(max_atol=1e-5, max_rtol=0.05), Tolerance(max_atol=1e-2, max_rtol=0.0, max_error_cap=0.0),
                 Tolerance(max_atol=1e-2, max_rtol=1e-2, allow_negative_inf=True)):
         fast = compare(out, ref, tol, dtype, name="y")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from solbench.check import correctness, numerics_flags
+from solbench.check import elementwise, numerics_flags
 from solbench.check.correctness import check_outputs, compare, merge_trials
 from solbench.check.numerics_flags import chunk_ranges
 from solbench.spec.trace import Correctness, Status
@@ -223,13 +223,13 @@ def test_flags_do_not_depend_on_chunking(monkeypatch):
     out[300:310] = 100.0  # a run that crosses chunk boundaries below
     out[:, 5] += 1.0
     whole = compare(out, reference, DEFAULT_TOL, "float32").numerics
-    monkeypatch.setattr(correctness, "CHUNK_ELEMENTS", 96 * 7)
+    monkeypatch.setattr(elementwise, "CHUNK_ELEMENTS", 96 * 7)
     chunked = compare(out, reference, DEFAULT_TOL, "float32").numerics
     assert chunked.flags == whole.flags == ["outliers", "concentrated_mismatches", "systematic_bias"]
     for key in ("outliers", "mismatched_rows", "longest_mismatched_run", "mismatched_columns", "biased_row_share"):
         assert getattr(chunked, key) == getattr(whole, key), key
     assert chunked.bias == pytest.approx(whole.bias, rel=1e-9)
-    monkeypatch.setattr(correctness, "CHUNK_ELEMENTS", 40)  # rows of 96 in pieces of at most 40
+    monkeypatch.setattr(elementwise, "CHUNK_ELEMENTS", 40)  # rows of 96 in pieces of at most 40
     pieces = compare(out, reference, DEFAULT_TOL, "float32").numerics
     assert pieces.outliers == whole.outliers and pieces.mismatched_columns == 0
     assert pieces.bias == pytest.approx(whole.bias, rel=1e-9)

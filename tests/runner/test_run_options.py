@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from solbench.orchestrator.scheduler import lock_device_clocks
-from solbench.timing.clock_lock import ClockLock, ClockLockError
+from solbench.timing.clock_lock import ClockLock, ClockLockError, lock_device_clocks
 from solbench.timing.nvml import NvmlError
 from tests.runner.conftest import write_problem
 from tests.test_cli import FAST, solbench

@@ -96,3 +96,23 @@ def test_sol_jobs_gives_the_same_records_in_order(tmp_path, capsys):
     assert parallel == serial
     assert parallel[1]["strict"]["flops_matmul"] == {"float16": 2 * 8 * 64 * 32}
     assert main(["sol", str(tmp_path), "--jobs", "0"]) == 2
+
+
+def test_sol_without_a_gpu_uses_the_solutions_target_hardware(tmp_path, capsys, monkeypatch):
+    """`solbench sol` picks the GPU as `solbench run` does: --hw, else the running GPU, else the solution's
+    target_hardware (here H100), else B200."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    problem = "problem_defs/core/rmsnorm_h4096"
+    solution = tmp_path / "s.json"
+    solution.write_text(json.dumps({
+        "name": "s", "definition": "rmsnorm_h4096", "author": "a",
+        "spec": {"languages": ["pytorch"], "entry_point": "k.py::run", "target_hardware": ["LOCAL", "H100"]},
+        "sources": [{"path": "k.py", "content": "def run(x, w):\n    return x\n"}]}))
+    for extra, expected in (([], "B200"), (["--solution", str(solution)], "H100_SXM"),
+                            (["--solution", str(solution), "--hw", "H200"], "H200_SXM")):
+        assert main(["sol", problem, "--json", "--max-workloads", "1", *extra]) == 0
+        captured = capsys.readouterr()
+        assert json.loads(captured.out.splitlines()[0])["hw"] == expected
+        assert ("no GPU detected" in captured.err) == ("--hw" not in extra)
+    assert main(["sol", problem, "--max-workloads", "0"]) == 2
+    assert "--max-workloads" in capsys.readouterr().err

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from solbench.timing.clock_lock import PRESETS, ClockLock, ClockLockError, find_preset
+from solbench.sol.hardware import list_specs, load_spec
+from solbench.timing.clock_lock import ClockLock, ClockLockError, find_preset
 from solbench.timing.nvml import NvmlError
 
 from .fake_nvml import FakeGpu, FakeNvml
@@ -15,13 +18,29 @@ def _lock(fake: FakeNvml, **kw) -> ClockLock:
     return ClockLock(0, nvml=fake, sleep=lambda s: None, settle_s=0.0, **kw)
 
 
-@pytest.mark.parametrize(("name", "match", "sm"), [
-    ("NVIDIA H100 80GB HBM3", "H100", 1410), ("NVIDIA H100 PCIe", "H100 PCIe", 1410),
-    ("NVIDIA H200", "H200", 1410), ("NVIDIA GH200 480GB", "GH200", 1410), ("NVIDIA B200", "B200", 1500),
-    ("NVIDIA A100-SXM4-80GB", "A100", 1065)])
-def test_preset_lookup_prefers_the_most_specific(name, match, sm):
+@pytest.mark.parametrize(("name", "match", "sm", "mem"), [
+    ("NVIDIA H100 80GB HBM3", "H100_SXM", 1410, None), ("NVIDIA H100 PCIe", "H100_PCIE", 1410, 1593),
+    ("NVIDIA H200", "H200_SXM", 1410, None), ("NVIDIA B200", "B200", 1500, 3996),
+    ("NVIDIA A100-SXM4-80GB", "A100_SXM", 1065, None)])
+def test_preset_comes_from_the_gpus_hardware_spec(name, match, sm, mem):
     p = find_preset(name, env={})
-    assert p.match == match and p.sm_mhz == sm
+    assert (p.match, p.sm_mhz, p.mem_mhz) == (match, sm, mem)
+    spec = load_spec(name)
+    assert (spec.lock_sm_mhz, spec.lock_mem_mhz) == (sm, mem)  # one home: the spec
+
+
+def test_a_gpu_without_a_spec_or_without_clocks_in_it_has_no_preset():
+    assert find_preset("NVIDIA GH200 480GB", env={}) is None  # no hardware spec
+    assert find_preset("NVIDIA GB200", env={}) is None  # a spec, but no lock clocks in it
+
+
+def test_a_measured_spec_takes_its_datasheet_specs_clocks(tmp_path, monkeypatch):
+    measured = {**load_spec("H100_SXM").to_dict(), "name": "H100_MEASURED_HERE", "aliases": ["NVIDIA H100 TEST"],
+                "measured": True, "based_on": "H100_SXM", "lock_sm_mhz": None, "lock_mem_mhz": None}
+    (tmp_path / "measured.json").write_text(json.dumps(measured))
+    monkeypatch.setenv("SOLBENCH_HW_SPECS", str(tmp_path))
+    p = find_preset("NVIDIA H100 TEST", env={})
+    assert (p.match, p.sm_mhz) == ("H100_SXM", 1410)
 
 
 def test_unknown_gpu_has_no_preset_unless_env_says_so():
@@ -39,10 +58,12 @@ def test_env_overrides_preset_sm_only():
     assert (p.sm_mhz, p.mem_mhz) == (1200, 1593)
 
 
-def test_presets_are_plausible_data():
-    for p in PRESETS:
-        assert 500 <= p.sm_mhz <= 3000 and p.match and (p.mem_mhz is None or 500 <= p.mem_mhz <= 10000)
-    assert len({p.match for p in PRESETS}) == len(PRESETS)
+def test_spec_clocks_are_plausible_data():
+    locked = [spec for spec in list_specs() if spec.lock_sm_mhz is not None]
+    assert len(locked) >= 5
+    for spec in locked:
+        assert 500 <= spec.lock_sm_mhz <= 3000 and (spec.lock_mem_mhz is None or 500 <= spec.lock_mem_mhz <= 10000)
+        assert spec.sm_clock_mhz is None or spec.lock_sm_mhz <= spec.sm_clock_mhz  # sustained, not above boost
 
 
 def test_lock_verify_and_restore():
@@ -139,3 +160,14 @@ def test_unsupported_preset_memory_clock_uses_nearest():
     fake = FakeNvml([FakeGpu(name="NVIDIA H100 PCIe", supported_mem_mhz=[1600, 1200], max_mem_mhz=1600)])
     with _lock(fake) as lock:
         assert lock.state.mem_mhz == 1600 and lock.state.notes
+
+
+@pytest.mark.gpu
+def test_the_running_gpu_finds_its_lock_clocks_in_its_spec():
+    """On a GPU with a spec (H100, H200, B200, A100): the name NVML reports finds the spec, and with it the
+    clocks --lock-clocks would set (nothing is locked here)."""
+    from solbench.sol.hardware import detect_spec, device_name
+
+    spec = detect_spec(0)
+    preset = find_preset(device_name(0), env={})
+    assert preset is not None and (preset.match, preset.sm_mhz) == (spec.name, spec.lock_sm_mhz)

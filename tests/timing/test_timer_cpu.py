@@ -13,7 +13,7 @@ import time
 import pytest
 import torch
 
-from solbench.timing import timer
+from solbench.timing import call_loop, captured, timer
 from solbench.timing.config import TimingConfig
 from solbench.timing.l2_flush import L2Flusher
 from solbench.timing.timer import (
@@ -226,26 +226,26 @@ def test_default_config_follows_device():
 
 
 def test_timer_module_captured_originals():
-    assert timer._perf_counter_ns is time.perf_counter_ns
-    assert timer._Event is torch.cuda.Event
+    assert timer._perf_counter_ns is captured._perf_counter_ns is time.perf_counter_ns
+    assert captured._Event is torch.cuda.Event
 
 
 def test_launch_hold_grows_to_cover_host_launches_and_never_shrinks():
-    hold = timer._LaunchHold(max_ms=2.0, max_sm_mhz=1000)
-    assert hold.ms == pytest.approx(timer.HOLD_MIN_MS)
+    hold = call_loop.LaunchHold(max_ms=2.0, max_sm_mhz=1000)
+    assert hold.ms == pytest.approx(call_loop.HOLD_MIN_MS)
     hold.grow([0.1] * 9 + [5.0])  # the p90 of ten samples is the largest: 5 ms, beyond the cap
     assert hold.ms == pytest.approx(2.0)
     hold.grow([0.01] * 20)
     assert hold.ms == pytest.approx(2.0)  # never shrinks within a block
-    fresh = timer._LaunchHold(max_ms=2.0, max_sm_mhz=1000)
+    fresh = call_loop.LaunchHold(max_ms=2.0, max_sm_mhz=1000)
     fresh.grow([0.2] * 20)
-    assert fresh.ms == pytest.approx(timer.HOLD_FACTOR * 0.2 + timer.HOLD_MIN_MS)
+    assert fresh.ms == pytest.approx(call_loop.HOLD_FACTOR * 0.2 + call_loop.HOLD_MIN_MS)
     assert fresh._cycles == int(fresh.ms * 1000 * 1000)  # cycles at the maximum SM clock: errs long
 
 
 def test_launch_hold_without_nvml_assumes_a_clock_above_any_gpu():
-    hold = timer._LaunchHold(max_ms=1.0, max_sm_mhz=None)
-    assert hold.cycles_per_ms == 1000 * timer.ASSUMED_MAX_SM_MHZ >= 1000 * 2100
+    hold = call_loop.LaunchHold(max_ms=1.0, max_sm_mhz=None)
+    assert hold.cycles_per_ms == 1000 * call_loop.ASSUMED_MAX_SM_MHZ >= 1000 * 2100
 
 
 def test_cpu_timing_reports_no_host_launch_figures():
