@@ -97,7 +97,7 @@ def make_trace(problem: Problem, solution: Solution, workload: Workload, session
                             performance=performance if status in (Status.PASSED, Status.REWARD_HACK) else None,
                             sol=sol, warnings=list(warnings) + list(session.runtime_warnings),
                             seconds=round(seconds, 3), phases_s={k: round(v, 3) for k, v in sorted(phases.items())})
-    return Trace(definition=problem.name, workload=workload.to_dict(), solution=solution.name,
+    return Trace(definition=problem.name, workload=workload, solution=solution.name,
                  solution_hash=solution.content_hash(), evaluation=evaluation)
 
 
