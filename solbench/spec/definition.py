@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import ast
 from dataclasses import field
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_serializer, model_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic.dataclasses import dataclass
 
 from solbench.spec import axes as axes_eval
@@ -124,8 +124,8 @@ class Definition(FormatModel):
     description: str | None = Field(default=None, exclude_if=absent)
     constraints: tuple[str, ...] = Field(default=(), exclude_if=lambda v: not v)
     custom_inputs_entrypoint: str | None = None
-    # keys that only describe (`check_keys`), written back at the top level
-    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+    # keys that only describe (`check_keys`): kept for readers (extract's `solbench` record), not written
+    extra: Annotated[dict[str, Any], Field(exclude=True)] = field(default_factory=dict, compare=False)
 
     @model_validator(mode="before")
     @classmethod
@@ -164,11 +164,6 @@ class Definition(FormatModel):
     def _consistent(self) -> Definition:
         self._validate()
         return self
-
-    @model_serializer(mode="wrap")
-    def _with_metadata(self, handler: Any) -> dict[str, Any]:
-        data = handler(self)
-        return {**{k: v for k, v in data.items() if k != "extra"}, **data.get("extra", {})}
 
     # -- validation -------------------------------------------------------------------------
 

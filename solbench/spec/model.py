@@ -47,7 +47,8 @@ def adapter(cls: type) -> TypeAdapter:
 _PHRASES = {
     "missing": "is missing", "dict_type": "must be an object", "dataclass_type": "must be an object",
     "model_type": "must be an object", "list_type": "must be a list", "string_type": "must be a string",
-    "int_type": "must be an integer", "int_from_float": "must be an integer", "bool_type": "must be true or false",
+    "int_type": "must be an integer", "int_from_float": "must be an integer", "int_parsing": "must be an integer",
+    "float_parsing": "must be a number", "bool_parsing": "must be true or false", "bool_type": "must be true or false",
     "float_type": "must be a number", "finite_number": "must be a finite number",
     "string_too_short": "must not be empty", "literal_error": "must be one of {expected}",
     "greater_than_equal": "must be at least {ge}", "less_than_equal": "must be at most {le}",
