@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from solbench.orchestrator.config import RunConfig, default_sol_hardware
@@ -85,9 +86,8 @@ def speed_of_light(session: DeviceSession, problem: Problem, workload: Workload,
 def make_trace(problem: Problem, solution: Solution, workload: Workload, session: DeviceSession, status: Status,
                log: str, *, correctness: Correctness | None = None, performance: Performance | None = None,
                started: float, warnings: list[str], clocks: tuple = (None, None), sol: dict | None = None) -> Trace:
-    env_data = dict(session.environment or {"device": "cuda" if session.device.startswith("cuda") else "cpu"})
-    env_data["clocks_start"], env_data["clocks_end"] = clocks
-    environment = Environment.from_dict(env_data)
+    environment = session.environment or Environment(device="cuda" if session.device.startswith("cuda") else "cpu")
+    environment = replace(environment, clocks_start=clocks[0], clocks_end=clocks[1])
     seconds = time.monotonic() - started
     phases = session.take_phases()
     phases["other"] = max(0.0, seconds - sum(v for k, v in phases.items() if k not in NOT_PARTS))
@@ -109,7 +109,6 @@ class WorkloadRun:
         self.session, self.problem, self.solution, self.workload = session, problem, solution, workload
         self.config, self.run_seed, self.started = config, run_seed, started
         self.warnings = list(warnings)  # the solution's static-scan notes, then what this workload adds
-        self.wdata = workload.to_dict()
         self.call_s = 0.0  # the slowest correctness trial's call (host seconds, synchronised)
 
     def trace(self, status: Status, log: str, **fields) -> Trace:

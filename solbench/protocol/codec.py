@@ -13,7 +13,6 @@ from dataclasses import MISSING, fields, is_dataclass
 from typing import Any
 
 from solbench.protocol.messages import PROTOCOL_VERSION, REPLIES, REQUESTS, Failed, Reply, Request
-from solbench.timing.config import TimingConfig
 
 
 class ProtocolError(ValueError):
@@ -88,16 +87,30 @@ def _build(cls: type, values: dict[str, Any]):
 
 
 def _field_value(cls: type, name: str, value: Any, hint: Any) -> Any:
-    if hint is TimingConfig:
+    model = _model_in(hint)
+    if model is not None and not (value is None and _allows_none(hint)):
         if type(value) is not dict:
-            raise ProtocolError(f"{cls.__name__}.{name}: timing settings are a dict, not {type(value).__name__}")
+            raise ProtocolError(f"{cls.__name__}.{name}: {_describe(value)} where a {model.__name__} is declared")
         try:
-            return TimingConfig.from_dict(value)
-        except (TypeError, ValueError) as exc:
+            return model.from_dict(value)
+        except (TypeError, ValueError) as exc:  # SpecError is a ValueError: one line naming the field
             raise ProtocolError(f"{cls.__name__}.{name}: {exc}") from None
     if not conforms(value, hint):
         raise ProtocolError(f"{cls.__name__}.{name}: {_describe(value)} where {_hint_name(hint)} is declared")
     return value
+
+
+def _model_in(hint: Any) -> type | None:
+    """The typed model a field declares (`X` or `X | None`, X a format or TimingConfig), else None: those
+    travel as their dict form and are rebuilt, and checked, by the model's own `from_dict`."""
+    for candidate in (hint, *typing.get_args(hint)):
+        if isinstance(candidate, type) and is_dataclass(candidate) and hasattr(candidate, "from_dict"):
+            return candidate
+    return None
+
+
+def _allows_none(hint: Any) -> bool:
+    return type(None) in typing.get_args(hint)
 
 
 _HINTS: dict[type, dict[str, Any]] = {}
@@ -131,7 +144,9 @@ def conforms(value: Any, hint: Any) -> bool:
         args = typing.get_args(hint)
         return type(value) is list and (not args or all(conforms(v, args[0]) for v in value))
     if hint is dict or origin is dict:
-        return type(value) is dict and all(type(k) is str for k in value)
+        args = typing.get_args(hint)
+        return type(value) is dict and all(type(k) is str and (not args or conforms(v, args[1]))
+                                           for k, v in value.items())
     return False
 
 
