@@ -61,12 +61,13 @@ def trace_line(i: int, schema: str) -> str:
 
 
 def best_of(fn, repeat: int = 5) -> float:
-    """The fastest of `repeat` runs, in seconds (the least disturbed by the other jobs on the machine)."""
+    """The fastest of `repeat` runs, in CPU seconds of this process (all of it single-threaded Python):
+    the figure least moved by other jobs on a shared machine."""
     times = []
     for _ in range(repeat):
-        started = time.perf_counter()
+        started = time.process_time()
         fn()
-        times.append(time.perf_counter() - started)
+        times.append(time.process_time() - started)
     return min(times)
 
 

@@ -153,12 +153,12 @@ class Evaluation(FormatModel):
 
 @dataclass(config=LENIENT)
 class Trace(FormatModel):
+    schema: str = field(default=TRACE_SCHEMA, kw_only=True)  # first on the line, as before
     definition: str
     workload: Workload  # the workload as in workload.jsonl (uuid, axes, inputs, tolerance)
     solution: str
     solution_hash: str
     evaluation: Evaluation
-    schema: str = TRACE_SCHEMA
 
     @model_validator(mode="before")
     @classmethod

@@ -25,8 +25,8 @@ def _from_sol_execbench(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def _from_v1(data: dict[str, Any]) -> dict[str, Any]:
-    """Version 1 was read leniently: numerics flags absent before they existed, `numerics` of another
-    shape, phase timings that are not numbers; version 2 types them, so the old values are normalised."""
+    """Version 1 was read leniently: numerics flags absent or null, `numerics` of another shape, phase
+    timings that are not numbers; version 2 types them, so such values are normalised or dropped."""
     evaluation = data.get("evaluation")
     if not isinstance(evaluation, dict):
         return data
@@ -34,7 +34,7 @@ def _from_v1(data: dict[str, Any]) -> dict[str, Any]:
     correctness = evaluation.get("correctness")
     if isinstance(correctness, dict):
         correctness = evaluation["correctness"] = dict(correctness)
-        correctness["flags"] = list(correctness.get("flags") or [])
+        correctness["flags"] = correctness.get("flags") or []
         if not isinstance(correctness.get("numerics"), dict):
             correctness["numerics"] = None
     phases = evaluation.get("phases_s")

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import jsonschema
 import pytest
 
 from solbench.spec import load_problem, load_solution
@@ -39,7 +38,8 @@ def test_schema_file_is_the_models(name):
     assert schema_text(name).endswith("}\n")
 
 
-def validator(name: str) -> jsonschema.Draft202012Validator:
+def validator(name: str):
+    jsonschema = pytest.importorskip("jsonschema", reason="validating against the schemas needs jsonschema (.[test])")
     return jsonschema.Draft202012Validator(schema_of(name))
 
 
@@ -63,5 +63,6 @@ def test_written_traces_conform_and_old_ones_load():
 
 
 def test_schema_refuses_what_loading_refuses():
-    with pytest.raises(jsonschema.ValidationError):
-        validator("workload").validate({"uuid": "u", "axes": {"m": -1}})
+    check = validator("workload")
+    assert not check.is_valid({"uuid": "u", "axes": {"m": -1}})
+    assert check.is_valid({"uuid": "u", "axes": {"m": 1}})

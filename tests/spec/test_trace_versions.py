@@ -31,7 +31,7 @@ def test_a_version_1_line_is_written_back_unchanged_but_for_its_version():
 
 def test_version_1_leniencies_are_migrated():
     old = json.loads(V1_LINES[0])
-    old["evaluation"]["correctness"].pop("flags")  # written before the numerics flags existed
+    old["evaluation"]["correctness"]["flags"] = None
     old["evaluation"]["correctness"]["numerics"] = ["not", "a", "mapping"]
     old["evaluation"]["phases_s"] = {"load": 0.5, "note": "text", "flag": True}
     trace = Trace.from_dict(old)
