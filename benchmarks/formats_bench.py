@@ -3,11 +3,11 @@
 Issue 34 asked to measure pydantic v2 against msgspec before choosing (docs/formats/README.md has the
 figures and the choice). Rows:
 
-- `solbench` : this checkout's models (`Trace.from_dict` / `to_dict` around the json module), as the
-  trace file reader and writer use them; `--before DIR` adds the same row for another checkout (main's
+- `solbench` : this checkout's models as the trace file reader and writer use them (`Trace.from_json`
+  or, before it existed, `from_dict` after `json.loads`; `json.dumps` of `to_dict`); `--before DIR` adds the same row for another checkout (main's
   hand-written dataclasses: `git archive main | tar -x -C DIR`), run in a subprocess.
 - `pydantic json`: the same models through pydantic's own JSON parser and writer (`validate_json` /
-  `dump_json`).
+  `dump_json`; the writer keeps `json.dumps`, whose output other tools already read).
 - `msgspec` : equivalent `msgspec.Struct` models of the trace (only here; needs `pip install msgspec`).
 - protocol: one `call` request and one `time` reply (100 samples) through `protocol.codec` encode and
   decode, as the orchestrator and a worker do per operation (the framing's bytes aside).
@@ -77,7 +77,10 @@ def solbench_rows(path: Path, label: str) -> list[tuple[str, float, float]]:
 
     lines = path.read_text().splitlines()
     traces = [Trace.from_dict(json.loads(line)) for line in lines]
-    decode = best_of(lambda: [Trace.from_dict(json.loads(line)) for line in lines])
+    if hasattr(Trace, "from_json"):  # as `report.traces.read_trace_lines` reads a line
+        decode = best_of(lambda: [Trace.from_json(line) for line in lines])
+    else:
+        decode = best_of(lambda: [Trace.from_dict(json.loads(line)) for line in lines])
     encode = best_of(lambda: [json.dumps(t.to_dict(), allow_nan=False, separators=(",", ":")) for t in traces])
     rows = [(label, decode * 1e3, encode * 1e3)]
     try:

@@ -52,7 +52,7 @@ _PHRASES = {
     "float_type": "must be a number", "finite_number": "must be a finite number",
     "string_too_short": "must not be empty", "literal_error": "must be one of {expected}",
     "greater_than_equal": "must be at least {ge}", "less_than_equal": "must be at most {le}",
-    "enum": "must be one of {expected}",
+    "enum": "must be one of {expected}", "json_invalid": "not valid JSON ({error})",
 }
 
 
@@ -65,7 +65,7 @@ def describe(error: ValidationError) -> str:
         message = first["msg"].removeprefix("Value error, ").removeprefix("Assertion failed, ")
     else:
         message = phrase.format(**first.get("ctx", {}))
-        if first["type"] != "missing":
+        if first["type"] not in ("missing", "json_invalid"):
             message += f", got {_shown(first['input'])}"
     return f"{where}: {message}" if where else message
 
@@ -97,6 +97,14 @@ class FormatModel:
     def from_dict(cls, data: Any, **context: Any) -> Self:
         """`data` as this model; `context` reaches its validators (a solution's `base_dir`)."""
         return validate(cls, data, label=cls.label(data), context=context)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Self:
+        """One JSON document as this model, parsed and validated in one pass (a trace file's line)."""
+        try:
+            return adapter(cls).validate_json(text)
+        except ValidationError as exc:
+            raise SpecError(describe(exc)) from None
 
     @classmethod
     def label(cls, data: Any) -> str | None:
