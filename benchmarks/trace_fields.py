@@ -24,7 +24,8 @@ VOLATILE = {"timestamp", "log", "seconds", "phases_s", "signature", "hostname", 
             "clocks_end", "latency", "reference_latency", "latency_ms", "reference_latency_ms",
             "speedup_factor", "host_launch_ms", "gpu_busy_ms", "kernel_sum_ms", "t_baseline_ms",
             "baselines_ms", "achieved_tflops", "achieved_gbps", "sol_fraction", "score", "log_score",
-            "max_absolute_error", "max_relative_error", "matched_ratio", "numerics", "warnings", "message"}
+            "max_absolute_error", "max_relative_error", "matched_ratio", "numerics", "warnings", "message",
+            "checked_timed_iterations"}  # how many timed calls were sampled depends on how long blocks ran
 VERSION = "schema"
 
 

@@ -181,7 +181,7 @@ def test_malformed_line_reports_line_number(tmp_path):
 def test_invalid_workload_reports_line_number(tmp_path):
     path = tmp_path / "workload.jsonl"
     path.write_text(json.dumps(make_workload("a")) + "\n" + json.dumps(make_workload("b", axes={"m": -3})))
-    with pytest.raises(SpecError, match=r"workload\.jsonl:2: workload b"):
+    with pytest.raises(SpecError, match=r"workload\.jsonl:2: workload b: axes\.m: must be at least 0, got -3$"):
         load_workloads(path)
 
 
