@@ -16,6 +16,7 @@ from solbench.sol.hardware import detect_spec, load_spec
 from solbench.sol.record import sol_record
 from solbench.sol.reject import faster_than_light
 from solbench.spec.problem import Problem
+from solbench.spec.sol_record import SolRecord
 from solbench.spec.solution import Solution
 from solbench.spec.trace import Correctness, Environment, Evaluation, Performance, Status, Trace
 from solbench.spec.workload import Workload
@@ -85,7 +86,7 @@ def speed_of_light(session: DeviceSession, problem: Problem, workload: Workload,
 
 def make_trace(problem: Problem, solution: Solution, workload: Workload, session: DeviceSession, status: Status,
                log: str, *, correctness: Correctness | None = None, performance: Performance | None = None,
-               started: float, warnings: list[str], clocks: tuple = (None, None), sol: dict | None = None) -> Trace:
+               started: float, warnings: list[str], clocks: tuple = (None, None), sol: SolRecord | None = None) -> Trace:
     environment = session.environment or Environment(device="cuda" if session.device.startswith("cuda") else "cpu")
     environment = replace(environment, clocks_start=clocks[0], clocks_end=clocks[1])
     seconds = time.monotonic() - started

@@ -56,10 +56,14 @@ _PHRASES = {
 }
 
 
+# the names pydantic gives a union's members in an error's location: not fields
+_UNION_TAGS = frozenset({"int", "float", "bool", "str", "none", "list", "dict", "tuple"})
+
+
 def describe(error: ValidationError) -> str:
     """A validation error in one line: the first failing field's path, what is wrong and what was given."""
     first = error.errors(include_url=False)[0]
-    where = ".".join(str(part) for part in first["loc"])
+    where = ".".join(str(part) for part in first["loc"] if part not in _UNION_TAGS and "[" not in str(part))
     phrase = _PHRASES.get(first["type"])
     if phrase is None:
         message = first["msg"].removeprefix("Value error, ").removeprefix("Assertion failed, ")

@@ -1,16 +1,19 @@
 """The speed-of-light record a trace keeps in `evaluation.sol` (written by `solbench.sol.record`).
 
 A TypedDict: typed and validated where a trace is read, and still the mapping its readers index
-(`sol.get("score")`). Every key is optional: older traces and other tools' have fewer.
+(`sol.get("score")`). Every key is optional: older traces and other tools' have fewer; keys not listed
+here are kept as they are.
 """
 
 from __future__ import annotations
 
+from pydantic import ConfigDict, with_config
 from typing_extensions import TypedDict
 
 Number = int | float
 
 
+@with_config(ConfigDict(extra="allow"))  # a key added to the record (or another tool's) is kept, untyped
 class SolRecord(TypedDict, total=False):
     convention: str  # "strict" or "solar" (sol/analyser.py)
     hw: str  # the hardware spec the bound is on

@@ -72,3 +72,12 @@ def test_the_shipped_leaderboard_csv_loads():
     note = older_format_note(frame, path)
     assert len(frame) > 0 and {"solution", "problem", "geomean_latency_ms"} <= set(frame.columns)
     assert note is None or ("\n" not in note and "older leaderboard format" in note)
+
+
+def test_sol_record_is_typed_and_keeps_keys_it_does_not_list():
+    data = json.loads(V1_LINES[0])
+    data["evaluation"]["sol"]["x_new_figure"] = 1.5
+    assert Trace.from_dict(data).to_dict()["evaluation"]["sol"]["x_new_figure"] == 1.5
+    data["evaluation"]["sol"]["t_sol_ms"] = "fast"
+    with pytest.raises(SpecError, match=r"^evaluation\.sol\.t_sol_ms: must be"):
+        Trace.from_dict(data)
