@@ -34,7 +34,7 @@ def check_keys(data: dict, known: set[str], what: str) -> dict[str, Any]:
 
 def _kind_from_type(data: Any, known: set[str], what: str) -> Any:
     """A file's `type` key as the model's `kind`, after refusing keys that could change meaning."""
-    if not isinstance(data, dict) or "kind" in data and "type" not in data:
+    if not isinstance(data, dict):
         return data
     check_keys(data, known | {"name"}, what)
     data = {k: v for k, v in data.items() if k in known | {"name"}}
@@ -130,7 +130,7 @@ class Definition(FormatModel):
     @model_validator(mode="before")
     @classmethod
     def _from_file(cls, data: Any) -> Any:
-        if not isinstance(data, dict) or "extra" in data:
+        if not isinstance(data, dict):
             return data
         extra = check_keys(data, DEFINITION_KEYS, "definition")
         data = {k: v for k, v in data.items() if k not in extra}

@@ -165,7 +165,7 @@ class Solution(FormatModel):
     @model_validator(mode="before")
     @classmethod
     def _from_file(cls, data: Any) -> Any:
-        if not isinstance(data, dict) or "extra" in data:
+        if not isinstance(data, dict):
             return data
         extra = check_keys(data, {"name", "definition", "author", "spec", "sources", "description"}, "solution")
         for key in ("name", "definition", "spec", "sources"):

@@ -34,8 +34,6 @@ class InputSource(FormatModel):
     def _from_file(cls, data: Any) -> Any:
         if not isinstance(data, dict):
             return data
-        if "kind" in data and "type" not in data:  # already in the model's own names
-            return data
         kind = data.get("type")
         if kind not in _KEYS_BY_KIND:
             raise ValueError(f"type {kind!r}; expected one of {', '.join(INPUT_KINDS)}")

@@ -291,3 +291,11 @@ def test_resolve_passes_through_axis_named_like_an_input():
     values = d.resolve_axes({"m": 2, "top_k": 5})
     assert values["top_k"] == 5
     assert d.input_shapes(values) == {"x": (2, 8), "weight": (8,), "top_k": None}
+
+
+@pytest.mark.parametrize("key", ["extra", "kind"])
+def test_the_models_own_field_names_are_not_a_way_around_the_key_check(key):
+    with pytest.raises(SpecError, match=f"unknown key {key!r}"):
+        load(**{key: {"tolerance": 1}})
+    with pytest.raises(SpecError, match=f"unknown key {key!r}"):
+        load(axes={"m": {"type": "var", key: "const"}, "n": {"type": "const", "value": 8}})

@@ -226,3 +226,8 @@ def test_custom_inputs_need_an_entrypoint():
     # extra custom inputs (made by the entrypoint, never passed to run) are harmless
     check_workload(with_entry, Workload.from_dict(make_workload(inputs={"x": {"type": "custom"},
                                                                         "scratch": {"type": "custom"}})))
+
+
+def test_an_input_given_in_the_models_field_names_is_refused():
+    with pytest.raises(SpecError, match="inputs.x: type None"):
+        Workload.from_dict(make_workload(inputs={"x": {"kind": "random", "std": 2}}))
