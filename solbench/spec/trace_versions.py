@@ -27,6 +27,7 @@ def _from_sol_execbench(data: dict[str, Any]) -> dict[str, Any]:
 def _from_v1(data: dict[str, Any]) -> dict[str, Any]:
     """Version 1 was read leniently: numerics flags absent or null, `numerics` of another shape, phase
     timings that are not numbers; version 2 types them, so such values are normalised or dropped."""
+    data = _from_sol_execbench(data)  # version 1 was read as leniently: a null solution name or hash was ""
     evaluation = data.get("evaluation")
     if not isinstance(evaluation, dict):
         return data
