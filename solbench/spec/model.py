@@ -61,17 +61,29 @@ _UNION_TAGS = frozenset({"int", "float", "bool", "str", "none", "list", "dict", 
 
 
 def describe(error: ValidationError) -> str:
-    """A validation error in one line: the first failing field's path, what is wrong and what was given."""
-    first = error.errors(include_url=False)[0]
-    where = ".".join(str(part) for part in first["loc"] if part not in _UNION_TAGS and "[" not in str(part))
-    phrase = _PHRASES.get(first["type"])
-    if phrase is None:
-        message = first["msg"].removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    """A validation error in one line: the first failing field's path, what is wrong and what was given
+    (for a field of several types, what each would have needed: `must be an integer or a number`)."""
+    errors = error.errors(include_url=False)
+    where = _field_path(errors[0]["loc"])
+    alike = [e for e in errors if _field_path(e["loc"]) == where and e["type"] in _PHRASES]
+    if errors[0]["type"] not in _PHRASES or errors[0]["type"] in ("missing", "json_invalid"):
+        message = _phrase(errors[0])
     else:
-        message = phrase.format(**first.get("ctx", {}))
-        if first["type"] not in ("missing", "json_invalid"):
-            message += f", got {_shown(first['input'])}"
+        phrases = list(dict.fromkeys(_phrase(e) for e in alike))
+        message = " or ".join([phrases[0]] + [p.removeprefix("must be ") for p in phrases[1:]])
+        message += f", got {_shown(errors[0]['input'])}"
     return f"{where}: {message}" if where else message
+
+
+def _field_path(loc: tuple) -> str:
+    return ".".join(str(part) for part in loc if part not in _UNION_TAGS and "[" not in str(part))
+
+
+def _phrase(error: Any) -> str:
+    phrase = _PHRASES.get(error["type"])
+    if phrase is None:
+        return error["msg"].removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    return phrase.format(**error.get("ctx", {}))
 
 
 def _shown(value: Any) -> str:

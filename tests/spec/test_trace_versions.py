@@ -81,3 +81,10 @@ def test_sol_record_is_typed_and_keeps_keys_it_does_not_list():
     data["evaluation"]["sol"]["t_sol_ms"] = "fast"
     with pytest.raises(SpecError, match=r"^evaluation\.sol\.t_sol_ms: must be"):
         Trace.from_dict(data)
+
+
+def test_a_field_of_several_types_says_what_each_would_need():
+    data = json.loads(V1_LINES[0])
+    data["evaluation"]["sol"]["score"] = "high"
+    with pytest.raises(SpecError, match=r"^evaluation\.sol\.score: must be an integer or a number, got 'high'$"):
+        Trace.from_dict(data)
