@@ -103,13 +103,13 @@ def describe_failure(trace) -> str:
     from solbench.report.merge import hardware_of
 
     evaluation = trace.evaluation
-    axes = ", ".join(f"{k}={v}" for k, v in trace.workload.get("axes", {}).items()) or "(none)"
+    axes = ", ".join(f"{k}={v}" for k, v in trace.workload.axes.items()) or "(none)"
     lines = [f"{trace.status.value}: {trace.solution} on {trace.definition}, workload {trace.workload_uuid}",
              f"  axes: {axes}", f"  hardware: {hardware_of(trace)}"]
     corr = evaluation.correctness
     if corr is not None and trace.status.value.startswith("INCORRECT"):
         lines.append(f"  max abs error {corr.max_absolute_error}, max rel error {corr.max_relative_error}, "
-                     f"matched {corr.matched_ratio:.4f} (required {trace.workload.get('tolerance', {}).get('required_matched_ratio', 'n/a')})"
+                     f"matched {corr.matched_ratio:.4f} (required {trace.workload.tolerance.required_matched_ratio})"
                      + (f", output {corr.output}" if corr.output else "") + (", NaN" if corr.has_nan else "")
                      + (", Inf" if corr.has_inf else ""))
         if corr.message:

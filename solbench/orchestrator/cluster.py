@@ -219,7 +219,7 @@ class ClusterRun:
                f"{_first_line(exc)}; not retried")
         evaluation = Evaluation(status=Status.RUNTIME_ERROR, log=log,
                                 timestamp=datetime.now(UTC).isoformat(timespec="seconds"))
-        return Trace(definition=job.problem.name, workload=workload.to_dict(), solution=solution.name,
+        return Trace(definition=job.problem.name, workload=workload, solution=solution.name,
                      solution_hash=solution.content_hash(), evaluation=evaluation)
 
     def slot_loop(self, slot: Slot) -> None:

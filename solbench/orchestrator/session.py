@@ -20,10 +20,11 @@ from solbench.orchestrator.devices import compute_capability
 from solbench.orchestrator.lifetime import at_once
 from solbench.orchestrator.process import WorkerDied, WorkerProcess, WorkerProtocolError, WorkerTimeout
 from solbench.protocol import messages as msg
-from solbench.spec.definition import Definition
 from solbench.spec.problem import Problem
 from solbench.spec.solution import Solution, is_reference, shadowing_sources
+from solbench.spec.trace import Environment as EnvironmentRecord
 from solbench.spec.trace import Status
+from solbench.spec.workload import Workload
 
 TRIM_MIN_SET_BYTES = 256 << 20  # one input set this large or larger: workers are asked to trim their caches
 CPU_PREFETCH_MAX_SET_BYTES = 2 << 30  # larger sets are not built twice at once (host memory)
@@ -61,7 +62,7 @@ class DeviceSession:
                                                      WorkerProcess(device, role="solution"))
         self._loaded: dict[int, tuple] = {}  # id(worker) -> (what is loaded there, whether it is trusted)
         self._loads = 0
-        self.environment: dict | None = None
+        self.environment: EnvironmentRecord | None = None
         self.runtime_warnings: list[str] = []  # what the solution's audit hook noticed (per solution)
         self.analysis = None  # an AnalysisPool shared by the device sessions of a run, if any
         self.costs: dict[str, object] = {}  # workload uuid -> Future of its speed-of-light analysis
@@ -247,8 +248,7 @@ class DeviceSession:
         if not isinstance(request, msg.Load):
             return False
         try:
-            names = request.solution["spec"]["languages"]
-            definition = Definition.from_dict(request.definition)
+            names, definition = request.solution.spec.languages, request.definition
             return languages.refusal(names, definition.dtypes(), self.device.startswith("cuda"),
                                      compute_capability(self.device)) is not None
         except Exception:  # noqa: BLE001 - an unknown language is reported by the loader
@@ -299,7 +299,7 @@ class DeviceSession:
             raise StepFailed(Status.REWARD_HACK, "the solution's process did something no kernel needs: "
                              + "; ".join(list(dict.fromkeys(alarms))[:10]))
 
-    def reference_fails_too(self, workload: dict, seed: int, timeout_s: float, *, run: bool,
+    def reference_fails_too(self, workload: Workload, seed: int, timeout_s: float, *, run: bool,
                             profile: str = "standard") -> StepFailed | None:
         """The solution's worker failed: does the reference worker fail on the same inputs (building
         them, or with `run` also running the reference)? Its failure, if any, is the verdict, and
@@ -311,7 +311,7 @@ class DeviceSession:
                 return exc
         return None
 
-    def prefetch_inputs(self, workload: dict, seed: int, profile: str, set_bytes: int) -> None:
+    def prefetch_inputs(self, workload: Workload, seed: int, profile: str, set_bytes: int) -> None:
         """Let the reference worker build (and cache) a trial's inputs while the solution's worker runs
         the trial on its own copy, so the judge that follows finds them ready: the two workers' input
         generation overlaps instead of adding up. On a CPU only, where generation is the slow part (a GPU
@@ -374,7 +374,7 @@ class DeviceSession:
         fresh = worker.requests == 0  # a new process (started here or by `prestart`)
         self._loaded[id(worker)] = (None, trusted)  # from here on the process has seen this code
         self._loads += 1
-        request = msg.Load(definition=problem.definition.to_dict(), solution=solution.to_dict(),
+        request = msg.Load(definition=problem.definition, solution=solution,
                            work_dir=f"{worker.scratch.name}/load{self._loads}",
                            compile_timeout_s=self.config.compile_timeout_s,
                            data_roots=[str(p) for p in self.config.all_data_roots(problem.directory)])

@@ -83,7 +83,7 @@ def time_rounds(run: WorkloadRun, reference_aliases: set[str], correctness: Corr
             time_reference = _time_reference_block(run, seeds, timing, set_bytes, samples, slots)
         session.trim(session.reference, set_bytes)
         # The escaped-work probe: the last calls of the solution's last block (worker.probe).
-        request = msg.Time(workload=run.wdata, seeds=seeds, config=timing, checked_outputs=per_round_checks,
+        request = msg.Time(workload=run.workload, seeds=seeds, config=timing, checked_outputs=per_round_checks,
                            required_outputs=required_checks(problem, workload, per_round_checks),
                            fresh_inputs_budget_s=config.fresh_inputs_budget_s, ipc_min_bytes=session.ipc_min_bytes(),
                            probe=round_ == rounds - 1, max_slots=slots, block_key=new_run_seed(),
@@ -113,7 +113,7 @@ def _time_reference_block(run: WorkloadRun, seeds: list[int], timing: TimingConf
     session = run.session
     session.trim(session.candidate, set_bytes)
     try:
-        reply = session.ask_timed(session.reference, msg.Time(workload=run.wdata, seeds=seeds, config=timing,
+        reply = session.ask_timed(session.reference, msg.Time(workload=run.workload, seeds=seeds, config=timing,
                                                               checked_outputs=0, probe=False, max_slots=slots,
                                                               fresh_inputs_budget_s=run.config.fresh_inputs_budget_s),
                                   run.config.timeout_s)
@@ -136,7 +136,7 @@ def _judge_sampled(run: WorkloadRun, reply: msg.Timed, request: msg.Time, correc
     for entry in reply.sampled:
         index, outputs = entry[0], entry[3]
         input_seed = timed_call_seed(entry, request.block_key, request.seeds)
-        status, result, _ = judge(run.session, run.wdata, input_seed, outputs, run.config.timeout_s, expected,
+        status, result, _ = judge(run.session, run.workload, input_seed, outputs, run.config.timeout_s, expected,
                                   strict=run.config.strict)
         correctness.checked_timed_iterations += 1
         if status != Status.PASSED:
@@ -186,7 +186,7 @@ def _time_compiled(run: WorkloadRun, seeds: list[int], timing: TimingConfig, met
     """The median time of torch.compile of the reference; None (and a warning saying why) when unavailable."""
     try:
         reply = run.session.ask_timed(run.session.reference,
-                                      msg.TimeCompiled(workload=run.wdata, seeds=seeds, config=timing, checked_outputs=0),
+                                      msg.TimeCompiled(workload=run.workload, seeds=seeds, config=timing, checked_outputs=0),
                                       run.config.compile_timeout_s)
     except StepFailed as exc:
         run.warnings.append(f"torch.compile baseline unavailable ({exc.status.value}): {exc.log.strip()[-300:]}")
@@ -201,8 +201,8 @@ def _time_shipped(run: WorkloadRun, problem: Problem, seeds: list[int], timing: 
     try:
         solution = baseline_solution(problem)
         reply = run.session.ask_timed(run.session.reference,
-                                      msg.TimeBaseline(workload=run.wdata, seeds=seeds, config=timing, checked_outputs=0,
-                                                       baseline=solution.to_dict(),
+                                      msg.TimeBaseline(workload=run.workload, seeds=seeds, config=timing, checked_outputs=0,
+                                                       baseline=solution,
                                                        compile_timeout_s=run.config.compile_timeout_s),
                                       run.config.compile_timeout_s)
     except SpecError as exc:

@@ -17,9 +17,10 @@ from solbench.orchestrator.sizes import declared_set_bytes, expected_outputs
 from solbench.orchestrator.verdict import WorkloadRun
 from solbench.protocol import messages as msg
 from solbench.spec.trace import Correctness, Status
+from solbench.spec.workload import Workload
 
 
-def judge(session: DeviceSession, workload: dict, seed: int, outputs: list, timeout_s: float,
+def judge(session: DeviceSession, workload: Workload, seed: int, outputs: list, timeout_s: float,
           expected: list | None = None, *, profile: str = STANDARD,
           strict: bool = False) -> tuple[Status, Correctness, msg.Judged]:
     """Compare a solution's outputs with the reference's for the same seed and input profile, in the
@@ -34,7 +35,7 @@ def judge(session: DeviceSession, workload: dict, seed: int, outputs: list, time
                              f"outputs (beside the solution's worker):\n{exc.log}") from None
         status = exc.status if exc.status == Status.MISSING_DATA else Status.INVALID_REFERENCE
         raise StepFailed(status, f"the reference failed ({exc.status.value}): {exc.log}") from None
-    return Status(reply.status), Correctness.from_dict(reply.correctness), reply
+    return Status(reply.status), reply.correctness, reply
 
 
 def out_of_memory(log: str) -> bool:
@@ -79,19 +80,19 @@ def run_trials(run: WorkloadRun) -> tuple[Correctness, set[str]]:
         seed = derive_seed(run.run_seed, run.workload.uuid, "trial", trial)
         profile = trial_profile(trial, config.trials)  # rows and columns of different scales after the first
         session.trim(session.reference, set_bytes)  # multi-GB sets: one worker's copies on the device at a time
-        session.prefetch_inputs(run.wdata, seed, profile, set_bytes)  # the judge's inputs, built meanwhile
+        session.prefetch_inputs(run.workload, seed, profile, set_bytes)  # the judge's inputs, built meanwhile
         try:
-            reply = session.ask(session.candidate, msg.Call(workload=run.wdata, seed=seed, profile=profile,
+            reply = session.ask(session.candidate, msg.Call(workload=run.workload, seed=seed, profile=profile,
                                                             ipc_min_bytes=session.ipc_min_bytes()), config.timeout_s)
         except StepFailed as exc:
-            verdict = (session.reference_fails_too(run.wdata, seed, config.timeout_s, run=True, profile=profile)
+            verdict = (session.reference_fails_too(run.workload, seed, config.timeout_s, run=True, profile=profile)
                        if exc.status == Status.RUNTIME_ERROR and trial == 0 else None)
             if verdict is not None:
                 raise StepFailed(verdict.status, f"{verdict.log}\n--- the solution failed too ---\n{exc.log[-2000:]}") from None
             raise
         run.call_s = max(run.call_s, reply.call_s if reply.call_s >= 0 else 0.0)
         session.trim(session.candidate, set_bytes)
-        status, correctness, verdict = judge(session, run.wdata, seed, reply.outputs, config.timeout_s, expected,
+        status, correctness, verdict = judge(session, run.workload, seed, reply.outputs, config.timeout_s, expected,
                                              profile=profile, strict=config.strict)
         reference_aliases = set(verdict.aliased_inputs)
         problem = side_effects(reply, verdict)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from solbench.orchestrator.config import RunConfig, sol_hardware
@@ -15,6 +16,7 @@ from solbench.sol.hardware import detect_spec
 from solbench.sol.record import sol_record
 from solbench.sol.reject import faster_than_light
 from solbench.spec.problem import Problem
+from solbench.spec.sol_record import SolRecord
 from solbench.spec.solution import Solution
 from solbench.spec.trace import Correctness, Environment, Evaluation, Performance, Status, Trace
 from solbench.spec.workload import Workload
@@ -84,10 +86,9 @@ def speed_of_light(session: DeviceSession, problem: Problem, workload: Workload,
 
 def make_trace(problem: Problem, solution: Solution, workload: Workload, session: DeviceSession, status: Status,
                log: str, *, correctness: Correctness | None = None, performance: Performance | None = None,
-               started: float, warnings: list[str], clocks: tuple = (None, None), sol: dict | None = None) -> Trace:
-    env_data = dict(session.environment or {"device": "cuda" if session.device.startswith("cuda") else "cpu"})
-    env_data["clocks_start"], env_data["clocks_end"] = clocks
-    environment = Environment.from_dict(env_data)
+               started: float, warnings: list[str], clocks: tuple = (None, None), sol: SolRecord | None = None) -> Trace:
+    environment = session.environment or Environment(device="cuda" if session.device.startswith("cuda") else "cpu")
+    environment = replace(environment, clocks_start=clocks[0], clocks_end=clocks[1])
     seconds = time.monotonic() - started
     phases = session.take_phases()
     phases["other"] = max(0.0, seconds - sum(v for k, v in phases.items() if k not in NOT_PARTS))
@@ -97,7 +98,7 @@ def make_trace(problem: Problem, solution: Solution, workload: Workload, session
                             performance=performance if status in (Status.PASSED, Status.REWARD_HACK) else None,
                             sol=sol, warnings=list(warnings) + list(session.runtime_warnings),
                             seconds=round(seconds, 3), phases_s={k: round(v, 3) for k, v in sorted(phases.items())})
-    return Trace(definition=problem.name, workload=workload.to_dict(), solution=solution.name,
+    return Trace(definition=problem.name, workload=workload, solution=solution.name,
                  solution_hash=solution.content_hash(), evaluation=evaluation)
 
 
@@ -109,7 +110,6 @@ class WorkloadRun:
         self.session, self.problem, self.solution, self.workload = session, problem, solution, workload
         self.config, self.run_seed, self.started = config, run_seed, started
         self.warnings = list(warnings)  # the solution's static-scan notes, then what this workload adds
-        self.wdata = workload.to_dict()
         self.call_s = 0.0  # the slowest correctness trial's call (host seconds, synchronised)
 
     def trace(self, status: Status, log: str, **fields) -> Trace:

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import MISSING, fields, is_dataclass
 from typing import Any
 
 from solbench.protocol.messages import PROTOCOL_VERSION, REPLIES, REQUESTS, Failed, Reply, Request
-from solbench.timing.config import TimingConfig
 
 
 class ProtocolError(ValueError):
@@ -71,68 +71,101 @@ def _check_envelope(data: Any) -> None:
         raise ProtocolError(f"request id {data.get('id')!r} is not an integer")
 
 
+class _Field(typing.NamedTuple):
+    """What decoding needs of one message field, worked out once per message class."""
+
+    hint: Any
+    model: type | None  # a typed model the field's value is rebuilt by (`_model_in`)
+    optional: bool  # the model field may be None
+    required: bool
+
+
 def _build(cls: type, values: dict[str, Any]):
-    hints = _hints(cls)
-    known = {f.name: f for f in fields(cls) if f.init}
-    extra = sorted(set(values) - set(known))
-    if extra:
-        raise ProtocolError(f"{cls.__name__}: unexpected field(s) {extra}")
+    known = _fields(cls)
+    if not values.keys() <= known.keys():
+        raise ProtocolError(f"{cls.__name__}: unexpected field(s) {sorted(values.keys() - known.keys())}")
     kwargs = {}
     for name, f in known.items():
         if name not in values:
-            if f.default is MISSING and f.default_factory is MISSING:
+            if f.required:
                 raise ProtocolError(f"{cls.__name__}: missing field {name!r}")
             continue
-        kwargs[name] = _field_value(cls, name, values[name], hints[name])
+        kwargs[name] = _field_value(cls, name, values[name], f)
     return cls(**kwargs)
 
 
-def _field_value(cls: type, name: str, value: Any, hint: Any) -> Any:
-    if hint is TimingConfig:
+def _field_value(cls: type, name: str, value: Any, f: _Field) -> Any:
+    if f.model is not None and not (value is None and f.optional):
         if type(value) is not dict:
-            raise ProtocolError(f"{cls.__name__}.{name}: timing settings are a dict, not {type(value).__name__}")
+            raise ProtocolError(f"{cls.__name__}.{name}: {_describe(value)} where a {f.model.__name__} is declared")
         try:
-            return TimingConfig.from_dict(value)
-        except (TypeError, ValueError) as exc:
+            return f.model.from_dict(value)
+        except (TypeError, ValueError) as exc:  # SpecError is a ValueError: one line naming the field
             raise ProtocolError(f"{cls.__name__}.{name}: {exc}") from None
-    if not conforms(value, hint):
-        raise ProtocolError(f"{cls.__name__}.{name}: {_describe(value)} where {_hint_name(hint)} is declared")
+    if not conforms(value, f.hint):
+        raise ProtocolError(f"{cls.__name__}.{name}: {_describe(value)} where {_hint_name(f.hint)} is declared")
     return value
 
 
-_HINTS: dict[type, dict[str, Any]] = {}
+def _model_in(hint: Any) -> type | None:
+    """The typed model a field declares (`X` or `X | None`, X a format or TimingConfig), else None: those
+    travel as their dict form and are rebuilt, and checked, by the model's own `from_dict`."""
+    for candidate in (hint, *typing.get_args(hint)):
+        if isinstance(candidate, type) and is_dataclass(candidate) and hasattr(candidate, "from_dict"):
+            return candidate
+    return None
 
 
-def _hints(cls: type) -> dict[str, Any]:
-    if cls not in _HINTS:
-        _HINTS[cls] = typing.get_type_hints(cls)
-    return _HINTS[cls]
+_FIELDS: dict[type, dict[str, _Field]] = {}
+
+
+def _fields(cls: type) -> dict[str, _Field]:
+    if cls not in _FIELDS:
+        hints = typing.get_type_hints(cls)
+        _FIELDS[cls] = {f.name: _Field(hints[f.name], _model_in(hints[f.name]), type(None) in typing.get_args(hints[f.name]),
+                                       f.default is MISSING and f.default_factory is MISSING)
+                        for f in fields(cls) if f.init}
+    return _FIELDS[cls]
 
 
 def conforms(value: Any, hint: Any) -> bool:
     """Whether `value` (decoded JSON, tensors inside lists and dicts) has the declared type. Exact: a bool
     is not an int, an int is a float."""
-    origin = typing.get_origin(hint)
+    return _checker(hint)(value)
+
+
+_CHECKERS: dict[Any, Callable[[Any], bool]] = {}
+_EXACT: dict[Any, tuple[type, ...]] = {bool: (bool,), int: (int,), float: (int, float), str: (str,),
+                                       type(None): (type(None),)}
+
+
+def _checker(hint: Any) -> Callable[[Any], bool]:
+    """The check for one declared type, built once per type (a reply's lists are checked item by item)."""
+    check = _CHECKERS.get(hint)
+    if check is None:
+        check = _CHECKERS[hint] = _make_checker(hint)
+    return check
+
+
+def _make_checker(hint: Any) -> Callable[[Any], bool]:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
     if hint is Any:
-        return True
+        return lambda value: True
+    if hint in _EXACT:
+        exact = _EXACT[hint]
+        return lambda value: type(value) in exact
     if origin in (typing.Union, types.UnionType):
-        return any(conforms(value, arg) for arg in typing.get_args(hint))
-    if hint is type(None):
-        return value is None
-    if hint is bool:
-        return type(value) is bool
-    if hint is int:
-        return type(value) is int
-    if hint is float:
-        return type(value) in (int, float)
-    if hint is str:
-        return type(value) is str
+        members = [_checker(arg) for arg in args]
+        return lambda value: any(check(value) for check in members)
     if hint is list or origin is list:
-        args = typing.get_args(hint)
-        return type(value) is list and (not args or all(conforms(v, args[0]) for v in value))
+        if not args or args[0] is Any:
+            return lambda value: type(value) is list
+        item = _checker(args[0])
+        return lambda value: type(value) is list and all(item(v) for v in value)
     if hint is dict or origin is dict:
-        return type(value) is dict and all(type(k) is str for k in value)
-    return False
+        entry = _checker(args[1]) if args else _checker(Any)
+        return lambda value: type(value) is dict and all(type(k) is str and entry(v) for k, v in value.items())
+    return lambda value: False
 
 
 def _describe(value: Any) -> str:

@@ -9,18 +9,30 @@ may decide?) is judged afterwards by `solbench.check.anticheat`; here only its f
 `solbench.protocol.codec` turns them into and out of their dict form. On the wire
 (`solbench.protocol.framing`) a message is a dict: `{"v": PROTOCOL_VERSION, "op": ..., "id":
 request id, ...fields}`; a reply adds `"ok"` and `"audit"` (what the solution's audit hook noticed). A
-failed request comes back as a `Failed` reply whatever its op. Tensors may sit anywhere inside a field
-declared `list` or `dict`: the framing carries their bytes.
+failed request comes back as a `Failed` reply whatever its op. Fields of a format's type (`Workload`,
+`Definition`, `Solution`, `Correctness`, `EnvironmentRecord`, `TimingConfig`) travel as their dict form
+and are validated by their model on decoding. Tensors travel only in `Values` fields (and inside a kept
+call's outputs in `Timed.sampled`): the framing carries their bytes.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
+from solbench.spec.definition import Definition
+from solbench.spec.solution import Solution
+from solbench.spec.trace import Correctness
+from solbench.spec.trace import Environment as EnvironmentRecord
+from solbench.spec.workload import Workload
 from solbench.timing.config import TimingConfig
 
 PROTOCOL_VERSION = 1
+
+# Call arguments and outputs: tensors (their bytes carried by the framing), numbers, None, nested lists.
+Values = list[Any]
+# A reading of named numbers or notes: NVML clocks, the escaped-work probe's findings.
+Readings = dict[str, Any]
 # A worker whose audit hook could not deliver an alarm (the channel jammed, closed or replaced) ends with
 # this exit code; from a solution's worker it is a REWARD_HACK.
 ALARM_LOST_EXIT = 86
@@ -38,8 +50,8 @@ class Load(Request):
     """Load a solution (or the reference) into the worker; compiled languages build here."""
 
     OP: ClassVar[str] = "load"
-    definition: dict
-    solution: dict
+    definition: Definition
+    solution: Solution
     work_dir: str
     compile_timeout_s: float = 300.0
     data_roots: list[str] = field(default_factory=list)
@@ -50,7 +62,7 @@ class Call(Request):
     """One correctness trial: inputs from `seed`, one call, the outputs back."""
 
     OP: ClassVar[str] = "call"
-    workload: dict
+    workload: Workload
     seed: int
     ipc_min_bytes: int | None = None  # outputs this large go back as CUDA IPC descriptors
     profile: str = "standard"  # the inputs' profile (solbench.inputs.profiles): part of what the seed means
@@ -61,9 +73,9 @@ class Judge(Request):
     """In the reference worker: run the reference on `seed`'s inputs and compare `outputs` with it."""
 
     OP: ClassVar[str] = "judge"
-    workload: dict
+    workload: Workload
     seed: int
-    outputs: list
+    outputs: Values
     profile: str = "standard"
     strict: bool = False  # numerics flags fail the outputs (check.correctness)
 
@@ -73,7 +85,7 @@ class Inputs(Request):
     """In the reference worker: build `seed`'s inputs (and with `run`, run the reference on them)."""
 
     OP: ClassVar[str] = "inputs"
-    workload: dict
+    workload: Workload
     seed: int
     run: bool = False
     profile: str = "standard"
@@ -84,7 +96,7 @@ class Time(Request):
     """One timed block of the loaded code."""
 
     OP: ClassVar[str] = "time"
-    workload: dict
+    workload: Workload
     seeds: list[int]
     config: TimingConfig
     checked_outputs: int = 3  # sampled timed calls whose outputs come back for the judge
@@ -120,7 +132,7 @@ class TimeBaseline(Time):
     """In the reference worker: a timed block of the problem's shipped optimised baseline."""
 
     OP: ClassVar[str] = "time_baseline"
-    baseline: dict = field(default_factory=dict)
+    baseline: Solution | None = None
     compile_timeout_s: float = 300.0
 
 
@@ -134,7 +146,7 @@ class Receive(Request):
     """In the reference worker: copy outputs exported by CUDA IPC (descriptors, checked there again)."""
 
     OP: ClassVar[str] = "receive"
-    exports: list
+    exports: list[dict[str, Any]]  # CUDA IPC descriptors (protocol.descriptors checks each)
 
 
 @dataclass(frozen=True)
@@ -202,7 +214,7 @@ class Loaded(Reply):
 @dataclass
 class Called(Reply):
     OP: ClassVar[str] = "call"
-    outputs: list
+    outputs: Values
     call_s: float
     aliased_inputs: list[str] = field(default_factory=list)
     mutated_inputs: list[str] = field(default_factory=list)
@@ -212,7 +224,7 @@ class Called(Reply):
 class Judged(Reply):
     OP: ClassVar[str] = "judge"
     status: str
-    correctness: dict
+    correctness: Correctness
     aliased_inputs: list[str] = field(default_factory=list)
     mutated_inputs: list[str] = field(default_factory=list)
 
@@ -230,21 +242,21 @@ class Timed(Reply):
     wall_s: float
     # [call index, source, nonce, outputs] per kept call: `source` is the call that drew the input set (the
     # call itself, or an earlier one whose set it reused); nonce None: the requested `seeds` rotated by index.
-    sampled: list
+    sampled: list[list[Any]]
     stop_reason: str = ""
     flags: list[str] = field(default_factory=list)
     slots: int = 1
-    clocks_before: dict | None = None
-    clocks_after: dict | None = None
+    clocks_before: Readings | None = None
+    clocks_after: Readings | None = None
     energy_mj_per_call: float | None = None
     host_ms: list[float] = field(default_factory=list)
     hold_ms: float | None = None
     exposed: int = 0
     probe_calls: int = 0  # calls made after the timed ones for the escaped-work probe (not samples)
-    probe: dict | None = None
+    probe: Readings | None = None
     aliased_inputs: list[str] = field(default_factory=list)
     written_inputs: list[str] = field(default_factory=list)  # inputs a kept call returned views of and wrote into
-    phases_s: dict = field(default_factory=dict)  # setup, capture, warmup, loop seconds (and inputs_in_loop)
+    phases_s: dict[str, float] = field(default_factory=dict)  # setup, capture, warmup, loop seconds (and inputs_in_loop)
     # Set by the orchestrator, never on the wire: why a block asked to replay a CUDA graph was timed as
     # launched (`orchestrator.session.DeviceSession.ask_timed`).
     graph_note: str | None = field(default=None, init=False, repr=False)
@@ -253,7 +265,7 @@ class Timed(Reply):
 @dataclass
 class EnvironmentRead(Reply):
     OP: ClassVar[str] = "environment"
-    environment: dict
+    environment: EnvironmentRecord
 
 
 @dataclass
@@ -277,7 +289,7 @@ class Released(Reply):
 @dataclass
 class Fetched(Reply):
     OP: ClassVar[str] = "fetch"
-    tensors: list
+    tensors: Values
 
 
 @dataclass

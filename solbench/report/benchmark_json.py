@@ -74,7 +74,7 @@ def benchmark_metadata(trace: Trace):
     fixture = TraceBenchmark(name=f"{trace.solution}[{trace.workload_uuid}]",
                              fullname=f"solbench::{trace.definition}::{trace.solution}::{trace.workload_uuid}",
                              group=trace.definition, param=trace.workload_uuid,
-                             params=dict(trace.workload.get("axes", {})), extra_info=extra)
+                             params=dict(trace.workload.axes), extra_info=extra)
     options = {"timer": lat.method or "solbench", "warmup": lat.warmup, "min_rounds": lat.n, "disable_gc": False,
                "max_time": None, "min_time": None}
     metadata = Metadata(fixture, iterations=1, options=options)

@@ -119,7 +119,7 @@ def roofline_charts(traces: list[Trace], solutions: list[str]) -> list[str]:
             t_sol, latency = sol_value(t, "t_sol_ms"), latency_ms(t)
             if t.status != Status.PASSED or not t_sol or not latency:
                 continue
-            axes = " ".join(f"{k}={v}" for k, v in t.workload.get("axes", {}).items())
+            axes = " ".join(f"{k}={v}" for k, v in t.workload.axes.items())
             score = sol_value(t, "score")
             points.append(svg.Point(t_sol, latency, solutions.index(t.solution),
                                     f"{t.solution} {axes}: {latency:.4g} ms, T_SOL {t_sol:.4g} ms, score "
@@ -148,7 +148,7 @@ def failures_list(traces: list[Trace], limit: int = 50) -> str:
     failed = [t for t in traces if t.status.failed]
     items = []
     for t in failed[:limit]:
-        axes = ", ".join(f"{k}={v}" for k, v in t.workload.get("axes", {}).items())
+        axes = ", ".join(f"{k}={v}" for k, v in t.workload.axes.items())
         items.append(f"<li><b>{escape(t.status.value)}</b> {escape(t.definition)} / {escape(t.solution)} "
                      f"({escape(axes)}): {escape(reason(t))}<pre>{escape((t.evaluation.log or '')[-600:])}</pre></li>")
     more = f"<p>... and {len(failed) - limit} more.</p>" if len(failed) > limit else ""
@@ -181,7 +181,7 @@ def flagged_list(traces: list[Trace], limit: int = 50) -> str:
         return "<p>No flagged numerics.</p>"
     items = []
     for t in flagged[:limit]:
-        axes = ", ".join(f"{k}={v}" for k, v in t.workload.get("axes", {}).items())
+        axes = ", ".join(f"{k}={v}" for k, v in t.workload.axes.items())
         detail = t.evaluation.correctness.message or ""
         items.append(f"<li><b>{escape(', '.join(t.numerics_flags))}</b> {escape(t.definition)} / "
                      f"{escape(t.solution)} ({escape(axes)})<pre>{escape(detail[-600:])}</pre></li>")

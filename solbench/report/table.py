@@ -96,7 +96,7 @@ def workload_table(traces: list[Trace], title: str = "Results", leave_out: froze
 
 
 def axes_text(trace: Trace) -> str:
-    return " ".join(f"{k}={v}" for k, v in trace.workload.get("axes", {}).items())
+    return " ".join(f"{k}={v}" for k, v in trace.workload.axes.items())
 
 
 def fitted(console: Console, build: Callable[[frozenset[str]], Table], drop_order: tuple[str, ...]) -> Table:

@@ -120,8 +120,8 @@ def read_trace_lines(lines: Iterable[str]) -> tuple[list[Trace], int]:
         if not line.strip():
             continue
         try:
-            traces.append(Trace.from_dict(json.loads(line)))
-        except (json.JSONDecodeError, SpecError, TypeError, KeyError):
+            traces.append(Trace.from_json(line))
+        except SpecError:
             bad += 1
     return traces, bad
 

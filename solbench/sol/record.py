@@ -6,10 +6,11 @@ from solbench.sol.analyser import SolBound, WorkloadCost
 from solbench.sol.hardware import HardwareSpec
 from solbench.sol.reject import min_possible_time_ms
 from solbench.sol.scores import anchored_score, log_score
+from solbench.spec.sol_record import SolRecord
 
 
 def sol_record(cost: WorkloadCost, bound: SolBound, hw: HardwareSpec, latency_ms: float | None,
-               baseline_ms: float | None) -> dict:
+               baseline_ms: float | None) -> SolRecord:
     """Everything a reader needs to re-derive the score: work, bound, achieved rates, scores."""
     ok = latency_ms is not None and latency_ms > 0
     seconds = latency_ms / 1e3 if ok else None

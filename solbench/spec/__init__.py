@@ -1,4 +1,4 @@
-"""On-disk formats (SOL-ExecBench / FlashInfer-Bench compatible) as frozen dataclasses."""
+"""On-disk formats (SOL-ExecBench / FlashInfer-Bench compatible) as typed models (pydantic dataclasses, `spec.model`)."""
 
 from solbench.spec.definition import Axis, Definition, TensorSpec
 from solbench.spec.errors import SpecError

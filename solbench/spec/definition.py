@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import field
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+from pydantic.dataclasses import dataclass
 
 from solbench.spec import axes as axes_eval
 from solbench.spec import dtypes
 from solbench.spec.errors import SpecError
+from solbench.spec.model import FORMAT, FormatModel, absent
 
 # Keys that only describe; anything else unknown could change meaning and is refused.
 METADATA_KEYS = frozenset({"description", "tags", "notes", "comment", "source", "metadata", "solbench"})
@@ -28,69 +32,75 @@ def check_keys(data: dict, known: set[str], what: str) -> dict[str, Any]:
     return extra
 
 
-@dataclass(frozen=True)
-class Axis:
-    name: str
-    kind: str  # "const", "var" or "expr"
-    value: int | None = None
-    expression: str | None = None
-    description: str | None = None
+def _kind_from_type(data: Any, known: set[str], what: str) -> Any:
+    """A file's `type` key as the model's `kind`, after refusing keys that could change meaning."""
+    if not isinstance(data, dict):
+        return data
+    check_keys(data, known | {"name"}, what)
+    data = {k: v for k, v in data.items() if k in known | {"name"}}
+    data["kind"] = data.pop("type", None)
+    return data
 
+
+@dataclass(config=FORMAT)
+class Axis(FormatModel):
+    name: str = Field(exclude=True)  # the key it is declared under
+    kind: Literal["const", "var", "expr"] = Field(serialization_alias="type")
+    value: int | None = Field(default=None, exclude_if=absent)
+    expression: str | None = Field(default=None, exclude_if=absent)
+    description: str | None = Field(default=None, exclude_if=absent)
+
+    @model_validator(mode="before")
     @classmethod
-    def from_dict(cls, name: str, data: dict) -> Axis:
-        if not isinstance(data, dict):
-            raise SpecError(f"axis {name!r} must be an object")
-        kind = data.get("type")
-        check_keys(data, {"type", "value", "expression", "description"}, f"axis {name!r}")
-        if kind == "const":
-            value = axes_eval.as_size(data.get("value"), f"const axis {name!r}")
-            return cls(name, kind, value=value, description=data.get("description"))
-        if kind == "var":
-            return cls(name, kind, description=data.get("description"))
-        if kind == "expr":
-            expression = data.get("expression")
-            axes_eval.parse(expression)
-            return cls(name, kind, expression=expression, description=data.get("description"))
-        raise SpecError(f"axis {name!r} has type {kind!r}; expected const, var or expr")
+    def _from_file(cls, data: Any) -> Any:
+        name = data.get("name") if isinstance(data, dict) else None
+        return _kind_from_type(data, {"type", "value", "expression", "description"}, f"axis {name!r}")
 
-    def to_dict(self) -> dict:
-        out: dict[str, Any] = {"type": self.kind}
+    @field_validator("kind", mode="before")
+    @classmethod
+    def _known_kind(cls, kind: Any) -> Any:
+        if kind not in ("const", "var", "expr"):
+            raise ValueError(f"type {kind!r}; expected const, var or expr")
+        return kind
+
+    @field_validator("value", mode="before")
+    @classmethod
+    def _size(cls, value: Any) -> Any:
+        return None if value is None else axes_eval.as_size(value, "const axis value")
+
+    @model_validator(mode="after")
+    def _complete(self) -> Axis:
         if self.kind == "const":
-            out["value"] = self.value
-        if self.kind == "expr":
-            out["expression"] = self.expression
-        if self.description is not None:
-            out["description"] = self.description
-        return out
+            object.__setattr__(self, "value", axes_eval.as_size(self.value, f"const axis {self.name!r}"))
+        elif self.kind == "expr":
+            axes_eval.parse(self.expression)
+        return self
 
 
-@dataclass(frozen=True)
-class TensorSpec:
+@dataclass(config=FORMAT)
+class TensorSpec(FormatModel):
     shape: tuple[str, ...] | None  # None: a Python scalar; (): a 0-d tensor
     dtype: str
     description: str | None = None
 
+    @model_validator(mode="before")
     @classmethod
-    def from_dict(cls, name: str, data: dict) -> TensorSpec:
-        if not isinstance(data, dict):
-            raise SpecError(f"tensor {name!r} must be an object")
-        check_keys(data, {"shape", "dtype", "description"}, f"tensor {name!r}")
-        if "dtype" not in data:
-            raise SpecError(f"tensor {name!r} has no dtype")
-        shape = data.get("shape")
-        if shape is not None:
-            if not isinstance(shape, list) or not all(isinstance(s, (str, int)) for s in shape):
-                raise SpecError(f"tensor {name!r} shape must be a list of axis names or null")
-            shape = tuple(str(s) for s in shape)
-        try:
-            dtype = dtypes.canonical(data["dtype"])
-        except SpecError as exc:
-            raise SpecError(f"tensor {name!r}: {exc}") from None
-        return cls(shape, dtype, data.get("description"))
+    def _from_file(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            check_keys(data, {"shape", "dtype", "description"}, "tensor")
+            if "dtype" not in data:
+                raise ValueError("has no dtype")
+            shape = data.get("shape")
+            if shape is not None and (not isinstance(shape, list | tuple)
+                                      or not all(isinstance(s, str | int) for s in shape)):
+                raise ValueError("shape must be a list of axis names or null")
+            data = {**data, "shape": None if shape is None else tuple(str(s) for s in shape)}
+        return data
 
-    def to_dict(self) -> dict:
-        return {"shape": None if self.shape is None else list(self.shape), "dtype": self.dtype,
-                "description": self.description}
+    @field_validator("dtype", mode="before")
+    @classmethod
+    def _canonical(cls, dtype: Any) -> str:
+        return dtypes.canonical(dtype)
 
     def resolve(self, axis_values: dict[str, int]) -> tuple[int, ...] | None:
         if self.shape is None:
@@ -98,71 +108,62 @@ class TensorSpec:
         return tuple(int(s) if s.isdigit() else axis_values[s] for s in self.shape)
 
 
-@dataclass(frozen=True)
-class Definition:
+DEFINITION_KEYS = {"name", "op_type", "hf_id", "description", "axes", "constraints", "inputs", "outputs",
+                   "reference", "custom_inputs_entrypoint"}
+
+
+@dataclass(config=FORMAT)
+class Definition(FormatModel):
     name: str
     axes: dict[str, Axis]
     inputs: dict[str, TensorSpec]
     outputs: dict[str, TensorSpec]
     reference: str
-    op_type: str | None = None
-    hf_id: str | None = None
-    description: str | None = None
-    constraints: tuple[str, ...] = ()
+    op_type: str | None = Field(default=None, exclude_if=absent)
+    hf_id: str | None = Field(default=None, exclude_if=absent)
+    description: str | None = Field(default=None, exclude_if=absent)
+    constraints: tuple[str, ...] = Field(default=(), exclude_if=lambda v: not v)
     custom_inputs_entrypoint: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+    # keys that only describe (`check_keys`): kept for readers (extract's `solbench` record), not written
+    extra: Annotated[dict[str, Any], Field(exclude=True)] = field(default_factory=dict, compare=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_file(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        extra = check_keys(data, DEFINITION_KEYS, "definition")
+        data = {k: v for k, v in data.items() if k not in extra}
+        if isinstance(data.get("axes"), dict):  # an axis is named by its key
+            data["axes"] = {k: {**v, "name": k} if isinstance(v, dict) else v for k, v in data["axes"].items()}
+        if data.get("constraints", ()) is None:
+            data["constraints"] = ()
+        return {**data, "extra": extra}
 
     @classmethod
-    def from_dict(cls, data: dict) -> Definition:
-        if not isinstance(data, dict):
-            raise SpecError("definition must be a JSON object")
-        known = {"name", "op_type", "hf_id", "description", "axes", "constraints", "inputs", "outputs",
-                 "reference", "custom_inputs_entrypoint"}
-        extra = check_keys(data, known, "definition")
-        for key in ("name", "axes", "inputs", "outputs", "reference"):
-            if key not in data:
-                raise SpecError(f"definition has no {key!r}")
-        name = data["name"]
+    def label(cls, data: Any) -> str | None:
+        return "definition"
+
+    @field_validator("name", mode="before")
+    @classmethod
+    def _named(cls, name: Any) -> Any:
         if not isinstance(name, str) or not name.strip():
-            raise SpecError("definition name must be a non-empty string")
-        for key in ("axes", "inputs", "outputs"):
-            if not isinstance(data[key], dict):
-                raise SpecError(f"definition {key!r} must be an object")
-        constraints = data.get("constraints") or []
-        if not isinstance(constraints, list) or not all(isinstance(c, str) for c in constraints):
-            raise SpecError("definition 'constraints' must be a list of expressions")
+            raise ValueError("definition name must be a non-empty string")
+        return name
+
+    @field_validator("constraints", mode="before")
+    @classmethod
+    def _parsed(cls, constraints: Any) -> Any:
+        if not isinstance(constraints, list | tuple) or not all(isinstance(c, str) for c in constraints):
+            raise ValueError("definition 'constraints' must be a list of expressions")
         for c in constraints:
             axes_eval.parse(c)
-        definition = cls(
-            name=name,
-            axes={k: Axis.from_dict(k, v) for k, v in data["axes"].items()},
-            inputs={k: TensorSpec.from_dict(k, v) for k, v in data["inputs"].items()},
-            outputs={k: TensorSpec.from_dict(k, v) for k, v in data["outputs"].items()},
-            reference=data["reference"],
-            op_type=data.get("op_type"),
-            hf_id=data.get("hf_id"),
-            description=data.get("description"),
-            constraints=tuple(constraints),
-            custom_inputs_entrypoint=data.get("custom_inputs_entrypoint"),
-            extra=extra,
-        )
-        definition._validate()
-        return definition
+        return tuple(constraints)
 
-    def to_dict(self) -> dict:
-        out: dict[str, Any] = {"name": self.name}
-        for key in ("op_type", "hf_id", "description"):
-            if getattr(self, key) is not None:
-                out[key] = getattr(self, key)
-        out["axes"] = {k: a.to_dict() for k, a in self.axes.items()}
-        if self.constraints:
-            out["constraints"] = list(self.constraints)
-        out["custom_inputs_entrypoint"] = self.custom_inputs_entrypoint
-        out["inputs"] = {k: t.to_dict() for k, t in self.inputs.items()}
-        out["outputs"] = {k: t.to_dict() for k, t in self.outputs.items()}
-        out["reference"] = self.reference
-        out.update(self.extra)
-        return out
+    @model_validator(mode="after")
+    def _consistent(self) -> Definition:
+        self._validate()
+        return self
 
     # -- validation -------------------------------------------------------------------------
 

@@ -7,13 +7,17 @@ import hashlib
 import json
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, StrictBool, StrictStr, ValidationInfo, model_validator
+from pydantic.dataclasses import dataclass
 
 from solbench import languages
 from solbench.spec.definition import Definition, check_keys
 from solbench.spec.errors import SpecError
+from solbench.spec.model import FORMAT, FormatModel, absent
 
 # A header line in a bare source file that names its problem, e.g. `# solbench: problem=rmsnorm_h4096`,
 # and may declare its language: `# solbench: problem=rmsnorm_h4096 language=triton`.
@@ -53,86 +57,85 @@ def check_source_path(path: str) -> str:
     return str(pure)
 
 
-@dataclass(frozen=True)
-class SourceFile:
+@dataclass(config=FORMAT)
+class SourceFile(FormatModel):
     path: str
     content: str
 
-    def to_dict(self) -> dict:
-        return {"path": self.path, "content": self.content}
-
-
-@dataclass(frozen=True)
-class CompileOptions:
-    cflags: tuple[str, ...] = ()
-    cuda_cflags: tuple[str, ...] = ("-O3", "--use_fast_math")
-    ld_flags: tuple[str, ...] = ()
-
+    @model_validator(mode="before")
     @classmethod
-    def from_dict(cls, data: dict | None) -> CompileOptions | None:
-        if data is None:
-            return None
+    def _from_file(cls, data: Any, info: ValidationInfo) -> Any:
+        """A source without `content` is read from `path` under the solution's folder (`base_dir`)."""
         if not isinstance(data, dict):
-            raise SpecError("compile_options must be an object")
-        check_keys(data, {"cflags", "cuda_cflags", "ld_flags"}, "compile_options")
-        values = {}
-        for key in ("cflags", "cuda_cflags", "ld_flags"):
-            if key in data:
-                flags = data[key]
-                if not isinstance(flags, list) or not all(isinstance(f, str) for f in flags):
-                    raise SpecError(f"compile_options.{key} must be a list of strings")
-                values[key] = tuple(flags)
-        return cls(**values)
+            return data
+        check_keys(data, {"path", "content"}, "solution source")
+        path = check_source_path(data.get("path"))  # checked before anything is read
+        content = data.get("content")
+        if not content:
+            base_dir = (info.context or {}).get("base_dir")
+            if base_dir is None:
+                raise ValueError(f"source {path!r} has no content and no folder to read it from")
+            file = Path(base_dir) / path
+            if not file.is_file():
+                raise ValueError(f"source {path!r} has no content and {file} does not exist")
+            content = file.read_text()
+        if not isinstance(content, str):
+            raise ValueError(f"source {path!r} content must be text")
+        return {"path": path, "content": content}
 
-    def to_dict(self) -> dict:
-        return {"cflags": list(self.cflags), "cuda_cflags": list(self.cuda_cflags), "ld_flags": list(self.ld_flags)}
+
+Flags = tuple[StrictStr, ...]
 
 
-@dataclass(frozen=True)
-class BuildSpec:
+@dataclass(config=FORMAT)
+class CompileOptions(FormatModel):
+    cflags: Flags = ()
+    cuda_cflags: Flags = ("-O3", "--use_fast_math")
+    ld_flags: Flags = ()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_file(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            check_keys(data, {"cflags", "cuda_cflags", "ld_flags"}, "compile_options")
+            for key, flags in data.items():
+                if not isinstance(flags, list | tuple) or not all(isinstance(f, str) for f in flags):
+                    raise ValueError(f"compile_options.{key} must be a list of strings")
+        return data
+
+
+@dataclass(config=FORMAT)
+class BuildSpec(FormatModel):
     languages: tuple[str, ...]
     entry_point: str  # "file::function"
     target_hardware: tuple[str, ...] = ("LOCAL",)
     dependencies: tuple[str, ...] = ()
-    destination_passing_style: bool = True
-    compile_options: CompileOptions | None = None
-    binding: str | None = None  # the official format's field (only "torch"), kept so a file round-trips
+    destination_passing_style: StrictBool = True
+    compile_options: CompileOptions | None = Field(default=None, exclude_if=absent)
+    # the official format's field (only "torch"), kept so a file round-trips
+    binding: Literal["torch"] | None = Field(default=None, exclude_if=absent)
 
+    @model_validator(mode="before")
     @classmethod
-    def from_dict(cls, data: dict) -> BuildSpec:
+    def _from_file(cls, data: Any) -> Any:
         if not isinstance(data, dict):
-            raise SpecError("solution spec must be an object")
+            return data
         check_keys(data, {"languages", "language", "entry_point", "target_hardware", "dependencies",
                           "destination_passing_style", "binding", "compile_options"}, "solution spec")
-        languages = data.get("languages", data.get("language"))
-        if isinstance(languages, str):
-            languages = [languages]
-        if (not isinstance(languages, list) or not languages
-                or not all(isinstance(x, str) and x.strip() for x in languages)):
-            raise SpecError("solution spec.languages must be a non-empty list of non-empty language names")
+        data = dict(data)
+        names = data.pop("language", None) if "languages" not in data else data["languages"]
+        data.pop("language", None)
+        if isinstance(names, str):
+            names = [names]
+        if not isinstance(names, list | tuple) or not names or not all(isinstance(x, str) and x.strip() for x in names):
+            raise ValueError("solution spec.languages must be a non-empty list of non-empty language names")
+        data["languages"] = tuple(x.strip().lower() for x in names)
         entry = data.get("entry_point")
         if not isinstance(entry, str) or entry.count("::") != 1 or not all(entry.split("::")):
-            raise SpecError(f"solution entry_point must look like 'file.py::function', got {entry!r}")
-        binding = data.get("binding")
-        if binding not in (None, "torch"):
-            raise SpecError(f"solution binding {binding!r} is not supported (only 'torch')")
-        dps = data.get("destination_passing_style", True)
-        if not isinstance(dps, bool):
-            raise SpecError("destination_passing_style must be true or false")
-        hardware = data.get("target_hardware") or ["LOCAL"]
-        deps = data.get("dependencies") or []
-        return cls(tuple(x.strip().lower() for x in languages), entry, tuple(str(h) for h in hardware),
-                   tuple(str(d) for d in deps), dps, CompileOptions.from_dict(data.get("compile_options")), binding)
-
-    def to_dict(self) -> dict:
-        out: dict[str, Any] = {"languages": list(self.languages), "target_hardware": list(self.target_hardware),
-                               "entry_point": self.entry_point, "dependencies": list(self.dependencies),
-                               "destination_passing_style": self.destination_passing_style}
-        if self.compile_options is not None:
-            out["compile_options"] = self.compile_options.to_dict()
-        if self.binding is not None:
-            out["binding"] = self.binding
-        return out
+            raise ValueError(f"solution entry_point must look like 'file.py::function', got {entry!r}")
+        data["target_hardware"] = tuple(str(h) for h in data.get("target_hardware") or ["LOCAL"])
+        data["dependencies"] = tuple(str(d) for d in data.get("dependencies") or [])
+        return data
 
     @property
     def entry_file(self) -> str:
@@ -143,60 +146,43 @@ class BuildSpec:
         return self.entry_point.split("::")[1]
 
 
-@dataclass(frozen=True)
-class Solution:
+@dataclass(config=FORMAT)
+class Solution(FormatModel):
     name: str
     definition: str
     author: str
     spec: BuildSpec
     sources: tuple[SourceFile, ...]
-    description: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+    description: str | None = Field(default=None, exclude_if=absent)
+    extra: Annotated[dict[str, Any], Field(exclude=True)] = field(default_factory=dict, compare=False)
 
     @classmethod
-    def from_dict(cls, data: dict, base_dir: Path | None = None) -> Solution:
-        """Build from JSON; sources without `content` are read from `path` under `base_dir`."""
+    def label(cls, data: Any) -> str | None:
+        return "solution"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_file(cls, data: Any) -> Any:
         if not isinstance(data, dict):
-            raise SpecError("solution must be a JSON object")
+            return data
         extra = check_keys(data, {"name", "definition", "author", "spec", "sources", "description"}, "solution")
         for key in ("name", "definition", "spec", "sources"):
             if key not in data:
-                raise SpecError(f"solution has no {key!r}")
-        raw_sources = data["sources"]
-        if not isinstance(raw_sources, list) or not raw_sources:
-            raise SpecError("solution needs at least one source")
-        sources = []
-        for item in raw_sources:
-            if not isinstance(item, dict):
-                raise SpecError("each solution source must be an object with path and content")
-            check_keys(item, {"path", "content"}, "solution source")
-            path = check_source_path(item.get("path"))  # checked before anything is read
-            content = item.get("content")
-            if not content:
-                if base_dir is None:
-                    raise SpecError(f"source {path!r} has no content and no folder to read it from")
-                file = Path(base_dir) / path
-                if not file.is_file():
-                    raise SpecError(f"source {path!r} has no content and {file} does not exist")
-                content = file.read_text()
-            if not isinstance(content, str):
-                raise SpecError(f"source {path!r} content must be text")
-            sources.append(SourceFile(path, content))
-        paths = [s.path for s in sources]
-        if len(set(paths)) != len(paths):
-            raise SpecError(f"solution has duplicate source paths: {paths}")
-        spec = BuildSpec.from_dict(data["spec"])
-        if spec.entry_file not in paths:
-            raise SpecError(f"entry point file {spec.entry_file!r} is not among the sources {paths}")
-        return cls(str(data["name"]), str(data["definition"]), str(data.get("author") or "unknown"), spec,
-                   tuple(sources), data.get("description"), extra)
+                raise ValueError(f"solution has no {key!r}")
+        if not isinstance(data["sources"], list) or not data["sources"]:
+            raise ValueError("solution needs at least one source")
+        return {"name": str(data["name"]), "definition": str(data["definition"]),
+                "author": str(data.get("author") or "unknown"), "spec": data["spec"], "sources": data["sources"],
+                "description": data.get("description"), "extra": extra}
 
-    def to_dict(self) -> dict:
-        out = {"name": self.name, "definition": self.definition, "author": self.author,
-               "spec": self.spec.to_dict(), "sources": [s.to_dict() for s in self.sources]}
-        if self.description is not None:
-            out["description"] = self.description
-        return out
+    @model_validator(mode="after")
+    def _consistent(self) -> Solution:
+        paths = [s.path for s in self.sources]
+        if len(set(paths)) != len(paths):
+            raise ValueError(f"solution has duplicate source paths: {paths}")
+        if self.spec.entry_file not in paths:
+            raise ValueError(f"entry point file {self.spec.entry_file!r} is not among the sources {paths}")
+        return self
 
     def content_hash(self) -> str:
         """Identity of what runs: build spec and sources, not name or author."""

@@ -1,133 +1,114 @@
-"""Workloads: concrete var-axis values, where each input comes from, and the tolerance."""
+"""Workloads: concrete var-axis values, where each input comes from, and the tolerance.
+
+Typed models (`spec.model`): the fields are the format. Keys that only describe (`description`,
+`x-...`) are allowed and dropped; any other unknown key is refused, since it could change meaning.
+"""
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import field
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, StrictBool, StrictFloat, StrictInt, field_validator, model_validator
+from pydantic.dataclasses import dataclass
 
 from solbench.spec.definition import check_keys
-from solbench.spec.errors import SpecError
+from solbench.spec.model import FORMAT, FormatModel, absent
 
 INPUT_KINDS = ("random", "scalar", "safetensors", "custom")
+_KEYS_BY_KIND = {"random": {"type"}, "custom": {"type"}, "scalar": {"type", "value"},
+                 "safetensors": {"type", "path", "tensor_key"}}
+NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Size = Annotated[StrictInt, Field(ge=0)]
 
 
-@dataclass(frozen=True)
-class InputSource:
-    kind: str  # one of INPUT_KINDS
-    value: int | float | bool | None = None  # scalar
-    path: str | None = None  # safetensors
-    tensor_key: str | None = None  # safetensors
+@dataclass(config=FORMAT)
+class InputSource(FormatModel):
+    kind: Literal["random", "scalar", "safetensors", "custom"] = Field(serialization_alias="type")
+    value: StrictBool | StrictInt | StrictFloat | None = Field(default=None, exclude_if=absent)
+    path: str | None = Field(default=None, exclude_if=absent)  # safetensors
+    tensor_key: str | None = Field(default=None, exclude_if=absent)  # safetensors
 
+    @model_validator(mode="before")
     @classmethod
-    def from_dict(cls, name: str, data: dict) -> InputSource:
+    def _from_file(cls, data: Any) -> Any:
         if not isinstance(data, dict):
-            raise SpecError(f"input {name!r} must be an object")
+            return data
         kind = data.get("type")
-        what = f"input {name!r}"
-        if kind == "random" or kind == "custom":
-            check_keys(data, {"type"}, what)
-            return cls(kind)
-        if kind == "scalar":
-            check_keys(data, {"type", "value"}, what)
-            value = data.get("value")
-            if not isinstance(value, (int, float, bool)):
-                raise SpecError(f"{what}: scalar value must be a number or bool, got {value!r}")
-            return cls(kind, value=value)
-        if kind == "safetensors":
-            check_keys(data, {"type", "path", "tensor_key"}, what)
-            path, key = data.get("path"), data.get("tensor_key")
-            if not isinstance(path, str) or not path or not isinstance(key, str) or not key:
-                raise SpecError(f"{what}: safetensors input needs 'path' and 'tensor_key'")
-            return cls(kind, path=path, tensor_key=key)
-        raise SpecError(f"{what} has type {kind!r}; expected one of {', '.join(INPUT_KINDS)}")
+        if kind not in _KEYS_BY_KIND:
+            raise ValueError(f"type {kind!r}; expected one of {', '.join(INPUT_KINDS)}")
+        check_keys(data, _KEYS_BY_KIND[kind], "input")
+        return {"kind": kind, **{k: data[k] for k in ("value", "path", "tensor_key") if k in data}}
 
-    def to_dict(self) -> dict:
-        out: dict[str, Any] = {"type": self.kind}
-        if self.kind == "scalar":
-            out["value"] = self.value
-        if self.kind == "safetensors":
-            out["path"], out["tensor_key"] = self.path, self.tensor_key
-        return out
-
-
-@dataclass(frozen=True)
-class Tolerance:
-    max_atol: float = 1e-2
-    max_rtol: float = 1e-2
-    required_matched_ratio: float = 0.99
-    max_error_cap: float | None = None
-    allow_negative_inf: bool = False
-
+    @field_validator("value", mode="before")
     @classmethod
-    def from_dict(cls, data: dict | None) -> Tolerance:
-        if data is None:
-            return cls()
+    def _scalar(cls, value: Any) -> Any:
+        if value is not None and not isinstance(value, (int, float, bool)):
+            raise ValueError(f"a scalar value must be a number or bool, got {value!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _complete(self) -> InputSource:
+        if self.kind == "scalar" and self.value is None:
+            raise ValueError("a scalar input needs a number or bool `value`")
+        if self.kind == "safetensors" and not (self.path and self.tensor_key):
+            raise ValueError("a safetensors input needs 'path' and 'tensor_key'")
+        return self
+
+
+@dataclass(config=FORMAT)
+class Tolerance(FormatModel):
+    max_atol: NonNegative = 1e-2
+    max_rtol: NonNegative = 1e-2
+    required_matched_ratio: Annotated[NonNegative, Field(le=1)] = 0.99
+    max_error_cap: NonNegative | None = None
+    allow_negative_inf: StrictBool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_file(cls, data: Any) -> Any:
+        """The published data's spelling `required_match_ratio`; null means the default."""
         if not isinstance(data, dict):
-            raise SpecError("tolerance must be an object")
+            return data
         data = dict(data)
-        if "required_match_ratio" in data:  # the published data's spelling
+        if "required_match_ratio" in data:
             if "required_matched_ratio" in data and data["required_matched_ratio"] != data["required_match_ratio"]:
-                raise SpecError("tolerance gives both required_matched_ratio and required_match_ratio, differently")
+                raise ValueError("gives both required_matched_ratio and required_match_ratio, differently")
             data["required_matched_ratio"] = data.pop("required_match_ratio")
         check_keys(data, {"max_atol", "max_rtol", "required_matched_ratio", "max_error_cap",
                           "allow_negative_inf"}, "tolerance")
-        values = {}
-        for key in ("max_atol", "max_rtol", "required_matched_ratio", "max_error_cap"):
-            if data.get(key) is None:
-                continue
-            v = data[key]
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-                raise SpecError(f"tolerance {key} must be a finite non-negative number, got {v!r}")
-            values[key] = float(v)
-        if values.get("required_matched_ratio", 0.0) > 1:
-            raise SpecError("tolerance required_matched_ratio must be in [0, 1]")
-        if "allow_negative_inf" in data:
-            if not isinstance(data["allow_negative_inf"], bool):
-                raise SpecError("tolerance allow_negative_inf must be true or false")
-            values["allow_negative_inf"] = data["allow_negative_inf"]
-        return cls(**values)
+        return {k: v for k, v in data.items() if v is not None or k == "max_error_cap"}
 
-    def to_dict(self) -> dict:
-        return {"max_atol": self.max_atol, "max_rtol": self.max_rtol,
-                "required_matched_ratio": self.required_matched_ratio,
-                "max_error_cap": self.max_error_cap, "allow_negative_inf": self.allow_negative_inf}
+    @field_validator("max_atol", "max_rtol", "required_matched_ratio", "max_error_cap", mode="before")
+    @classmethod
+    def _number(cls, value: Any) -> Any:
+        if isinstance(value, bool) or not isinstance(value, (int, float, type(None))):
+            raise ValueError(f"must be a finite non-negative number, got {value!r}")
+        return value
 
 
-@dataclass(frozen=True)
-class Workload:
-    uuid: str
-    axes: dict[str, int]
-    inputs: dict[str, InputSource]
+@dataclass(config=FORMAT)
+class Workload(FormatModel):
+    uuid: Annotated[str, Field(min_length=1, strict=True)]
+    axes: dict[str, Size] = field(default_factory=dict)
+    inputs: dict[str, InputSource] = field(default_factory=dict)
     tolerance: Tolerance = field(default_factory=Tolerance)
 
+    @model_validator(mode="before")
     @classmethod
-    def from_dict(cls, data: dict) -> Workload:
+    def _from_file(cls, data: Any) -> Any:
         if not isinstance(data, dict):
-            raise SpecError("workload must be a JSON object")
+            return data
         check_keys(data, {"uuid", "axes", "inputs", "tolerance"}, "workload")
-        uuid = data.get("uuid")
-        if not isinstance(uuid, str) or not uuid:
-            raise SpecError("workload has no uuid")
-        axes = data.get("axes", {})
-        if not isinstance(axes, dict):
-            raise SpecError(f"workload {uuid}: axes must be an object")
-        for name, value in axes.items():
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise SpecError(f"workload {uuid}: axis {name!r} must be a non-negative integer, got {value!r}")
-        inputs = data.get("inputs", {})
-        if not isinstance(inputs, dict):
-            raise SpecError(f"workload {uuid}: inputs must be an object")
-        try:
-            return cls(uuid, dict(axes), {k: InputSource.from_dict(k, v) for k, v in inputs.items()},
-                       Tolerance.from_dict(data.get("tolerance")))
-        except SpecError as exc:
-            raise SpecError(f"workload {uuid}: {exc}") from None
+        if data.get("tolerance", 0) is None:
+            data = {k: v for k, v in data.items() if k != "tolerance"}
+        return data
 
-    def to_dict(self) -> dict:
-        return {"uuid": self.uuid, "axes": dict(self.axes),
-                "inputs": {k: v.to_dict() for k, v in self.inputs.items()},
-                "tolerance": self.tolerance.to_dict()}
+    @classmethod
+    def label(cls, data: Any) -> str | None:
+        """How an error in `data` names it: by its uuid."""
+        uuid = data.get("uuid") if isinstance(data, dict) else None
+        return f"workload {uuid}" if isinstance(uuid, str) and uuid else "workload"
 
     def source_of(self, input_name: str) -> InputSource:
         """Inputs a workload does not mention are random."""

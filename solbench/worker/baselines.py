@@ -16,7 +16,6 @@ from solbench.check.correctness import check_outputs
 from solbench.check.outputs import normalize_outputs
 from solbench.inputs.generate import allocate_outputs
 from solbench.protocol import messages as msg
-from solbench.spec.solution import Solution
 from solbench.worker.calls import load_function
 from solbench.worker.inputs_cache import make_call_inputs
 from solbench.worker.state import Failure, WorkerState, format_exception
@@ -50,7 +49,7 @@ def handle_time_compiled(state: WorkerState, request: msg.TimeCompiled) -> msg.T
 def handle_time_baseline(state: WorkerState, request: msg.TimeBaseline) -> msg.Timed:
     """A timed block of the optimised baseline shipped with the problem
     (`solbench.spec.problem.find_baseline`)."""
-    solution = Solution.from_dict(request.baseline)
+    solution = request.baseline
     key = solution.content_hash()
     if key not in state.baselines:
         folder = Path(tempfile.mkdtemp(prefix="solbench_baseline_"))

@@ -19,7 +19,6 @@ from solbench.check.outputs import LazyContainer, normalize_outputs, returned_vi
 from solbench.inputs.generate import allocate_outputs
 from solbench.protocol import messages as msg
 from solbench.protocol.descriptors import is_received
-from solbench.spec.definition import Definition
 from solbench.spec.solution import Solution, shadowing_sources
 from solbench.timing.timer import integrity_violations
 from solbench.worker import transfer
@@ -32,9 +31,9 @@ _perf_counter = time.perf_counter
 
 
 def handle_load(state: WorkerState, request: msg.Load) -> msg.Loaded:
-    state.definition = Definition.from_dict(request.definition)
+    state.definition = request.definition
     state.timed_block, state.timed_call_ms = None, 0.0  # another solution: nothing timed before carries over
-    solution = Solution.from_dict(request.solution)
+    solution = request.solution
     state.data_roots = [Path(p) for p in request.data_roots]
     if state.guard is not None:  # the audit hook reports writes below these (and the harness package)
         state.guard.protect([str(p) for p in state.data_roots] + installation_roots())
@@ -169,7 +168,7 @@ def judge_outputs(state: WorkerState, request: msg.Judge) -> msg.Judged:
                  else o.to(state.device) if isinstance(o, torch.Tensor) else o for o in request.outputs]
     status, correctness = check_outputs(candidate, reference, state.definition, workload.tolerance, axes,
                                         strict=request.strict)
-    return msg.Judged(status=status.value, correctness=correctness.to_dict(), aliased_inputs=aliases,
+    return msg.Judged(status=status.value, correctness=correctness, aliased_inputs=aliases,
                       mutated_inputs=mutated)
 
 

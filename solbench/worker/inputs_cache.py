@@ -7,8 +7,6 @@ seconds to build one), and a call gets copies, since it may write into its input
 
 from __future__ import annotations
 
-import json
-
 import torch
 
 from solbench.check.outputs import bytes_equal
@@ -20,25 +18,23 @@ from solbench.spec.workload import Workload
 from solbench.worker.state import Failure, WorkerState
 
 
-def make_call_inputs(state: WorkerState, workload_data: dict, seed: int, *, fresh_copy: bool = True,
+def make_call_inputs(state: WorkerState, workload: Workload, seed: int, *, fresh_copy: bool = True,
                      profile: str = STANDARD):
     """(workload, axes, args) for (workload, seed, profile); cached per workload, handed out as copies
     unless asked not to (a call may write into its inputs, which must not change what the next request
     sees). The cache is keyed by seed; a set of another profile under the same seed is rebuilt."""
-    key = json.dumps(workload_data, sort_keys=True)
-    if key != state.inputs_cache_key:
-        state.inputs_cache, state.inputs_cache_key = {}, key
+    if workload != state.inputs_cache_key:
+        state.inputs_cache, state.inputs_cache_key = {}, workload
     if seed not in state.inputs_cache or state.inputs_cache[seed][3] != profile:
         state.inputs_cache.pop(seed, None)
-        state.inputs_cache[seed] = (*_build_inputs(state, workload_data, seed, profile), profile)
+        state.inputs_cache[seed] = (*_build_inputs(state, workload, seed, profile), profile)
     workload, axes, args, _ = state.inputs_cache[seed]
     if fresh_copy:
         args = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
     return workload, axes, args
 
 
-def _build_inputs(state: WorkerState, workload_data: dict, seed: int, profile: str) -> tuple:
-    workload = Workload.from_dict(workload_data)
+def _build_inputs(state: WorkerState, workload: Workload, seed: int, profile: str) -> tuple:
     axes = state.definition.resolve_axes(workload.axes)
     entry = state.definition.custom_inputs_entrypoint
     custom = getattr(state.reference_module, entry) if entry else None

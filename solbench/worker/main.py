@@ -19,6 +19,7 @@ import torch
 from solbench import languages
 from solbench.protocol import codec, framing
 from solbench.protocol import messages as msg
+from solbench.spec.trace import Environment as EnvironmentRecord
 from solbench.timing import timer
 from solbench.worker import guard as worker_guard
 from solbench.worker.baselines import handle_time_baseline, handle_time_compiled
@@ -35,7 +36,7 @@ _perf_counter = time.perf_counter
 
 
 def handle_environment(state: WorkerState, request: msg.Environment) -> msg.EnvironmentRead:
-    return msg.EnvironmentRead(environment=collect_environment(state.device))
+    return msg.EnvironmentRead(environment=EnvironmentRecord.from_dict(collect_environment(state.device)))
 
 
 def handle_ping(state: WorkerState, request: msg.Ping) -> msg.Pong:

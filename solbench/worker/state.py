@@ -12,6 +12,8 @@ from typing import Any
 
 import torch
 
+from solbench.spec.workload import Workload
+
 
 class Failure(Exception):
     """A per-request failure with the trace status it maps to. `capture_failed`: the call could not be
@@ -43,7 +45,7 @@ class WorkerState:
         # Generated inputs of the current workload by seed: trials, judging and timed blocks reuse
         # them instead of regenerating (custom entrypoints can take seconds).
         self.inputs_cache: dict[int, tuple] = {}
-        self.inputs_cache_key: str | None = None
+        self.inputs_cache_key: Workload | None = None  # the workload the cached sets are of
         # The last timed block's slots and CUDA graphs, kept for the next block of the same workload
         # (`timed_block.handle_time`), and the shortest call it timed (ms).
         self.timed_block = None

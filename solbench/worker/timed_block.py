@@ -303,7 +303,7 @@ class TimedBlock:
 
 def block_key(state: WorkerState, request: msg.Time) -> str:
     """What a block's slots and graphs depend on: the code, the workload, its input sets, the settings."""
-    return json.dumps([id(state.function), state.destination_passing, request.workload, request.seeds,
+    return json.dumps([id(state.function), state.destination_passing, request.workload.to_dict(), request.seeds,
                        request.config.to_dict(), request.max_slots, request.fresh_inputs_budget_s], sort_keys=True)
 
 

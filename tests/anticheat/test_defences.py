@@ -351,9 +351,9 @@ def _time_in_process(tmp_path, monkeypatch, rotate: bool):
     monkeypatch.setattr(worker_timing, "background_activity", lambda state: None)  # pytest's own children are not ours
     state = WorkerState("cpu")
     monkeypatch.setattr(sys, "path", list(sys.path))
-    worker.handle_load(state, msg.Load(definition=problem.definition.to_dict(), solution=solution.to_dict(),
+    worker.handle_load(state, msg.Load(definition=problem.definition, solution=solution,
                                        work_dir=str(tmp_path / "w")))
-    wdata = problem.workloads[0].to_dict()
+    wdata = problem.workloads[0]
     for seed in (11, 12):
         worker.handle_call(state, msg.Call(workload=wdata, seed=seed))
     config = RunConfig(device="cpu", warmup=1, iters=24, adaptive=False)

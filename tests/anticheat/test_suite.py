@@ -25,7 +25,7 @@ ALL_CASES = discover()
 
 
 def _describe(traces) -> str:
-    return "\n".join(f"{t.workload['uuid']}: {t.status} {t.evaluation.log[-1500:]}" for t in traces)
+    return "\n".join(f"{t.workload_uuid}: {t.status} {t.evaluation.log[-1500:]}" for t in traces)
 
 
 def check_case(case: Case, traces, device: str = "cpu") -> None:

@@ -11,21 +11,28 @@ import torch
 
 from solbench.protocol import codec, framing
 from solbench.protocol import messages as msg
+from solbench.spec import Correctness, Definition, Environment, Solution, Workload
+from solbench.spec.solution import reference_solution
 from solbench.timing.config import TimingConfig
+from tests.spec.spec_builders import make_definition
 
 TIMING = TimingConfig.cpu()
+DEFINITION = Definition.from_dict(make_definition())
+SOLUTION: Solution = reference_solution(DEFINITION)
+W = {"uuid": "u"}  # a workload's dict form
+WORKLOAD = Workload.from_dict(W)
 
 # One filled-in example per request and reply type: every field given a non-default value where it has one.
 REQUESTS = [
-    msg.Load(definition={"name": "p"}, solution={"name": "s"}, work_dir="/tmp/w", compile_timeout_s=30.0,
+    msg.Load(definition=DEFINITION, solution=SOLUTION, work_dir="/tmp/w", compile_timeout_s=30.0,
              data_roots=["/data"]),
-    msg.Call(workload={"uuid": "u"}, seed=7, ipc_min_bytes=1 << 20),
-    msg.Judge(workload={"uuid": "u"}, seed=7, outputs=[torch.arange(4, dtype=torch.float32), 2.5]),
-    msg.Inputs(workload={"uuid": "u"}, seed=3, run=True),
-    msg.Time(workload={"uuid": "u"}, seeds=[1, 2], config=TIMING, checked_outputs=2, required_outputs=1,
+    msg.Call(workload=WORKLOAD, seed=7, ipc_min_bytes=1 << 20),
+    msg.Judge(workload=WORKLOAD, seed=7, outputs=[torch.arange(4, dtype=torch.float32), 2.5]),
+    msg.Inputs(workload=WORKLOAD, seed=3, run=True),
+    msg.Time(workload=WORKLOAD, seeds=[1, 2], config=TIMING, checked_outputs=2, required_outputs=1,
              fresh_inputs_budget_s=0.5, ipc_min_bytes=64, probe=False, max_slots=4),
-    msg.TimeCompiled(workload={"uuid": "u"}, seeds=[1], config=TIMING, checked_outputs=0),
-    msg.TimeBaseline(workload={"uuid": "u"}, seeds=[1], config=TIMING, baseline={"name": "b"}, compile_timeout_s=9.0),
+    msg.TimeCompiled(workload=WORKLOAD, seeds=[1], config=TIMING, checked_outputs=0),
+    msg.TimeBaseline(workload=WORKLOAD, seeds=[1], config=TIMING, baseline=SOLUTION, compile_timeout_s=9.0),
     msg.Environment(),
     msg.Receive(exports=[{"__cuda_ipc__": 1}]),
     msg.Release(exports=[1, 2]),
@@ -37,13 +44,13 @@ REQUESTS = [
 REPLIES = [
     (msg.Load, msg.Loaded(audit=["runtime: ctypes.dlopen"])),
     (msg.Call, msg.Called(outputs=[torch.ones(2, 3)], call_s=0.01, aliased_inputs=["x"], mutated_inputs=["y"])),
-    (msg.Judge, msg.Judged(status="PASSED", correctness={"matched_ratio": 1.0}, aliased_inputs=["x"])),
+    (msg.Judge, msg.Judged(status="PASSED", correctness=Correctness(matched_ratio=1.0), aliased_inputs=["x"])),
     (msg.Inputs, msg.InputsBuilt()),
     (msg.Time, msg.Timed(samples_ms=[1.0, 2], warmup=3, wall_s=0.1, sampled=[[0, 0, 5, [torch.zeros(1)]]],
                          stop_reason="ci_target", flags=["wide_ci"], slots=8, clocks_before={"sm_mhz": 1980},
                          clocks_after=None, energy_mj_per_call=1.5, host_ms=[0.01], hold_ms=0.02, exposed=1,
                          probe={"cupti": "used"}, aliased_inputs=[])),
-    (msg.Environment, msg.EnvironmentRead(environment={"device": "cpu"})),
+    (msg.Environment, msg.EnvironmentRead(environment=Environment(device="cpu", torch="2.13.0"))),
     (msg.Receive, msg.Received(received=[1], transfer_error="unavailable", detail="x", healthy=False)),
     (msg.Release, msg.Released(held=2)),
     (msg.Fetch, msg.Fetched(tensors=[torch.ones(3, dtype=torch.int64)])),
@@ -110,14 +117,17 @@ def envelope(op: str, **fields) -> dict:
 
 @pytest.mark.parametrize("data, fragment", [
     (envelope("format_disk"), "unknown op 'format_disk'"),
-    (envelope("call", workload={}), "missing field 'seed'"),
-    (envelope("call", workload={}, seed="7"), "Call.seed: a str where int is declared"),
-    (envelope("call", workload={}, seed=True), "Call.seed: a bool where int is declared"),
-    (envelope("call", workload={}, seed=1, shell="rm -rf"), "unexpected field(s) ['shell']"),
+    (envelope("call", workload=W), "missing field 'seed'"),
+    (envelope("call", workload=W, seed="7"), "Call.seed: a str where int is declared"),
+    (envelope("call", workload=W, seed=True), "Call.seed: a bool where int is declared"),
+    (envelope("call", workload=W, seed=1, shell="rm -rf"), "unexpected field(s) ['shell']"),
     (envelope("release", exports=[1, "2"]), "Release.exports"),
-    (envelope("time", workload={}, seeds=[1], config={"warmup": 1, "no_such_setting": 2}), "no_such_setting"),
-    (envelope("time", workload={}, seeds=[1], config={"warmup": -1}), "warmup must be >= 0"),
-    (envelope("time", workload={}, seeds=[1], config="fast"), "timing settings are a dict"),
+    (envelope("call", workload={"uuid": "u", "axes": {"m": -1}}, seed=1), "Call.workload: workload u: axes.m: must be at least 0"),
+    (envelope("call", workload=[], seed=1), "Call.workload: a list (0 items) where a Workload is declared"),
+    (envelope("load", definition={"name": "p"}, solution={}, work_dir="/w"), "Load.definition: definition: axes: is missing"),
+    (envelope("time", workload=W, seeds=[1], config={"warmup": 1, "no_such_setting": 2}), "no_such_setting"),
+    (envelope("time", workload=W, seeds=[1], config={"warmup": -1}), "warmup must be >= 0"),
+    (envelope("time", workload=W, seeds=[1], config="fast"), "Time.config: a str where a TimingConfig is declared"),
     ({**envelope("ping"), "v": 0}, "protocol version 0"),
     ({"op": "ping", "id": 1}, "protocol version None"),
     ([1, 2], "a message is a dict"),
@@ -141,6 +151,8 @@ def test_malformed_requests_are_refused_with_a_clear_error(data, fragment):
      "unexpected field(s) ['graph_note']"),
     (envelope("time", ok=True, samples_ms=["1"], warmup=0, wall_s=0.0, sampled=[]), "Timed.samples_ms"),
     (envelope("judge", ok=True, status="PASSED", correctness={}), "a reply for op 'judge' arrived for a 'call'"),
+    (envelope("time", ok=True, samples_ms=[1.0], warmup=0, wall_s=0.0, sampled=[], phases_s={"loop": "1"}),
+     "Timed.phases_s"),
     ({**envelope("call", ok=True, outputs=[], call_s=0.1), "id": 2}, "reply to request 2 arrived while request 1"),
     ({**envelope("call", ok=True, outputs=[], call_s=0.1), "v": 99}, "protocol version 99"),
 ])

@@ -70,12 +70,12 @@ def test_the_probe_draws_no_fresh_sets_once_the_block_reused_them(tmp_path, monk
 
     monkeypatch.setattr(timed_block, "time_iterations", recording)
     state = WorkerState("cuda")
-    calls.handle_load(state, msg.Load(definition=problem.definition.to_dict(), solution=solution.to_dict(),
+    calls.handle_load(state, msg.Load(definition=problem.definition, solution=solution,
                                       work_dir=str(tmp_path / "w")))
-    calls.handle_call(state, msg.Call(workload=problem.workloads[0].to_dict(), seed=3))  # threads' baseline
+    calls.handle_call(state, msg.Call(workload=problem.workloads[0], seed=3))  # threads' baseline
     built.clear()
     config = RunConfig(device="cuda", warmup=2, iters=10, adaptive=False)
-    reply = timed_block.handle_time(state, msg.Time(workload=problem.workloads[0].to_dict(), seeds=[1, 2],
+    reply = timed_block.handle_time(state, msg.Time(workload=problem.workloads[0], seeds=[1, 2],
                                                     checked_outputs=1, fresh_inputs_budget_s=0.25,
                                                     config=config.timing_config("cuda")))
     assert isinstance(reply, msg.Timed) and "timed_inputs_reused" in reply.flags
@@ -104,9 +104,9 @@ def test_seed_only_inputs_are_drawn_into_the_slots_fresh_for_every_call(tmp_path
     monkeypatch.setattr(timed_block, "background_activity", lambda state: None)
     monkeypatch.setattr(sys, "path", list(sys.path))
     state = WorkerState("cuda")
-    calls.handle_load(state, msg.Load(definition=problem.definition.to_dict(), solution=solution.to_dict(),
+    calls.handle_load(state, msg.Load(definition=problem.definition, solution=solution,
                                       work_dir=str(tmp_path / "w")))
-    workload = problem.workloads[0].to_dict()
+    workload = problem.workloads[0]
     calls.handle_call(state, msg.Call(workload=workload, seed=3))  # threads' baseline
     config = RunConfig(device="cuda", warmup=2, iters=30, adaptive=False)
     block = timed_block.TimedBlock(state, msg.Time(workload=workload, seeds=[1, 2], checked_outputs=8,
@@ -157,9 +157,9 @@ def test_a_graph_is_checked_on_fresh_values_before_it_is_timed(tmp_path, monkeyp
     monkeypatch.setattr(timed_block, "background_activity", lambda state: None)
     monkeypatch.setattr(sys, "path", list(sys.path))
     state = WorkerState("cuda")
-    calls.handle_load(state, msg.Load(definition=problem.definition.to_dict(), solution=solution.to_dict(),
+    calls.handle_load(state, msg.Load(definition=problem.definition, solution=solution,
                                       work_dir=str(tmp_path / "w")))
-    workload = problem.workloads[0].to_dict()
+    workload = problem.workloads[0]
     calls.handle_call(state, msg.Call(workload=workload, seed=3))  # threads' baseline
     config = RunConfig(device="cuda", warmup=2, iters=20, adaptive=False)
     block = timed_block.TimedBlock(state, msg.Time(workload=workload, seeds=[1, 2], checked_outputs=3,

@@ -65,9 +65,9 @@ def loaded(tmp_path, monkeypatch):
     monkeypatch.setattr(timed_block, "background_activity", lambda state: None)  # pytest's own children
     monkeypatch.setattr(sys, "path", list(sys.path))
     state = WorkerState("cpu")
-    calls.handle_load(state, msg.Load(definition=problem.definition.to_dict(), solution=solution.to_dict(),
+    calls.handle_load(state, msg.Load(definition=problem.definition, solution=solution,
                                       work_dir=str(tmp_path / "w")))
-    wdata = problem.workloads[0].to_dict()
+    wdata = problem.workloads[0]
     for seed in (11, 12):
         calls.handle_call(state, msg.Call(workload=wdata, seed=seed))
     return state, wdata
@@ -110,7 +110,7 @@ def test_trim_drops_a_large_cache_and_keeps_a_small_one(loaded, monkeypatch):
 
 def test_trim_in_real_workers(tmp_path):
     problem = load_problem(write_problem(tmp_path / "p", sizes=(64,)))
-    wdata = problem.workloads[0].to_dict()
+    wdata = problem.workloads[0]
     session = DeviceSession("cpu", RunConfig(device="cpu"))
     try:
         session.load(session.reference, problem, reference_solution(problem.definition))
@@ -308,9 +308,9 @@ def test_inputs_that_ignore_the_seed_still_rotate_the_requested_sets(tmp_path, m
     monkeypatch.setattr(timed_block, "background_activity", lambda state: None)
     monkeypatch.setattr(sys, "path", list(sys.path))
     state = WorkerState("cpu")
-    calls.handle_load(state, msg.Load(definition=problem.definition.to_dict(), solution=solution.to_dict(),
+    calls.handle_load(state, msg.Load(definition=problem.definition, solution=solution,
                                       work_dir=str(tmp_path / "w")))
     drawn = _spy_draws(monkeypatch)
-    reply = time_block(state, problem.workloads[0].to_dict())
+    reply = time_block(state, problem.workloads[0])
     assert "timed_inputs_fixed" in reply.flags and {21, 22} <= set(drawn)
     assert all(entry[2] is None and timed_call_seed(entry, 0, [21, 22]) in (21, 22) for entry in reply.sampled)

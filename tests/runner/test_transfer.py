@@ -254,7 +254,7 @@ def test_worker_handlers_refuse_forgeries_and_report_unavailability(cpu_workers)
     assert reply.transfer_error == "unavailable" and reply.healthy is True  # a CPU worker has no CUDA
     # a judge naming a copy that was never received fails in the reference worker (the orchestrator
     # never forwards such a placeholder from a solution: test_forged_transfers_are_reward_hacks)
-    judge = ask(msg.Judge(workload=problem.workloads[0].to_dict(), seed=1,
+    judge = ask(msg.Judge(workload=problem.workloads[0], seed=1,
                           outputs=[{descriptors.RECEIVED_KEY: 1}]), 60)
     assert isinstance(judge, msg.Failed) and "no received output" in judge.log
     candidate = session.candidate.request
@@ -268,7 +268,7 @@ def test_worker_handlers_refuse_forgeries_and_report_unavailability(cpu_workers)
 
 def test_a_cpu_call_sends_bytes_even_when_ipc_is_asked_for(cpu_workers):
     session, problem = cpu_workers
-    reply = session.candidate.request(msg.Call(workload=problem.workloads[0].to_dict(), seed=3, ipc_min_bytes=1), 60)
+    reply = session.candidate.request(msg.Call(workload=problem.workloads[0], seed=3, ipc_min_bytes=1), 60)
     assert isinstance(reply, msg.Called) and type(reply.outputs[0]) is torch.Tensor
 
 

@@ -122,7 +122,7 @@ def workers(big_problem, config):
 
 def test_the_reference_worker_refuses_forged_ranges_and_stays_usable(workers):
     session, problem = workers
-    wdata = problem.workloads[0].to_dict()
+    wdata = problem.workloads[0]
     reference, candidate = session.reference.request, session.candidate.request
     reply = candidate(msg.Call(workload=wdata, seed=5, ipc_min_bytes=1 << 20), 300)
     good = reply.outputs[0]

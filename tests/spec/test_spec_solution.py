@@ -163,7 +163,7 @@ def test_entry_file_missing():
     ({"spec": {"languages": ["pytorch"], "entry_point": "main.py::run", "destination_passing_style": "no"}},
      "true or false"),
     ({"spec": {"languages": ["pytorch"], "entry_point": "main.py::run", "timeout": 3}}, "unknown key 'timeout'"),
-    ({"spec": []}, "spec must be an object"),
+    ({"spec": []}, "spec: must be an object"),
     ({"language_version": 3}, "unknown key 'language_version'"),
 ])
 def test_bad_solution(data, message):
