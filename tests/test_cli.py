@@ -8,7 +8,10 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 from tests.runner.conftest import write_problem, write_solution
 
@@ -255,41 +258,58 @@ def test_failed_and_skipped_rows_say_why_and_a_run_without_o_keeps_its_traces(tm
     assert f"traces in {kept[0].relative_to(tmp_path)}" in result.stderr
 
 
-def test_a_run_that_analyses_ends_without_leak_warnings(tmp_path, monkeypatch):
-    """An empty speed-of-light cache starts the analysis pool. Its processes (and the CLI) once froze their
-    objects at exit to skip the last garbage collections; triton's nanobind then printed pages of
-    "leaked instance" warnings into the run's output."""
-    monkeypatch.setenv("SOLBENCH_SOL_CACHE", str(tmp_path / "sol_cache"))
-    result = solbench("run", str(REPO / "problem_defs/core/rmsnorm_h4096"), "--max-workloads", "1", *FAST,
-                      "-o", str(tmp_path / "traces.jsonl"))
-    assert result.returncode == 0, result.stderr
-    assert "leaked" not in result.stderr and "nanobind" not in result.stderr, result.stderr[-2000:]
-    assert any((tmp_path / "sol_cache").rglob("*")), "the analysis did not run (the cache stayed empty)"
+@dataclass
+class AnalysedRun:
+    """One `solbench run` of a shipped problem with an empty speed-of-light cache, and what was seen at its end."""
+    result: subprocess.CompletedProcess
+    traces: Path
+    scratch: Path
+    sol_cache: Path
+    left: list[str]  # processes of the run still alive after it exited (waited for up to 30 s)
 
 
-def test_the_command_exits_at_once_with_its_results_written_and_nothing_left_behind(tmp_path, monkeypatch):
-    """`solbench` ends with os._exit once the command returns (no interpreter teardown): the trace file must
-    be whole, the exit handlers run (the run's scratch folder removed), the exit status kept, and no
-    analysis process may outlive it."""
-    scratch = tmp_path / "tmp"
+@pytest.fixture(scope="module")
+def analysed_run(tmp_path_factory) -> AnalysedRun:
+    """Shared by the two tests below (one run of torch-importing workers instead of two): an empty cache
+    starts the analysis pool, and TMPDIR is a folder of its own, so its scratch folder can be looked for."""
+    tmp_path = tmp_path_factory.mktemp("analysed_run")
+    scratch, sol_cache, traces = tmp_path / "tmp", tmp_path / "sol_cache", tmp_path / "traces.jsonl"
     scratch.mkdir()
-    monkeypatch.setenv("TMPDIR", str(scratch))
-    monkeypatch.setenv("SOLBENCH_SOL_CACHE", str(tmp_path / "sol_cache"))  # empty: the analysis pool starts
-    traces = tmp_path / "traces.jsonl"
-    result = solbench("run", str(REPO / "problem_defs/core/rmsnorm_h4096"), "--max-workloads", "2", *FAST,
-                      "-o", str(traces))
-    assert result.returncode == 0, result.stderr[-2000:]
-    lines = traces.read_text().splitlines()
-    assert len(lines) == 2 and all(json.loads(line)["evaluation"]["status"] == "PASSED" for line in lines)
-    assert "2/2 workloads passed" in result.stderr + result.stdout
-    assert not list(scratch.glob("solbench_run_*")), "the run folder's exit handler did not run"
-    marker = str(tmp_path / "sol_cache").encode()
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setenv("TMPDIR", str(scratch))
+        monkeypatch.setenv("SOLBENCH_SOL_CACHE", str(sol_cache))
+        result = solbench("run", str(REPO / "problem_defs/core/rmsnorm_h4096"), "--max-workloads", "2", *FAST,
+                          "-o", str(traces))
+    marker = str(sol_cache).encode()
     for _ in range(300):  # processes of this run: the only ones with its cache folder in their environment
         left = [pid for pid in os.listdir("/proc") if pid.isdigit() and marker in _environ(pid)]
         if not left:
             break
         time.sleep(0.1)
-    assert not left, f"processes of the run outlived it: {left}"
+    return AnalysedRun(result, traces, scratch, sol_cache, left)
+
+
+def test_a_run_that_analyses_ends_without_leak_warnings(analysed_run):
+    """An empty speed-of-light cache starts the analysis pool. Its processes (and the CLI) once froze their
+    objects at exit to skip the last garbage collections; triton's nanobind then printed pages of
+    "leaked instance" warnings into the run's output."""
+    result = analysed_run.result
+    assert result.returncode == 0, result.stderr
+    assert "leaked" not in result.stderr and "nanobind" not in result.stderr, result.stderr[-2000:]
+    assert any(analysed_run.sol_cache.rglob("*")), "the analysis did not run (the cache stayed empty)"
+
+
+def test_the_command_exits_at_once_with_its_results_written_and_nothing_left_behind(analysed_run, tmp_path):
+    """`solbench` ends with os._exit once the command returns (no interpreter teardown): the trace file must
+    be whole, the exit handlers run (the run's scratch folder removed), the exit status kept, and no
+    analysis process may outlive it."""
+    result = analysed_run.result
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = analysed_run.traces.read_text().splitlines()
+    assert len(lines) == 2 and all(json.loads(line)["evaluation"]["status"] == "PASSED" for line in lines)
+    assert "2/2 workloads passed" in result.stderr + result.stdout
+    assert not list(analysed_run.scratch.glob("solbench_run_*")), "the run folder's exit handler did not run"
+    assert not analysed_run.left, f"processes of the run outlived it: {analysed_run.left}"
     bad = solbench("run", str(tmp_path / "no-such-problem"), "-o", str(tmp_path / "t2.jsonl"))
     assert bad.returncode == 2 and "error" in bad.stderr
 

@@ -37,9 +37,12 @@ def solution(folder, body: str):
     return path
 
 
-@pytest.fixture
-def config():
-    return RunConfig(device="cpu", trials=1, warmup=1, iters=2, adaptive=False)
+@pytest.fixture(scope="module")
+def evaluator():
+    """Workers kept for the module's four runs (a fresh process for each solution all the same): one reference
+    worker started instead of four, and each solution's worker started while the one before runs."""
+    with api.Evaluator(config=RunConfig(device="cpu", trials=1, warmup=1, iters=2, adaptive=False)) as kept:
+        yield kept
 
 
 def test_broadcast_outputs_are_named():
@@ -53,19 +56,19 @@ def test_broadcast_outputs_are_named():
     assert broadcast_outputs([torch.ones(4, 4), x[None].expand(1, 4).expand(4, 4)], definition) == ["b (broadcast view)"]
 
 
-def test_a_broadcast_view_where_the_reference_writes_densely_is_judged_by_value_and_flagged(tmp_path, config):
+def test_a_broadcast_view_where_the_reference_writes_densely_is_judged_by_value_and_flagged(tmp_path, evaluator):
     folder = write(tmp_path, DENSE)
-    trace = api.evaluate(folder, solution(folder, VIEW), config=config)[0]
+    trace = evaluator.evaluate(folder, solution(folder, VIEW))[0]
     assert trace.status.value == "PASSED", trace.evaluation.log
     assert "output_broadcast_view" in trace.evaluation.performance.latency.flags
     assert any("output_broadcast_view" in w and "broadcast view" in w for w in trace.evaluation.warnings)
-    wrong = api.evaluate(folder, solution(folder, "def run(x):\n    return x[:, None].expand(-1, 16)\n"), config=config)[0]
+    wrong = evaluator.evaluate(folder, solution(folder, "def run(x):\n    return x[:, None].expand(-1, 16)\n"))[0]
     assert wrong.status.value == "INCORRECT_NUMERICAL", wrong.evaluation.log
 
 
-def test_a_broadcast_view_like_the_references_passes(tmp_path, config):
+def test_a_broadcast_view_like_the_references_passes(tmp_path, evaluator):
     folder = write(tmp_path, VIEW)
-    trace = api.evaluate(folder, solution(folder, VIEW), config=config)[0]
+    trace = evaluator.evaluate(folder, solution(folder, VIEW))[0]
     assert trace.status.value == "PASSED", trace.evaluation.log
-    dense = api.evaluate(folder, solution(folder, DENSE), config=config)[0]
+    dense = evaluator.evaluate(folder, solution(folder, DENSE))[0]
     assert dense.status.value == "PASSED", dense.evaluation.log

@@ -232,8 +232,10 @@ def test_a_cpu_session_never_offers_ipc():
 
 # -- the workers' handlers, in real (CPU) worker processes ------------------------------------------------------
 
-@pytest.fixture
-def cpu_workers(tmp_path):
+@pytest.fixture(scope="module")
+def cpu_workers(tmp_path_factory):
+    """One pair of workers for the module's two tests (starting a pair costs two torch imports)."""
+    tmp_path = tmp_path_factory.mktemp("cpu_workers")
     problem = load_problem(write_problem(tmp_path / "p", sizes=(64,)))
     session = DeviceSession("cpu", RunConfig(device="cpu"))
     session.load(session.reference, problem, reference_solution(problem.definition))
