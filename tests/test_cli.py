@@ -14,15 +14,10 @@ from pathlib import Path
 import pytest
 
 from tests.runner.conftest import write_problem, write_solution
+from tests.signals import default_sigint
 
 REPO = Path(__file__).resolve().parents[1]
 FAST = ["--device", "cpu", "--trials", "1", "--iters", "2", "--warmup", "1", "--no-adaptive"]
-
-
-def default_sigint() -> None:
-    """In the child: Ctrl-C at its default, as in a terminal, even where this test runs with SIGINT ignored
-    (a background job of a non-interactive shell), which a child would inherit."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def solbench(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:

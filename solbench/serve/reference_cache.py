@@ -21,6 +21,7 @@ from pathlib import Path
 
 from solbench.spec.errors import SpecError
 from solbench.spec.problem import Problem, baseline_solution
+from solbench.spec.trace import Environment
 
 
 def definition_hash(problem: Problem) -> str:
@@ -42,11 +43,10 @@ class ReferenceTimings:
             self._times = {}
 
     @staticmethod
-    def key(problem: Problem, workload_uuid: str, kind: str, environment: dict | None, device: str,
+    def key(problem: Problem, workload_uuid: str, kind: str, environment: Environment | None, device: str,
             clocks_locked: bool, settings: str) -> str:
         """The facts a baseline time depends on, hashed; `kind` is "shipped" or "compile", `settings` the
         timing settings and input sets the block ran with."""
-        environment = environment or {}
         baseline = ""
         if kind == "shipped":
             try:
@@ -54,8 +54,8 @@ class ReferenceTimings:
             except SpecError:  # unusable: measuring it says why, and nothing is stored
                 solution = None
             baseline = solution.content_hash() if solution is not None else ""
-        facts = [definition_hash(problem), workload_uuid, kind, baseline, device, environment.get("hardware"),
-                 environment.get("torch"), environment.get("cuda"), clocks_locked, settings]
+        machine = [getattr(environment, name, None) for name in ("hardware", "torch", "cuda")]
+        facts = [definition_hash(problem), workload_uuid, kind, baseline, device, *machine, clocks_locked, settings]
         return hashlib.sha256(json.dumps(facts, default=str).encode()).hexdigest()
 
     def get(self, key: str) -> float | None:

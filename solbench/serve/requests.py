@@ -16,6 +16,7 @@ import hashlib
 import json
 import secrets
 import shutil
+import threading
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -120,18 +121,24 @@ def _problem(value: Any, folder: Path):
         files[BASELINE_FILE] = baseline
     digest = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:20]
     target = folder / digest
-    if not _holds(target, files):  # new, or changed since it was written: (re)written whole
-        staging = folder / f".{digest}.{secrets.token_hex(4)}.tmp"
-        staging.mkdir(parents=True)
-        for name, text in files.items():
-            (staging / name).write_text(text)
-        if target.exists():
-            shutil.rmtree(target, ignore_errors=True)
-        try:
-            staging.rename(target)
-        except OSError:  # another request wrote the same content meanwhile
-            shutil.rmtree(staging, ignore_errors=True)
-    return _load(target, "problem.definition")
+    # one request at a time checks, rewrites and reads the folder: a rewrite that removed it while another
+    # request read it made that request's problem vanish ("workload.jsonl does not exist")
+    with _STAGING:
+        if not _holds(target, files):  # new, or changed since it was written: (re)written whole
+            staging = folder / f".{digest}.{secrets.token_hex(4)}.tmp"
+            staging.mkdir(parents=True)
+            for name, text in files.items():
+                (staging / name).write_text(text)
+            if target.exists():
+                shutil.rmtree(target, ignore_errors=True)
+            try:
+                staging.rename(target)
+            except OSError:  # another request wrote the same content meanwhile
+                shutil.rmtree(staging, ignore_errors=True)
+        return _load(target, "problem.definition")
+
+
+_STAGING = threading.Lock()
 
 
 def _holds(folder: Path, files: dict[str, str]) -> bool:

@@ -23,17 +23,14 @@ from solbench.orchestrator.scheduler import run_jobs
 from solbench.orchestrator.sink import TraceSink
 from solbench.report.traces import TraceFile
 from tests.runner.conftest import write_problem, write_solution
+from tests.signals import default_sigint
 
 ray = pytest.importorskip("ray")
 from solbench.orchestrator.cluster import ClusterLaunch, ClusterRun  # noqa: E402 - needs ray, checked just above
 
 REPO = Path(__file__).resolve().parents[2]
 WRONG = "import torch\n\ndef run(x, y):\n    return x * 2.0 + y + 1.0\n"
-# The first two workloads (sizes 64 and 80) are quick; the later four take a second a call, so a
-# signal sent once two traces are on disk lands mid-run even on a loaded machine (on a busy 2-core
-# CI machine the whole run once ended between the two)
-SLOW = ("import time\nimport torch\n\ndef run(x, y):\n    time.sleep(0.3 if x.shape[0] <= 80 else 1.0)\n"
-        "    return x * 2.0 + y\n")
+SLOW = "import time\nimport torch\n\ndef run(x, y):\n    time.sleep(0.3)\n    return x * 2.0 + y\n"
 
 
 @pytest.fixture(scope="module")
@@ -142,7 +139,7 @@ def test_workload_that_kills_two_actors_is_a_failure(cluster, tmp_path):
 
 def cli(args: list[str], **kwargs) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    return subprocess.Popen([sys.executable, "-m", "solbench", *args], env=env, start_new_session=True,
+    return subprocess.Popen([sys.executable, "-m", "solbench", *args], env=env, start_new_session=True, preexec_fn=default_sigint,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **kwargs)
 
 

@@ -15,15 +15,11 @@ import pytest
 
 from tests.plugin.conftest import solution
 from tests.plugin.slow_copy import slow_copy
+from tests.signals import default_sigint
 
 REPO = Path(__file__).resolve().parents[2]
 QUICK = ["--solbench-quick", "--solbench-device", "cpu", "-p", "no:cacheprovider", "-rs", "-q"]
 
-
-def default_sigint() -> None:
-    """In the child: Ctrl-C at its default, as in a terminal, even where this test runs with SIGINT ignored
-    (a background job of a non-interactive shell), which a child would inherit."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def run(cwd: Path, *args: str) -> subprocess.CompletedProcess:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.runner.conftest import write_problem, write_solution
+from tests.signals import default_sigint
 
 REPO = Path(__file__).resolve().parents[2]
 DAEMON_ARG = "987.25"  # `sleep 987.25`: how the test recognises the solution's daemon in /proc
@@ -71,12 +72,6 @@ def cmdline(pid: int) -> list[str]:
         return Path(f"/proc/{pid}/cmdline").read_text().split("\0")
     except OSError:
         return []
-
-
-def default_sigint() -> None:
-    """In the child: Ctrl-C at its default, as in a terminal, even where this test runs with SIGINT ignored
-    (a background job of a non-interactive shell), which the child would inherit and then never see."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads /proc (Linux)")
