@@ -82,13 +82,13 @@ def one_run(cases: list[Case], args, started: float, label: str) -> dict[str, li
                          on_trace=progress)
 
 
-def print_run(cases: list[Case], results: dict[str, list]) -> int:
+def print_run(cases: list[Case], results: dict[str, list], device: str) -> int:
     wrong = 0
     print(f"{'solution':<38} {'kind':<8} {'statuses':<40} {'expected':<20} ok  caught by")
     for case in cases:
         traces = results[case.id]
         statuses = [str(t.status) for t in traces]
-        ok = as_expected(case, traces)
+        ok = as_expected(case, traces, device)
         wrong += not ok
         unexpected = [t for t in traces if str(t.status) not in case.allowed]
         # a wrong verdict is shown whole (which program, which output): that is what one fixes from
@@ -162,11 +162,11 @@ def judge(args, parser) -> int:
         results = one_run(cases, args, started, label)
         if args.repeat > 1:
             print(f"-- run {r + 1} of {args.repeat}")
-        wrong_runs += print_run(cases, results)
+        wrong_runs += print_run(cases, results, args.device)
         for case in cases:
             traces, tally = results[case.id], tallies[case.id]
             tally.runs += 1
-            tally.as_expected += as_expected(case, traces)
+            tally.as_expected += as_expected(case, traces, args.device)
             tally.passed_some += any(str(t.status) == "PASSED" for t in traces)
             for t in traces:
                 tally.statuses[str(t.status)] += 1
