@@ -33,6 +33,11 @@
 #   serve-scaling  issue 35: 40 shared problems x 2 workloads through `solbench serve` on 1, 2, 4 GPUs, a running
 #                  solution worker killed in each (re-queued: none lost or duplicated), statuses against 1 GPU's
 #   serve-anticheat issue 35: every anti-cheat case submitted through a `solbench serve`
+#   throughput-base  the same with an older tree's solbench (BASE_TREE, default .gpu_data/fe9e8ce): an A/B
+#   gpu-tests-core pytest -m gpu over tests/timing, tests/check and tests/runner
+#   formats        issue 34: benchmarks/formats_gpu_check.sh against FORMATS_BASE (default .gpu_data/base)
+#   sol-time       issue 36: `solbench sol` over the whole dataset on two pinned cores, --jobs 2 --no-cache
+#   wheels         nothing but the wheels' install; lang-ready: the language wheels' too (device_par.sh)
 #   startup        benchmarks/startup_profile.py: a worker's start-up stages, workers' readiness, the driver's
 #                  device listing (torch vs NVML), alone and with every GPU's workers starting at once
 #
@@ -46,16 +51,28 @@ set -u
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/solbench-out}; mkdir -p "$OUT"
 SHARED=${SHARED:-.gpu_data/sol-execbench}
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=$PYTHONPATH:/tmp/site
+# Small wheels: .whl/*.whl and .whl/common/*.whl. SOLBENCH_WHEELS_READY=1 (device_par.sh, which installs them once
+# before its groups start) leaves /tmp/site as it is: two groups installing into it at once would race.
+if ls .whl/*.whl .whl/common/*.whl 2>/dev/null | grep -q .; then
+  [ -n "${SOLBENCH_WHEELS_READY:-}" ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
+    --upgrade --target /tmp/site $(ls .whl/*.whl .whl/common/*.whl 2>/dev/null)
+  export PYTHONPATH=$PYTHONPATH:/tmp/site
 fi
 if [ -f .whl/ray_bundle.tar.xz ] && ! python3 -c "import ray" 2>/dev/null; then
-  python3 benchmarks/ray_bundle.py install .whl/ray_bundle.tar.xz /tmp/site | tail -1
+  python3 benchmarks/ray_bundle.py install .whl/ray_bundle.tar.xz /tmp/site | trim 1
   case ":$PYTHONPATH:" in *:/tmp/site:*) ;; *) export PYTHONPATH=$PYTHONPATH:/tmp/site ;; esac
 fi
 
 box() { timeout "${STEP_SECONDS:-$1}" "${@:2}"; }
+# A step's output, cut to its last N lines for the call's reply; whole with SOLBENCH_FULL_LOG=1 (device_par.sh,
+# whose logs are files: a step stopped at the deadline then still leaves every line it printed)
+trim() { if [ -n "${SOLBENCH_FULL_LOG:-}" ]; then cat; else tail -n "$1"; fi; }
+visible_gpus() {  # cuda:0 cuda:1 ... for every GPU this step may use (CUDA_VISIBLE_DEVICES, else the machine's)
+  local n
+  if [ -n "${CUDA_VISIBLE_DEVICES+set}" ]; then n=$(echo "$CUDA_VISIBLE_DEVICES" | tr , '\n' | grep -c .)
+  else n=$(nvidia-smi -L 2>/dev/null | grep -c .); fi
+  [ "$n" -gt 0 ] && seq 0 $((n - 1)) | sed 's/^/cuda:/' | paste -sd' ' -
+}
 say() { echo; echo "== $1 ($(date +%T))"; }
 
 step_env() {
@@ -63,23 +80,27 @@ step_env() {
   python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
   python3 -c "from solbench.worker.probe import load_cupti; print('cupti:', 'yes' if load_cupti() else 'no')"
   python3 -m solbench.worker.sandbox 2>/dev/null || echo "sandbox probe: not available in this version"
-  box 300 python3 benchmarks/sandbox_check.py 2>&1 | tail -12
+  box 300 python3 benchmarks/sandbox_check.py 2>&1 | trim 12
 }
 step_containment() {
   python3 -m solbench.worker.sandbox | grep -E '"(uid|cgroup|namespaces|landlock|capabilities|seccomp|contained_by)"'
-  box 300 python3 benchmarks/sandbox_check.py 2>&1 | tail -13
+  box 300 python3 benchmarks/sandbox_check.py 2>&1 | trim 13
   box 420 python3 -m pytest -q -p no:cacheprovider -rs -s tests/anticheat/test_containment.py \
-    tests/anticheat/test_containment_gpu.py tests/plugin/test_gate_integrity.py 2>&1 | grep -E "contained_by|passed|failed|SKIP|Error" | tail -12
+    tests/anticheat/test_containment_gpu.py tests/plugin/test_gate_integrity.py -rfs 2>&1 | grep -E "contained_by|passed|failed|SKIP|Error|^FAILED" | trim 20
 }
-step_gpu_tests() { box 420 python3 -m pytest -q -m gpu -p no:cacheprovider tests 2>&1 | tail -30; }
-step_timer() { box 120 python3 benchmarks/timing_gpu_check.py 2>&1 | tail -20; }
-step_anticheat() { box 420 python3 benchmarks/anticheat_gpu.py ${REPEAT:+--repeat $REPEAT} 2>&1 | tail -60; }
+step_gpu_tests() { box 420 python3 -m pytest -q -m gpu -p no:cacheprovider tests 2>&1 | trim 30; }
+step_timer() { box 120 python3 benchmarks/timing_gpu_check.py 2>&1 | trim 20; }
+step_anticheat() {  # spread over every visible GPU; ANTICHEAT_ARGS: more options (e.g. "--workloads 1")
+  local devices; devices=$(visible_gpus)
+  box 560 python3 benchmarks/anticheat_gpu.py ${devices:+--devices $devices} ${REPEAT:+--repeat $REPEAT} \
+    ${ANTICHEAT_ARGS:-} 2>&1 | trim 60
+}
 step_gate() {
-  box 300 python3 -m pytest -q -p no:cacheprovider -p solbench.pytest_plugin --solbench solutions reference_impls/core/*.baseline.py \
+  box 540 python3 -m pytest -q -p no:cacheprovider -p solbench.pytest_plugin --solbench solutions reference_impls/core/*.baseline.py \
     --solbench-problems problem_defs/core --solbench-require-gpu --solbench-max-workloads 3 \
-    --solbench-traces "$OUT/gate.jsonl" --solbench-benchmark-json "$OUT/gate_benchmark.json" -rf 2>&1 | tail -12
-  python3 -m solbench leaderboard "$OUT/gate.jsonl" -o "$OUT/leaderboard.csv" 2>&1 | tail -2
-  python3 -m solbench report "$OUT/gate.jsonl" -o "$OUT/report.html" 2>&1 | tail -2
+    --solbench-traces "$OUT/gate.jsonl" --solbench-benchmark-json "$OUT/gate_benchmark.json" -rf 2>&1 | trim 12
+  python3 -m solbench leaderboard "$OUT/gate.jsonl" -o "$OUT/leaderboard.csv" 2>&1 | trim 2
+  python3 -m solbench report "$OUT/gate.jsonl" -o "$OUT/report.html" 2>&1 | trim 2
   mkdir -p /tmp/slowed && python3 tests/plugin/slow_copy.py solutions/rmsnorm_h4096/triton_rmsnorm.py /tmp/slowed/triton_rmsnorm.py --repeat 4
   box 120 python3 -m pytest -q -p no:cacheprovider -p solbench.pytest_plugin --solbench /tmp/slowed \
     --solbench-problems problem_defs/core --solbench-max-workloads 3 --solbench-baseline "$OUT/leaderboard.csv" \
@@ -87,25 +108,38 @@ step_gate() {
 }
 step_repeatability() {
   box 300 python3 benchmarks/repeatability.py problem_defs/core/gemm_n4096_k4096 "$SHARED/L1/069_rms_norm" \
-    "$SHARED/L1/084_silu_activation_backward" --device cuda --max-workloads 3 --out "$OUT/repeatability.json" 2>&1 | tail -20
+    "$SHARED/L1/084_silu_activation_backward" --device cuda --max-workloads 3 --out "$OUT/repeatability.json" 2>&1 | trim 20
 }
-step_throughput() {
-  local problems=() p
+step_throughput() { throughput_in . throughput; }
+step_throughput_base() { throughput_in "${BASE_TREE:-.gpu_data/fe9e8ce}" throughput_base; }
+throughput_in() {  # $1 the tree whose solbench runs (an older commit's, for an A/B), $2 the name of its results
+  local problems=() p shared
+  shared=$(cd "$SHARED" && pwd)
   for p in L1/069_rms_norm L1/084_silu_activation_backward L1/048_fused_gate_up_projection_with_swiglu \
       L1/015_grouped_query_attention_with_rope_and_qk_norm L2/004_fused_residual_rms_mlp \
       FlashInfer-Bench/007_gemm_n4096_k4096 FlashInfer-Bench/021_rmsnorm_h128 Quant/003_fp8_mlp_gate_up_projection \
-      L1/001_attention_softmax_dropout_value_matmul_backward L2/005_swiglu_mlp_backward; do problems+=("$SHARED/$p"); done
-  box 540 python3 benchmarks/throughput.py "${problems[@]}" --device cuda --json "$OUT/throughput.json" \
-    --traces "$OUT/throughput.jsonl" 2>&1 | tail -50
+      L1/001_attention_softmax_dropout_value_matmul_backward L2/005_swiglu_mlp_backward; do problems+=("$shared/$p"); done
+  (cd "$1" && PYTHONPATH=$PWD:${PYTHONPATH#*:} box 540 python3 benchmarks/throughput.py "${problems[@]}" --device cuda \
+    --json "$OUT/$2.json" --traces "$OUT/$2.jsonl" 2>&1 | trim 50)
 }
 step_dataset() {
   box 540 python3 -m solbench run "$SHARED" --max-workloads 1 -o "$OUT/dataset.jsonl" >"$OUT/dataset.out" 2>"$OUT/dataset.err"
   echo "solbench run exit: $?"; tail -3 "$OUT/dataset.err"
   python3 benchmarks/summarize_traces.py "$OUT/dataset.jsonl" --failures 40
 }
-step_sol() { box 200 python3 benchmarks/sol_gpu_check.py --shared "$SHARED" --out "$OUT/sol_check" 2>&1 | tail -45; }
+step_gpu_tests_core() { box 420 python3 -m pytest -q -m gpu -p no:cacheprovider tests/timing tests/check tests/runner 2>&1 | trim 15; }
+step_formats() { box 500 bash benchmarks/formats_gpu_check.sh "${FORMATS_BASE:-.gpu_data/base}" 2>&1 | trim 30; }
+step_sol_time() {  # issue 36: the analysis of every shared problem on two cores, no cache (CPU only)
+  local n start; n=$(nproc); start=$(date +%s.%N)
+  CUDA_VISIBLE_DEVICES= box 900 taskset -c "$((n - 2)),$((n - 1))" python3 -m solbench sol "$SHARED" --hw b200 \
+    --convention solar --jobs 2 --no-cache --json >"$OUT/sol_all.jsonl" 2>"$OUT/sol_all.err"
+  echo "solbench sol over $SHARED on 2 cores, --jobs 2 --no-cache: exit $?, $(python3 -c "import time, sys; \
+print(f'{time.time() - float(sys.argv[1]):.1f} s')" "$start"), $(wc -l <"$OUT/sol_all.jsonl") records"
+  tail -3 "$OUT/sol_all.err"
+}
+step_sol() { box 200 python3 benchmarks/sol_gpu_check.py --shared "$SHARED" --out "$OUT/sol_check" 2>&1 | trim 45; }
 step_ray_check() {
-  box 120 python3 benchmarks/ray_bundle.py check /tmp/site 2>&1 | grep -v -e "^202.*WARNING" | tail -5
+  box 120 python3 benchmarks/ray_bundle.py check /tmp/site 2>&1 | grep -v -e "^202.*WARNING" | trim 5
 }
 gpu_counts() {  # the GPU counts of $1 (comma-separated) that this machine has
   local n; n=$(nvidia-smi -L 2>/dev/null | wc -l)
@@ -115,7 +149,7 @@ scaling() {  # $1 engines, $2 GPU counts, $3 picked problems, $4 seconds, rest: 
   local counts; counts=$(gpu_counts "$2")
   [ -n "$counts" ] || { echo "no GPU"; return; }
   box "$(( $4 + 30 ))" python3 benchmarks/cluster_throughput.py "$SHARED" --pick "$3" --max-workloads 2 \
-    --engines "$1" --gpus "$counts" --budget-s "$4" "${@:5}" 2>&1 | tail -30
+    --engines "$1" --gpus "$counts" --budget-s "$4" "${@:5}" 2>&1 | trim 30
 }
 KEEP=/tmp/solbench-keep  # outlives one device command ($OUT does not): scaling-ray compares with scaling-local
 step_cluster() { scaling ray,local 1 10 510 --json "$OUT/cluster.json"; }
@@ -128,14 +162,14 @@ lang_wheels() {  # issue 33's wheels, carried in folders .whl/lang-1, .whl/lang-
   # call's 64 MiB split into NAME.whl.part-aa, -ab, ... across them, in folder order), installed into /tmp/site
   local dir=/tmp/solbench-lang-wheels first name
   mkdir -p $dir
-  for first in .whl/lang-*/*.whl.part-aa; do
+  [ -n "${SOLBENCH_WHEELS_READY:-}" ] || for first in .whl/lang-*/*.whl.part-aa; do
     [ -f "$first" ] || continue
     name=$(basename "${first%.part-aa}")
     cat .whl/lang-*/"$name".part-* > "$dir/$name"
   done
-  cp .whl/lang-*/*.whl "$dir/" 2>/dev/null
+  [ -n "${SOLBENCH_WHEELS_READY:-}" ] || cp .whl/lang-*/*.whl "$dir/" 2>/dev/null
   local todo=() wheel
-  for wheel in "$dir"/*.whl; do  # a package the machine already has (cuda-bindings, protobuf) is left alone
+  [ -n "${SOLBENCH_WHEELS_READY:-}" ] || for wheel in "$dir"/*.whl; do  # a package the machine already has (cuda-bindings, protobuf) is left alone
     python3 -c "import importlib.metadata as m, sys; m.version(sys.argv[1])" "$(basename "$wheel" | cut -d- -f1)" \
       2>/dev/null || todo+=("$wheel")
   done
@@ -149,17 +183,19 @@ lang_wheels() {  # issue 33's wheels, carried in folders .whl/lang-1, .whl/lang-
 }
 step_lang_tests() {
   lang_wheels
-  box 420 python3 -m pytest -q -m gpu -p no:cacheprovider tests/languages tests/test_example_solutions.py 2>&1 | tail -25
+  box 420 python3 -m pytest -q -m gpu -p no:cacheprovider tests/languages tests/test_example_solutions.py 2>&1 | trim 25
   box 150 python3 benchmarks/anticheat_gpu.py --only cute_dsl_cache_by_address cudnn_frontend_cache_by_address \
-    cpp_thread_after_return cutlass_thread_after_return cudnn_thread_after_return cublas_thread_after_return 2>&1 | tail -15
+    cpp_thread_after_return cutlass_thread_after_return cudnn_thread_after_return cublas_thread_after_return 2>&1 | trim 15
 }
-step_languages() { lang_wheels; box 560 python3 benchmarks/languages_gpu.py ${LANG_ARGS:-} 2>&1 | tail -45; }
-step_startup() { box 300 python3 benchmarks/startup_profile.py --json "$OUT/startup.json" 2>&1 | tail -20; }
+step_wheels() { :; }  # the wheels install above, before any step
+step_lang_ready() { lang_wheels; }
+step_languages() { lang_wheels; box 560 python3 benchmarks/languages_gpu.py ${LANG_ARGS:-} 2>&1 | trim 45; }
+step_startup() { box 300 python3 benchmarks/startup_profile.py --json "$OUT/startup.json" 2>&1 | trim 20; }
 step_scaling() { scaling "${ENGINES:-local,ray}" "${GPUS:-1,2,4}" 40 520 --ray-head --json "$OUT/scaling.json" --keep-traces "$OUT/traces"; }
 step_scaling_kill() { scaling ray 2 20 400 --kill-after 8 --json "$OUT/scaling_kill.json"; }
 step_serve_agent() {
   box 570 python3 benchmarks/agent_loop.py problem_defs/core/rmsnorm_h4096 --ways cli,serve --rounds 7 \
-    --max-workloads 4 --json "$OUT/serve_agent.json" 2>&1 | tail -30
+    --max-workloads 4 --json "$OUT/serve_agent.json" 2>&1 | trim 30
 }
 step_serve_issue15() {
   local ds=/tmp/solbench-issue15 p
@@ -168,10 +204,10 @@ step_serve_issue15() {
     mkdir -p "$ds/$(dirname "$p")" && cp -r "$SHARED/$p" "$ds/$p"
   done
   box 580 python3 benchmarks/cluster_throughput.py $ds --max-workloads 4 --every-problem --engines local,serve \
-    --gpus 1 --serve-passes 2 --budget-s 570 --json "$OUT/serve_issue15.json" 2>&1 | tail -12
+    --gpus 1 --serve-passes 2 --budget-s 570 --json "$OUT/serve_issue15.json" 2>&1 | trim 12
 }
 step_serve_scaling() { scaling serve "${GPUS:-1,2,4}" 40 520 --kill-after 10 --json "$OUT/serve_scaling.json"; }
-step_serve_anticheat() { box 560 python3 benchmarks/anticheat_gpu.py --serve 2>&1 | tail -60; }
+step_serve_anticheat() { box 560 python3 benchmarks/anticheat_gpu.py --serve 2>&1 | trim 60; }
 
 [ $# -gt 0 ] || { sed -n "2,$(( $(grep -n '^set -u' "$0" | cut -d: -f1) - 1 ))p" "$0"; exit 2; }
 for name in "$@"; do

@@ -49,7 +49,7 @@ def _time_cli(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory() as out:
         command = [sys.executable, "-m", "solbench", "extract", *models, "-o", f"{out}/defs",
                    "--references", f"{out}/refs", *(["--no-validate"] if args.no_validate else [])]
-        env = dict(os.environ, PYTHONPATH=str(args.root.resolve()))
+        env = dict(os.environ, PYTHONPATH=str(args.root.resolve()) + os.pathsep + os.environ.get("PYTHONPATH", ""))
         load_before = os.getloadavg()[0]
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()

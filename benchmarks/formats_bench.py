@@ -253,7 +253,7 @@ def main() -> int:
         old_path.write_text("".join(trace_line(i, "solbench.trace/1") + "\n" for i in range(args.lines)))
         results = [measure(path, "solbench (pydantic dataclasses)")]
         if args.before:
-            env = {**os.environ, "PYTHONPATH": args.before}
+            env = {**os.environ, "PYTHONPATH": str(args.before) + os.pathsep + os.environ.get("PYTHONPATH", "")}
             out = subprocess.run([sys.executable, __file__, "--measure", str(old_path)], env=env, cwd=args.before,
                                  capture_output=True, text=True, check=True).stdout
             results.insert(0, json.loads(out))

@@ -78,7 +78,7 @@ def run_serve(dataset: Path, gpus: int, device: str, max_workloads: int, traces:
     """One row per pass, in cluster_throughput's `run_once` shape (engine `serve`, then `serve#2`, ...)."""
     devices = [] if device == "cpu" else ["--devices", ",".join(str(i) for i in range(gpus))]
     started = time.monotonic()
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     service = ServiceProcess(traces.with_suffix(".service"), "--device", device, *devices, env=env)
     up_s = time.monotonic() - started
     rows = []

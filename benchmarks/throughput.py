@@ -59,7 +59,7 @@ def run(dirs: list[Path], args: argparse.Namespace, extra: list[str], traces: Pa
                    "--device", args.device, "-o", str(traces), *extra]
         started = time.monotonic()
         result = subprocess.run(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                                env={**os.environ, "PYTHONPATH": str(REPO)})
+                                env={**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")})
         wall = time.monotonic() - started
     if result.returncode not in (0, 1):
         print(result.stderr[-3000:], file=sys.stderr)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.child_env import repo_env
 from tests.runner.conftest import write_problem, write_solution
 from tests.signals import default_sigint
 
@@ -21,7 +22,7 @@ FAST = ["--device", "cpu", "--trials", "1", "--iters", "2", "--warmup", "1", "--
 
 
 def solbench(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env = repo_env(REPO)
     return subprocess.run([sys.executable, "-m", "solbench", *args], env=env, capture_output=True, text=True,
                           timeout=300, cwd=cwd)
 
@@ -81,7 +82,7 @@ def test_two_problems_with_one_name_are_bad_input(tmp_path):
 
 def imported_modules(*args: str) -> set[str]:
     """Top-level modules imported by `python -X importtime -m solbench ARGS` (from its stderr)."""
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env = repo_env(REPO)
     result = subprocess.run([sys.executable, "-X", "importtime", "-m", "solbench", *args], env=env,
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
@@ -117,7 +118,7 @@ def test_hw_list_piped_keeps_every_name_whole():
 
 
 def test_shared_data_skip_says_how_to_get_the_data(tmp_path):
-    env = dict(os.environ, PYTHONPATH=str(REPO), SOLBENCH_SHARED=str(tmp_path / "nowhere"))
+    env = repo_env(REPO, SOLBENCH_SHARED=str(tmp_path / "nowhere"))
     result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
                              "tests/sol/test_sol_shared.py"], cwd=REPO, env=env, capture_output=True, text=True,
                             timeout=300)
@@ -156,7 +157,7 @@ def test_ctrl_c_stops_cleanly_and_a_resumed_bar_counts_what_is_done(tmp_path):
     held = write_solution(tmp_path, HELD.format(hold=str(hold)))
     traces = tmp_path / "t.jsonl"
     args = ["run", str(problem), "--solution", str(held), "-o", str(traces), *FAST]
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env = repo_env(REPO)
     proc = subprocess.Popen([sys.executable, "-m", "solbench", *args], env=env, start_new_session=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=default_sigint)
@@ -185,7 +186,7 @@ def test_explicit_requests_that_cannot_be_met_are_bad_input(tmp_path):
     """An unknown --hw, or a CUDA device on a machine without one: exit 2, one clear line, no traceback;
     nothing is run (no silent fallback to the CPU or to no speed of light)."""
     problem = write_problem(tmp_path)
-    env = dict(os.environ, PYTHONPATH=str(REPO), CUDA_VISIBLE_DEVICES="")  # no GPU, whatever the machine
+    env = repo_env(REPO, CUDA_VISIBLE_DEVICES="")  # no GPU, whatever the machine
     cases = {("--hw", "Z9000"): "no hardware spec for 'Z9000'", ("--device", "cuda"): "no CUDA GPU is visible",
              ("--device", "cuda:0"): "no CUDA GPU is visible"}
     for option, message in cases.items():
@@ -199,7 +200,7 @@ def test_explicit_requests_that_cannot_be_met_are_bad_input(tmp_path):
 
 def test_device_auto_falls_back_to_the_cpu_and_says_so(tmp_path):
     problem = write_problem(tmp_path, sizes=(64,))
-    env = dict(os.environ, PYTHONPATH=str(REPO), CUDA_VISIBLE_DEVICES="")
+    env = repo_env(REPO, CUDA_VISIBLE_DEVICES="")
     result = subprocess.run([sys.executable, "-m", "solbench", "run", str(problem), *FAST[2:], "--device", "auto"],
                             env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
@@ -235,7 +236,7 @@ def test_failed_and_skipped_rows_say_why_and_a_run_without_o_keeps_its_traces(tm
     write_solution(broken, "def run(x, y):\n    return x\n", "view.py")
     (broken / "kernel.cu").write_text("// solbench: problem=axpy_fp32\n"
                                       "torch::Tensor run(torch::Tensor x, torch::Tensor y) { return x * 2 + y; }\n")
-    env = dict(os.environ, PYTHONPATH=str(REPO), CUDA_VISIBLE_DEVICES="")
+    env = repo_env(REPO, CUDA_VISIBLE_DEVICES="")
     env.pop("SOLBENCH_RUNS_DIR", None)  # the default folder, under the working directory (here tmp_path)
     result = subprocess.run([sys.executable, "-m", "solbench", "run", str(problem), "--solution", str(broken), *FAST],
                             env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)

@@ -4,11 +4,11 @@ totals, a leaderboard over a folder of problems, and the one-line messages for c
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
 from solbench import cli
+from tests.child_env import repo_env
 from tests.runner.conftest import write_problem, write_solution
 from tests.test_cli import FAST, REPO, solbench
 
@@ -50,7 +50,7 @@ def test_leaderboard_of_a_folder_reads_traces_not_workloads(tmp_path):
 def test_common_slips_get_one_line_that_says_what_to_do(tmp_path):
     problem = write_problem(tmp_path, sizes=(64,))
     solution = write_solution(tmp_path, "def run(x, y):\n    return x * 2.0 + y\n")
-    env = dict(os.environ, PYTHONPATH=str(REPO), CUDA_VISIBLE_DEVICES="")
+    env = repo_env(REPO, CUDA_VISIBLE_DEVICES="")
     cases = {("--device", "tpu"): "unknown device 'tpu': use auto, cpu, cuda or cuda:N",
              (str(solution),): f"{solution} is a file, not a problem folder: did you mean `--solution {solution}`?"}
     for option, message in cases.items():
@@ -89,7 +89,7 @@ class _Fixed:
 def test_the_t_sol_note_says_why_that_gpu_with_and_without_hw(tmp_path):
     """On a CPU, `--hw H100_SXM` is the reason the bounds are an H100's: the note says so, not "no --hw"."""
     problem = write_problem(tmp_path, sizes=(64,))
-    env = dict(os.environ, PYTHONPATH=str(REPO), CUDA_VISIBLE_DEVICES="")
+    env = repo_env(REPO, CUDA_VISIBLE_DEVICES="")
     notes = {}
     for hw in ([], ["--hw", "h100_sxm"]):
         result = subprocess.run([sys.executable, "-m", "solbench", "run", str(problem), *FAST, *hw, "-o",

@@ -12,7 +12,6 @@ from __future__ import annotations
 import importlib.util
 import itertools
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +20,7 @@ import pytest
 import torch
 
 from solbench.spec.problem import baseline_solution, find_baseline, load_problem
+from tests.child_env import repo_env
 
 ROOT = Path(__file__).resolve().parents[1]
 CORE = ("rmsnorm_h4096", "swiglu_mlp_gateup_h2048_i6144", "gemm_n4096_k4096", "layernorm_fp32_h1024")
@@ -123,7 +123,7 @@ def test_baseline_discovery(tmp_path):
 # -- on a GPU: the real runner, bf16 -------------------------------------------------------------
 
 def _solbench(*args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = repo_env(ROOT)
     return subprocess.run([sys.executable, "-m", "solbench", *args], env=env, capture_output=True, text=True,
                           timeout=1800, cwd=ROOT)
 

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.child_env import repo_env
+
 REPO = Path(__file__).resolve().parents[2]
 NOBODY = 65534
 DAEMON_ARG = "913.25"
@@ -132,7 +134,7 @@ def start_worker(script: str, tmp_path: Path, uid: int, *, namespaces: bool, use
     need_root()
     scratch = private_folder(tmp_path, uid)
     group, why = cgroup.make("test") if use_cgroup and uid == 0 else (None, "not asked for")
-    env = dict(os.environ, PYTHONPATH=str(REPO), TMPDIR=str(scratch))
+    env = repo_env(REPO, TMPDIR=str(scratch))
     sandbox_env(env, str(scratch), "solution", namespaces=namespaces, cgroup=group or f"denied: {why}")
     for folder in json.loads(env["SOLBENCH_SANDBOX"])["writable"]:
         for root, dirs, _ in os.walk(folder):

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.anticheat.test_containment import NOBODY, need_root, private_folder, processes_with
+from tests.child_env import repo_env
 
 REPO = Path(__file__).resolve().parents[2]
 DAEMON_ARG = "877.75"
@@ -48,7 +49,7 @@ def test_nothing_a_gpu_solution_starts_outlives_the_run(tmp_path, uid):
     problem = write_problem(folder / "problems")
     (folder / "escaper.py").write_text(ESCAPER)
     (folder / "good.py").write_text(GOOD)
-    env = dict(os.environ, PYTHONPATH=str(REPO), HOME=str(folder), XDG_STATE_HOME=str(folder / "state"),
+    env = repo_env(REPO, HOME=str(folder), XDG_STATE_HOME=str(folder / "state"),
                XDG_CACHE_HOME=str(folder / "cache"))
     prefix = []
     if uid != 0:

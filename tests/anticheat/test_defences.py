@@ -17,6 +17,7 @@ from solbench.check.static_scan import scan_solution, scan_source
 from solbench.protocol import messages as msg
 from solbench.timing.config import TimingConfig
 from tests.anticheat.suite import HERE, discover, load_case, write_problem
+from tests.child_env import repo_env
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -278,7 +279,7 @@ HOOK_SCRIPT = textwrap.dedent('''
 
 def test_audit_hook_alarms_on_a_separate_channel(tmp_path):
     parent, child = socket.socketpair()
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env = repo_env(REPO)
     proc = subprocess.run([sys.executable, "-c", HOOK_SCRIPT, str(child.fileno()), str(tmp_path)], env=env,
                           pass_fds=(child.fileno(),), capture_output=True, text=True, timeout=120)
     child.close()
@@ -322,7 +323,7 @@ def test_an_alarm_that_cannot_be_delivered_ends_the_process(how):
     from solbench.protocol.messages import ALARM_LOST_EXIT
 
     parent, child = socket.socketpair()
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env = repo_env(REPO)
     proc = subprocess.run([sys.executable, "-c", JAM_SCRIPT, str(child.fileno()), how], env=env,
                           pass_fds=(child.fileno(),), capture_output=True, text=True, timeout=120)
     child.close()

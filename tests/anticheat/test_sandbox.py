@@ -17,6 +17,7 @@ import pytest
 
 from solbench.spec.trace import Status
 from tests.anticheat.suite import fast_config, write_problem
+from tests.child_env import repo_env
 
 REPO = Path(__file__).resolve().parents[2]
 DAEMON_ARG = "987.5"
@@ -26,7 +27,7 @@ MECHANISMS = ("pdeathsig", "cgroup", "namespaces", "subreaper", "no_new_privs", 
 
 def sandbox_report() -> dict:
     out = subprocess.run([sys.executable, "-m", "solbench.worker.sandbox"], capture_output=True, text=True,
-                         timeout=120, env=dict(os.environ, PYTHONPATH=str(REPO)))
+                         timeout=120, env=repo_env(REPO))
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout)
 
@@ -185,7 +186,7 @@ def test_inside_the_sandbox_what_the_machine_allows_is_enforced(tmp_path, namesp
     scratch.mkdir()
     target = tmp_path / "outside"
     target.mkdir()
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env = repo_env(REPO)
     sandbox_env(env, str(scratch), "solution", namespaces=namespaces)
     out = subprocess.run([sys.executable, "-P", "-c", INSIDE, str(target), str(scratch), str(os.getpid())], env=env,
                          capture_output=True, text=True, timeout=120)
@@ -246,7 +247,7 @@ def test_a_solution_builds_its_cuda_extension_in_its_own_cache_whatever_the_orch
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     shared = tmp_path / "shared_cache"  # where the orchestrator's own SOLBENCH_CACHE points: not the worker's
-    env = dict(os.environ, PYTHONPATH=str(REPO), SOLBENCH_CACHE=str(shared), HOME=str(tmp_path / "home"))
+    env = repo_env(REPO, SOLBENCH_CACHE=str(shared), HOME=str(tmp_path / "home"))
     sandbox_env(env, str(scratch), "solution")
     out = subprocess.run([sys.executable, "-P", "-c", BUILD_INSIDE], env=env, capture_output=True, text=True,
                          timeout=120)

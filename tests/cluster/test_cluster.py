@@ -22,6 +22,7 @@ from solbench.orchestrator.jobs import build_jobs
 from solbench.orchestrator.scheduler import run_jobs
 from solbench.orchestrator.sink import TraceSink
 from solbench.report.traces import TraceFile
+from tests.child_env import repo_env
 from tests.runner.conftest import write_problem, write_solution
 from tests.signals import default_sigint
 
@@ -138,7 +139,7 @@ def test_workload_that_kills_two_actors_is_a_failure(cluster, tmp_path):
 
 
 def cli(args: list[str], **kwargs) -> subprocess.Popen:
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env = repo_env(REPO)
     return subprocess.Popen([sys.executable, "-m", "solbench", *args], env=env, start_new_session=True, preexec_fn=default_sigint,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **kwargs)
 
@@ -184,7 +185,7 @@ def test_missing_ray_is_one_line_with_the_install_hint(tmp_path):
     code = ("import sys; sys.modules['ray'] = None\nfrom solbench.cli import main\n"
             f"sys.exit(main(['run', {str(problem)!r}, '--device', 'cpu', '--cluster', 'auto']))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                          env=dict(os.environ, PYTHONPATH=str(REPO)))
+                          env=repo_env(REPO))
     assert done.returncode == 2
     assert "Traceback" not in done.stderr + done.stdout
     assert "pip install 'solbench[ray]'" in done.stderr

@@ -3,7 +3,6 @@ transfer, the actor's device, and a driver that never imports torch."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import threading
@@ -18,6 +17,7 @@ from solbench.orchestrator.shipping import pack_problem, unpack_problem
 from solbench.orchestrator.work_queue import MAX_STRIKES, WorkItem, WorkQueue
 from solbench.spec.errors import SpecError
 from solbench.spec.problem import load_problem
+from tests.child_env import repo_env
 from tests.runner.conftest import write_problem
 
 
@@ -104,6 +104,6 @@ def test_cluster_driver_never_imports_torch():
             "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.'))[:3])")
     repo = Path(__file__).resolve().parents[2]
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                          env=dict(os.environ, PYTHONPATH=str(repo)))
+                          env=repo_env(repo))
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from solbench.cli import extract as extract_cli
+from tests.child_env import repo_env
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -61,7 +62,7 @@ def test_shipped_problems_match_the_extractor_for_a_sample():
 
 def test_progress_names_the_model_and_problem_on_a_terminal(tmp_path):
     """On a terminal the status line says which problem is being validated (a model takes seconds)."""
-    env = dict(os.environ, HF_HUB_OFFLINE="1", COLUMNS="200", PYTHONPATH=str(ROOT), TERM="xterm")
+    env = repo_env(ROOT, HF_HUB_OFFLINE="1", COLUMNS="200", TERM="xterm")
     command = [sys.executable, "-m", "solbench", "extract", "--model", "Qwen/Qwen3-0.6B",
                "-o", str(tmp_path / "defs"), "--references", str(tmp_path / "refs")]
     leader, follower = pty.openpty()
@@ -90,7 +91,7 @@ def test_output_folder_holds_everything_and_a_rerun_is_stable(tmp_path):
     differs only in the recorded tool versions as it is."""
     empty, out = tmp_path / "empty", tmp_path / "out"
     empty.mkdir()
-    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT))
+    env = repo_env(ROOT, HF_HUB_OFFLINE="1")
     command = [sys.executable, "-m", "solbench", "extract", "--model", "meta-llama/Llama-3.2-1B", "-o", str(out)]
     result = subprocess.run(command, cwd=empty, env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr

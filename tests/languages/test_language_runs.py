@@ -8,7 +8,6 @@ contradict is a COMPILE_ERROR in one line; and each official-format file is left
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +16,7 @@ import pytest
 
 from solbench.api import evaluate
 from solbench.spec import load_solution
+from tests.child_env import repo_env
 from tests.runner.conftest import write_problem
 
 REPO = Path(__file__).resolve().parents[2]
@@ -59,7 +59,7 @@ def test_official_file_round_trips_through_solbench_run(language, tmp_path):
     path = official_file(tmp_path, language)
     before = path.read_bytes()
     assert load_solution(path).to_dict() | {"description": json.loads(before)["description"]} == json.loads(before)
-    env = dict(os.environ, PYTHONPATH=str(REPO), TRITON_INTERPRET="1")
+    env = repo_env(REPO, TRITON_INTERPRET="1")
     result = subprocess.run([sys.executable, "-m", "solbench", "run", str(problem), "--solution", str(path),
                              "--json", "--device", "cpu", "--trials", "1", "--iters", "2", "--warmup", "1",
                              "--no-adaptive"], env=env, capture_output=True, text=True, timeout=600)

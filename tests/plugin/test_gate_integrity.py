@@ -6,13 +6,13 @@ and verdict file come from solbench's own verdicts. Real subprocesses, the real 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.child_env import repo_env
 from tests.plugin.conftest import solution
 
 REPO = Path(__file__).resolve().parents[2]
@@ -58,7 +58,7 @@ HOSTILE_TREES = {
 
 
 def run(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(REPO), CUDA_VISIBLE_DEVICES="")
+    env = repo_env(REPO, CUDA_VISIBLE_DEVICES="")
     for name in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS"):
         env.pop(name, None)
     return subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)

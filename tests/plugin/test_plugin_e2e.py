@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.child_env import repo_env
 from tests.plugin.conftest import solution
 from tests.plugin.slow_copy import slow_copy
 from tests.signals import default_sigint
@@ -23,7 +24,7 @@ QUICK = ["--solbench-quick", "--solbench-device", "cpu", "-p", "no:cacheprovider
 
 
 def run(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(REPO), CUDA_VISIBLE_DEVICES="")
+    env = repo_env(REPO, CUDA_VISIBLE_DEVICES="")
     return subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
@@ -77,7 +78,7 @@ def test_ctrl_c_keeps_the_items_and_traces_that_finished(project, runner_works):
     solution(project, "b_held.py", body=f"import os\nimport time\n\ndef run(x, y):\n"
                                           f"    while os.path.exists({str(hold)!r}):\n        time.sleep(0.2)\n"
                                           f"    return x * 2.0 + y\n")
-    env = dict(os.environ, PYTHONPATH=str(REPO), CUDA_VISIBLE_DEVICES="")
+    env = repo_env(REPO, CUDA_VISIBLE_DEVICES="")
     traces = project / "out" / "run.jsonl"
     proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "solbench.pytest_plugin", "--solbench", "solutions",
                              *QUICK, "--solbench-traces", str(traces), "--solbench-benchmark-json", "out/bench.json"],

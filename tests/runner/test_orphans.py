@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.child_env import repo_env
 from tests.runner.conftest import write_problem, write_solution
 from tests.signals import default_sigint
 
@@ -80,7 +81,7 @@ def cmdline(pid: int) -> list[str]:
 def test_no_process_survives_its_orchestrator(tmp_path, sig):
     problem = write_problem(tmp_path / "p")
     solution = write_solution(tmp_path, HELD)
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env = repo_env(REPO)
     proc = subprocess.Popen([sys.executable, "-m", "solbench", "run", str(problem), "--solution", str(solution),
                              "-o", str(tmp_path / "t.jsonl"), "--device", "cpu", "--compile-timeout", "900"],
                             env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

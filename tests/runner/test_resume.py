@@ -11,13 +11,14 @@ import time
 from pathlib import Path
 
 from solbench.report.traces import TraceFile
+from tests.child_env import repo_env
 from tests.runner.conftest import write_problem, write_solution
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def run_cli(args: list[str], **kwargs) -> subprocess.Popen:
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env = repo_env(REPO)
     return subprocess.Popen([sys.executable, "-m", "solbench", *args], env=env, start_new_session=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **kwargs)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import time
 import urllib.error
 import urllib.request
@@ -12,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from solbench.serve.process import ServiceProcess
+from tests.child_env import repo_env
 from tests.conftest import REPO_ROOT
 from tests.runner.conftest import write_problem
 
@@ -27,7 +27,7 @@ class Service(ServiceProcess):
     """A `solbench serve` subprocess (on the CPU unless `device` says otherwise), started from the checkout."""
 
     def __init__(self, folder: Path, *args: str, token: str | None = None, device: str = "cpu"):
-        env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+        env = repo_env(REPO_ROOT)
         super().__init__(folder, "--device", device, *args, token=token, start_wait_s=START_WAIT_S, env=env,
                          cwd=REPO_ROOT)
 

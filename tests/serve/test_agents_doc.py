@@ -3,13 +3,13 @@ script, then its `solbench submit` command (from a folder that holds the shipped
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import subprocess
 import sys
 
 from solbench import api
+from tests.child_env import repo_env
 from tests.conftest import REPO_ROOT
 
 DOC = REPO_ROOT / "docs" / "agents.md"
@@ -22,7 +22,7 @@ def blocks(language: str) -> list[str]:
 def test_the_agents_page_examples_run_against_a_real_service(service, tmp_path):
     for shipped in ("problem_defs", "solutions"):
         (tmp_path / shipped).symlink_to(REPO_ROOT / shipped)
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "SOLBENCH_SERVER": service.url}
+    env = repo_env(REPO_ROOT, **{"SOLBENCH_SERVER": service.url})
     env.pop("SOLBENCH_TOKEN", None)
     script = "\n".join(blocks("python"))
     assert "client.evaluate_source" in script and "client.stream" in script

@@ -3,13 +3,13 @@ a stopped service that keeps every finished trace, which a restarted one still s
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import threading
 
 from solbench import api
 from solbench.serve.client import ServiceError
+from tests.child_env import repo_env
 from tests.conftest import REPO_ROOT
 from tests.serve.conftest import FAST, GOOD, Service, call, submission_body, wait_for
 
@@ -20,7 +20,7 @@ SLOW_SECOND = ("# solbench: problem=axpy_fp32\nimport time\n\ndef run(x, y):\n"
 
 
 def test_a_token_is_checked_on_every_call_and_required_beyond_localhost(tmp_path, tiny_problem):
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    env = repo_env(REPO_ROOT)
     env.pop("SOLBENCH_TOKEN", None)
     refused = subprocess.run([sys.executable, "-m", "solbench", "serve", "--host", "0.0.0.0", "--port", "0",
                               "--device", "cpu", "--folder", str(tmp_path / "open")],

@@ -13,6 +13,7 @@ import pytest
 
 from solbench import api
 from solbench.spec.trace import Status
+from tests.child_env import repo_env
 from tests.conftest import REPO_ROOT
 from tests.runner.conftest import write_problem
 from tests.serve.conftest import FAST, GOOD, WRONG, call, submission_body, wait_for
@@ -64,7 +65,7 @@ def test_solbench_submit_writes_the_traces_and_exits_as_run_does(service, tiny_p
     solution = tmp_path / "wrong.py"
     solution.write_text(WRONG)
     out = tmp_path / "traces.jsonl"
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    env = repo_env(REPO_ROOT)
     command = [sys.executable, "-m", "solbench", "submit", str(tiny_problem), "--solution", str(solution),
                "--server", service.url, "-o", str(out), "--trials", "2", "--iters", "3", "--no-adaptive",
                "--timing-rounds", "1", "--max-workloads", "1"]

@@ -68,10 +68,9 @@ def test_a_field_of_the_wrong_type_is_named():
 
 def test_the_shipped_leaderboard_csv_loads():
     path = ROOT / "leaderboard" / "leaderboard.csv"
-    frame = read_leaderboard(path)  # written before the numerics_flagged column: loads, and says so in one line
-    note = older_format_note(frame, path)
-    assert len(frame) > 0 and {"solution", "problem", "geomean_latency_ms"} <= set(frame.columns)
-    assert note is None or ("\n" not in note and "older leaderboard format" in note)
+    frame = read_leaderboard(path)  # regenerated on 2026-11-28: the current format, so no note
+    assert len(frame) > 0 and {"solution", "problem", "geomean_latency_ms", "numerics_flagged"} <= set(frame.columns)
+    assert older_format_note(frame, path) is None
 
 
 def test_sol_record_is_typed_and_keeps_keys_it_does_not_list():
