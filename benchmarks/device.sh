@@ -119,8 +119,9 @@ throughput_in() {  # $1 the tree whose solbench runs (an older commit's, for an 
       L1/015_grouped_query_attention_with_rope_and_qk_norm L2/004_fused_residual_rms_mlp \
       FlashInfer-Bench/007_gemm_n4096_k4096 FlashInfer-Bench/021_rmsnorm_h128 Quant/003_fp8_mlp_gate_up_projection \
       L1/001_attention_softmax_dropout_value_matmul_backward L2/005_swiglu_mlp_backward; do problems+=("$shared/$p"); done
-  (cd "$1" && PYTHONPATH=$PWD:${PYTHONPATH#*:} box 540 python3 benchmarks/throughput.py "${problems[@]}" --device cuda \
-    --json "$OUT/$2.json" --traces "$OUT/$2.jsonl" 2>&1 | trim 50)
+  # the tree's own throughput.py runs its own tree's solbench (it puts that tree first on the child's path)
+  box 540 python3 "$1/benchmarks/throughput.py" "${problems[@]}" --device cuda --json "$OUT/$2.json" \
+    --traces "$OUT/$2.jsonl" 2>&1 | trim 50
 }
 step_dataset() {
   box 540 python3 -m solbench run "$SHARED" --max-workloads 1 -o "$OUT/dataset.jsonl" >"$OUT/dataset.out" 2>"$OUT/dataset.err"
@@ -130,11 +131,11 @@ step_dataset() {
 step_gpu_tests_core() { box 420 python3 -m pytest -q -m gpu -p no:cacheprovider tests/timing tests/check tests/runner 2>&1 | trim 15; }
 step_formats() { box 500 bash benchmarks/formats_gpu_check.sh "${FORMATS_BASE:-.gpu_data/base}" 2>&1 | trim 30; }
 step_sol_time() {  # issue 36: the analysis of every shared problem on two cores, no cache (CPU only)
-  local n start; n=$(nproc); start=$(date +%s.%N)
+  local n start=$SECONDS; n=$(nproc)
   CUDA_VISIBLE_DEVICES= box 900 taskset -c "$((n - 2)),$((n - 1))" python3 -m solbench sol "$SHARED" --hw b200 \
     --convention solar --jobs 2 --no-cache --json >"$OUT/sol_all.jsonl" 2>"$OUT/sol_all.err"
-  echo "solbench sol over $SHARED on 2 cores, --jobs 2 --no-cache: exit $?, $(python3 -c "import time, sys; \
-print(f'{time.time() - float(sys.argv[1]):.1f} s')" "$start"), $(wc -l <"$OUT/sol_all.jsonl") records"
+  echo "solbench sol over $SHARED on 2 cores, --jobs 2 --no-cache: exit $?, $((SECONDS - start)) s," \
+    "$(wc -l <"$OUT/sol_all.jsonl") records"
   tail -3 "$OUT/sol_all.err"
 }
 step_sol() { box 200 python3 benchmarks/sol_gpu_check.py --shared "$SHARED" --out "$OUT/sol_check" 2>&1 | trim 45; }

@@ -115,11 +115,8 @@ def protocol_row(label: str) -> tuple[str, float, float]:
     return (label, request_s / n * 1e6, reply_s / n * 1e6)
 
 
-def msgspec_rows(path: Path) -> list[tuple[str, float, float]]:
-    try:
-        import msgspec
-    except ImportError:
-        return [("msgspec (not installed)", float("nan"), float("nan"))]
+def msgspec_models(msgspec):
+    """The trace and the time request as msgspec Structs (the same fields as solbench's models): (trace, request)."""
     from typing import Any
 
     class Stats(msgspec.Struct):
@@ -211,13 +208,6 @@ def msgspec_rows(path: Path) -> list[tuple[str, float, float]]:
         evaluation: Eval
         schema: str = ""
 
-    lines = [line.encode() for line in path.read_text().splitlines()]
-    decoder, encoder = msgspec.json.Decoder(MTrace), msgspec.json.Encoder()
-    traces = [decoder.decode(line) for line in lines]
-    decode = best_of(lambda: [decoder.decode(line) for line in lines])
-    encode = best_of(lambda: [encoder.encode(t) for t in traces])
-    request = {"v": 1, "op": "time", "id": 1, "workload": WORKLOAD, "seeds": [1, 2, 3]}
-
     class Request(msgspec.Struct, forbid_unknown_fields=True):
         v: int
         op: str
@@ -225,6 +215,21 @@ def msgspec_rows(path: Path) -> list[tuple[str, float, float]]:
         workload: Work
         seeds: list[int]
 
+    return MTrace, Request
+
+
+def msgspec_rows(path: Path) -> list[tuple[str, float, float]]:
+    try:
+        import msgspec
+    except ImportError:
+        return [("msgspec (not installed)", float("nan"), float("nan"))]
+    MTrace, Request = msgspec_models(msgspec)  # noqa: N806 - classes
+    lines = [line.encode() for line in path.read_text().splitlines()]
+    decoder, encoder = msgspec.json.Decoder(MTrace), msgspec.json.Encoder()
+    traces = [decoder.decode(line) for line in lines]
+    decode = best_of(lambda: [decoder.decode(line) for line in lines])
+    encode = best_of(lambda: [encoder.encode(t) for t in traces])
+    request = {"v": 1, "op": "time", "id": 1, "workload": WORKLOAD, "seeds": [1, 2, 3]}
     n = 2000
     request_s = best_of(lambda: [msgspec.to_builtins(msgspec.convert(request, Request)) for _ in range(n)])
     return [("msgspec", decode * 1e3, encode * 1e3), ("msgspec protocol (time request only)", request_s / n * 1e6,

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from solbench.cli import main as solbench_main
+from tests.child_env import repo_env
 from tests.plugin.conftest import run_pytest, solution
 
 REPO = Path(__file__).resolve().parents[2]
@@ -187,7 +188,8 @@ def test_registered_through_the_pytest11_entry_point(project, tmp_path):
     dist.mkdir(parents=True)
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: solbench-plugin-probe\nVersion: 0.0\n")
     (dist / "entry_points.txt").write_text("[pytest11]\nsolbench.pytest_plugin = solbench.pytest_plugin\n")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), str(REPO)]))
+    env = repo_env(REPO)
+    env["PYTHONPATH"] = str(site) + os.pathsep + env["PYTHONPATH"]
     solution(project, "good.py")
     for extra in ([], ["-p", "solbench.pytest_plugin"]):  # also loaded twice (entry point and -p): no error
         result = subprocess.run([sys.executable, "-m", "pytest", "--solbench", "solutions", "--collect-only", "-q",
