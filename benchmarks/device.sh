@@ -8,6 +8,7 @@
 #   gpu-tests      pytest -m gpu over tests/
 #   timer          benchmarks/timing_gpu_check.py (the timer's CUDA paths)
 #   anticheat      benchmarks/anticheat_gpu.py (every hostile and legitimate case; REPEAT=N repeats each)
+#   anticheat-user the same as an ordinary user (nobody, through setpriv): issue 32's non-root run
 #   gate           pytest --solbench over the shipped solutions and baselines, leaderboard, report, a slowed copy
 #   repeatability  benchmarks/repeatability.py (a GEMM and two eager references, run twice)
 #   throughput     benchmarks/throughput.py (the 10 problems of docs/dataset_run.md, 4 workloads each)
@@ -58,6 +59,16 @@ if ls .whl/*.whl .whl/common/*.whl 2>/dev/null | grep -q .; then
     --upgrade --target /tmp/site $(ls .whl/*.whl .whl/common/*.whl 2>/dev/null)
   export PYTHONPATH=$PYTHONPATH:/tmp/site
 fi
+site_pth_paths() {  # what the .pth files in /tmp/site add (nvidia-cutlass-dsl puts its packages on sys.path that
+  # way): exported for every step, so that a step which does not install the language wheels itself (gate, under
+  # device_par.sh with LANG_WHEELS=1) still finds them
+  local extra
+  [ -d /tmp/site ] || return 0
+  case ":$PYTHONPATH:" in *:/tmp/site:*) ;; *) export PYTHONPATH=$PYTHONPATH:/tmp/site ;; esac
+  extra=$(python3 -c "import site, sys; b = set(sys.path); site.addsitedir('/tmp/site'); print(':'.join(p for p in sys.path if p not in b))")
+  [ -z "$extra" ] || case ":$PYTHONPATH:" in *":$extra:"*) ;; *) export PYTHONPATH=$PYTHONPATH:$extra ;; esac
+}
+[ -z "${SOLBENCH_WHEELS_READY:-}" ] || site_pth_paths
 if [ -f .whl/ray_bundle.tar.xz ] && ! python3 -c "import ray" 2>/dev/null; then
   python3 benchmarks/ray_bundle.py install .whl/ray_bundle.tar.xz /tmp/site | trim 1
   case ":$PYTHONPATH:" in *:/tmp/site:*) ;; *) export PYTHONPATH=$PYTHONPATH:/tmp/site ;; esac
@@ -94,6 +105,13 @@ step_anticheat() {  # spread over every visible GPU; ANTICHEAT_ARGS: more option
   local devices; devices=$(visible_gpus)
   box 560 python3 benchmarks/anticheat_gpu.py ${devices:+--devices $devices} ${REPEAT:+--repeat $REPEAT} \
     ${ANTICHEAT_ARGS:-} 2>&1 | trim 60
+}
+step_anticheat_user() {  # issue 32: the same suite run by an ordinary user (nobody) instead of root
+  local home=/tmp/solbench-nobody devices uid=65534; devices=$(visible_gpus)
+  rm -rf $home && mkdir -p $home/state $home/cache $home/runs $home/sol-cache $home/tmp && chown -R $uid:$uid $home
+  box 560 setpriv --reuid=$uid --regid=$uid --clear-groups env HOME=$home TMPDIR=$home/tmp XDG_CACHE_HOME=$home/cache \
+    SOLBENCH_STATE_DIR=$home/state SOLBENCH_RUNS_DIR=$home/runs SOLBENCH_SOL_CACHE=$home/sol-cache \
+    python3 benchmarks/anticheat_gpu.py ${devices:+--devices $devices} ${ANTICHEAT_ARGS:-} 2>&1 | trim 60
 }
 step_gate() {
   box 540 python3 -m pytest -q -p no:cacheprovider -p solbench.pytest_plugin --solbench solutions reference_impls/core/*.baseline.py \
@@ -176,10 +194,7 @@ lang_wheels() {  # issue 33's wheels, carried in folders .whl/lang-1, .whl/lang-
   done
   [ ${#todo[@]} -eq 0 ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
     --target /tmp/site "${todo[@]}"
-  case ":$PYTHONPATH:" in *:/tmp/site:*) ;; *) export PYTHONPATH=$PYTHONPATH:/tmp/site ;; esac
-  local extra  # what the wheels' .pth files add (nvidia-cutlass-dsl puts its packages on sys.path that way)
-  extra=$(python3 -c "import site, sys; b = set(sys.path); site.addsitedir('/tmp/site'); print(':'.join(p for p in sys.path if p not in b))")
-  [ -z "$extra" ] || export PYTHONPATH=$PYTHONPATH:$extra
+  site_pth_paths
   python3 -c "from solbench import languages; [print(f'{l.name:15}', l.refusal([], True) or 'ready') for l in languages.known()]"
 }
 step_lang_tests() {

@@ -49,8 +49,14 @@ def test_nothing_a_gpu_solution_starts_outlives_the_run(tmp_path, uid):
     problem = write_problem(folder / "problems")
     (folder / "escaper.py").write_text(ESCAPER)
     (folder / "good.py").write_text(GOOD)
-    env = repo_env(REPO, HOME=str(folder), XDG_STATE_HOME=str(folder / "state"),
-               XDG_CACHE_HOME=str(folder / "cache"))
+    # Every folder the run writes, inside the user's own: the session's private state, SOL cache and runs
+    # folders (tests/conftest.py) belong to root, and an ordinary user's run stopped at its first trace key.
+    writable = {name: folder / sub for name, sub in (("SOLBENCH_STATE_DIR", "state"), ("SOLBENCH_SOL_CACHE", "sol-cache"),
+                                                     ("SOLBENCH_RUNS_DIR", "runs"))}
+    for path in writable.values():
+        path.mkdir()
+    env = repo_env(REPO, HOME=str(folder), XDG_STATE_HOME=str(folder / "state"), XDG_CACHE_HOME=str(folder / "cache"),
+                   **{name: str(path) for name, path in writable.items()})
     prefix = []
     if uid != 0:
         for root, dirs, files in os.walk(folder):
