@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import statistics
 import subprocess
 import sys
@@ -80,6 +81,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="smoke-test settings (1 trial, 3 timed calls)")
     parser.add_argument("--ways", default=",".join(WAYS))
     parser.add_argument("--json", help="write the rows here")
+    parser.add_argument("--serve-args", default="", help="more `solbench serve` options for its runs, given with an equals sign: --serve-args=--reuse-eager-reference")
     args = parser.parse_args()
     problem = Path(args.problem).resolve()
     if not (problem / "definition.json").is_file():
@@ -101,7 +103,7 @@ def main() -> None:
         if "serve" in ways:
             started = time.monotonic()
             folder = tempfile.mkdtemp(prefix="agent_loop_serve_")
-            service = ServiceProcess(folder, "--device", args.device, cwd=REPO)
+            service = ServiceProcess(folder, "--device", args.device, *shlex.split(args.serve_args), cwd=REPO)
             client = api.Client(service.url)
             serve_start_s = time.monotonic() - started
             print(f"serve: service up in {serve_start_s:.2f} s at {service.url}")

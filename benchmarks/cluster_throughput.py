@@ -40,6 +40,7 @@ import argparse
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -279,6 +280,7 @@ def main() -> int:
     parser.add_argument("--engines", default="local,ray", help="local, ray, kept, serve, in the order they run")
     parser.add_argument("--serve-passes", type=int, default=1, help="serve: judge the dataset this many times on "
                                                                      "one service (later passes: rows serve#N)")
+    parser.add_argument("--serve-args", default="", help="more `solbench serve` options for its runs, given with an equals sign: --serve-args=--reuse-eager-reference")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--kill-after", type=int, help="ray runs: kill one session actor once this many traces exist; "
                                                         "serve runs: one running solution worker")
@@ -340,7 +342,7 @@ def run_all(args, problems: list[Path], first: dict | None, deadline: float) -> 
             traces = Path(tmp) / f"{engine}_{gpus}.jsonl"
             if engine == "serve":
                 fresh = run_serve(dataset, gpus, args.device, args.max_workloads, traces, share - 2, args.kill_after,
-                                  args.serve_passes)
+                                  args.serve_passes, tuple(shlex.split(args.serve_args)))
             else:
                 fresh = [run_once(dataset, engine, gpus, args, traces, share - 2)]
             if args.keep_traces and traces.exists():

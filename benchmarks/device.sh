@@ -44,7 +44,8 @@
 #
 # Environment: OUT (default /tmp/solbench-out), SHARED (the SOL-ExecBench dataset; default .gpu_data/
 # sol-execbench, a copy carried with the working tree), STEP_SECONDS (overrides every step's time box),
-# REPEAT (anticheat), GPUS (scaling steps' GPU counts, default 1,2,4), ENGINES (the scaling step's, default local,ray), PROBLEMS and RUN_ARGS (cluster and scaling steps: how many shared problems, and more
+# REPEAT (anticheat), SERVE_ARGS (more `solbench serve` options for serve-agent and serve-issue15, e.g.
+# "--reuse-eager-reference"), GPUS (scaling steps' GPU counts, default 1,2,4), ENGINES (the scaling step's, default local,ray), PROBLEMS and RUN_ARGS (cluster and scaling steps: how many shared problems, and more
 # `solbench run` options such as "--trials 1 --timing-rounds 1"). Wheels in .whl/ (e.g. cupti-python for
 # CUPTI activity) are installed to /tmp/site first, and .whl/ray_bundle.tar.xz (benchmarks/ray_bundle.py
 # build) unpacked there. Nothing here changes the GPU's clocks, power or mode.
@@ -211,7 +212,7 @@ step_scaling() { scaling "${ENGINES:-local,ray}" "${GPUS:-1,2,4}" 40 520 --ray-h
 step_scaling_kill() { scaling ray 2 20 400 --kill-after 8 --json "$OUT/scaling_kill.json"; }
 step_serve_agent() {
   box 570 python3 benchmarks/agent_loop.py problem_defs/core/rmsnorm_h4096 --ways cli,serve --rounds 7 \
-    --max-workloads 4 --json "$OUT/serve_agent.json" 2>&1 | trim 30
+    --max-workloads 4 --serve-args="${SERVE_ARGS:-}" --json "$OUT/serve_agent.json" 2>&1 | trim 30
 }
 step_serve_issue15() {
   local ds=/tmp/solbench-issue15 p
@@ -220,7 +221,7 @@ step_serve_issue15() {
     mkdir -p "$ds/$(dirname "$p")" && cp -r "$SHARED/$p" "$ds/$p"
   done
   box 580 python3 benchmarks/cluster_throughput.py $ds --max-workloads 4 --every-problem --engines local,serve \
-    --gpus 1 --serve-passes 2 --budget-s 570 --json "$OUT/serve_issue15.json" 2>&1 | trim 12
+    --gpus 1 --serve-passes 2 --serve-args="${SERVE_ARGS:-}" --budget-s 570 --json "$OUT/serve_issue15.json" 2>&1 | trim 12
 }
 step_serve_scaling() { scaling serve "${GPUS:-1,2,4}" 40 520 --kill-after 10 --json "$OUT/serve_scaling.json"; }
 step_serve_anticheat() { box 560 python3 benchmarks/anticheat_gpu.py --serve 2>&1 | trim 60; }

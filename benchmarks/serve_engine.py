@@ -74,12 +74,12 @@ def judge_once(client: api.Client, problems: list, max_workloads: int, traces: P
 
 
 def run_serve(dataset: Path, gpus: int, device: str, max_workloads: int, traces: Path, timeout_s: float,
-              kill_after: int | None = None, passes: int = 1) -> list[dict]:
+              kill_after: int | None = None, passes: int = 1, serve_args: tuple[str, ...] = ()) -> list[dict]:
     """One row per pass, in cluster_throughput's `run_once` shape (engine `serve`, then `serve#2`, ...)."""
     devices = [] if device == "cpu" else ["--devices", ",".join(str(i) for i in range(gpus))]
     started = time.monotonic()
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    service = ServiceProcess(traces.with_suffix(".service"), "--device", device, *devices, env=env)
+    service = ServiceProcess(traces.with_suffix(".service"), "--device", device, *devices, *serve_args, env=env)
     up_s = time.monotonic() - started
     rows = []
     try:

@@ -31,6 +31,11 @@ def register(subparsers) -> None:
                    help="the service's own folder: submissions' traces, problems sent by content, the reference's "
                         "timings (default .solbench/serve)")
     p.add_argument("--lock-clocks", action="store_true", help="lock each GPU's clocks while serving; needs root")
+    p.add_argument("--reuse-eager-reference", action="store_true",
+                   help="time a problem's eager reference once per workload, GPU, clocks, torch and timing settings "
+                        "and reuse its samples for later candidates, instead of timing it interleaved with each "
+                        "one: faster verdicts, but drift between the two measurements is no longer cancelled "
+                        "(docs/agents.md)")
     p.set_defaults(func=serve_command)
 
 
@@ -57,7 +62,7 @@ def serve_command(args: argparse.Namespace) -> int:
     from solbench.serve.service import Service, serve  # inner: starts workers, imports torch
 
     try:
-        service = Service(config, devices, args.folder, token)
+        service = Service(config, devices, args.folder, token, args.reuse_eager_reference)
     except (SpecError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

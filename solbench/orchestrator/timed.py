@@ -78,6 +78,10 @@ def time_rounds(run: WorkloadRun, reference_aliases: set[str], correctness: Corr
     samples = TimedSamples()
     time_reference = config.time_reference
     slots = slots_for(run.call_s)
+    eager = _eager_cache(run, f"{timing!r} sets={config.timed_input_sets} slots={slots} rounds={rounds} "
+                              f"budget={config.fresh_inputs_budget_s}") if time_reference else None
+    if eager is not None and _reuse_eager(run, eager, samples):
+        time_reference = False
     for round_ in range(rounds):
         if time_reference:
             time_reference = _time_reference_block(run, seeds, timing, set_bytes, samples, slots)
@@ -104,7 +108,38 @@ def time_rounds(run: WorkloadRun, reference_aliases: set[str], correctness: Corr
                                               f"of them, which the reference does not do")
         session.trim(session.candidate, set_bytes)
         _judge_sampled(run, reply, request, correctness)
+    if eager is not None and time_reference and samples.reference_ms:  # measured now, every round: kept
+        cache, key = eager
+        cache.put(key, {"samples_ms": samples.reference_ms, "inputs_reused": samples.reference_reused,
+                        "inputs_fixed": samples.reference_fixed})
     return samples
+
+
+def _eager_cache(run: WorkloadRun, settings: str) -> tuple | None:
+    """(cache, key) for the eager reference's timed samples where a service reuses them (`solbench serve
+    --reuse-eager-reference`: `serve.reference_cache`), else None (timed interleaved with every candidate)."""
+    cache = getattr(run.session, "reference_timings", None)
+    if cache is None or not getattr(run.session, "reuse_eager_reference", False):
+        return None
+    return cache, cache.key(run.problem, run.workload.uuid, "eager", run.session.environment, run.session.device,
+                            run.config.lock_clocks, settings)
+
+
+def _reuse_eager(run: WorkloadRun, eager: tuple, samples: TimedSamples) -> bool:
+    """Whether the service had the eager reference's samples for these facts; if so they, and what the
+    reference's blocks reported about their inputs (trusted facts the solution's blocks follow), are in
+    `samples`, and the trace says so."""
+    cache, key = eager
+    record = cache.get(key)
+    if not isinstance(record, dict) or not record.get("samples_ms"):
+        return False
+    samples.reference_ms = [float(t) for t in record["samples_ms"]]
+    samples.reference_reused = bool(record.get("inputs_reused"))
+    samples.reference_fixed = record.get("inputs_fixed")
+    run.warnings.append("eager reference time reused from this service's earlier measurement on the same GPU, "
+                        "clocks, torch and settings (solbench serve --reuse-eager-reference): not interleaved with "
+                        "this solution's blocks")
+    return True
 
 
 def _time_reference_block(run: WorkloadRun, seeds: list[int], timing: TimingConfig, set_bytes: int,

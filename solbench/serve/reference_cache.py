@@ -7,8 +7,11 @@ version, timing settings) and reuses it. The file lives in the service's own fol
 write (each worker writes only its scratch folder: worker/sandbox.py), and a trace that got a reused time
 says so in its warnings.
 
-Not reused: the eager reference's time, measured in blocks interleaved with the candidate's so that drift
-hits both alike (docs/timing.md), and the reference's outputs, which never leave the reference worker.
+Not reused by default: the eager reference's time, measured in blocks interleaved with the candidate's so that
+drift hits both alike (docs/timing.md). A service started with `--reuse-eager-reference` keeps the eager
+reference's timed samples too (with the facts its blocks reported about their inputs), and the candidates after
+the first are timed alone: faster verdicts, at the price of that drift protection. Never reused: the reference's
+outputs, which never leave the reference worker.
 """
 
 from __future__ import annotations
@@ -31,22 +34,23 @@ def definition_hash(problem: Problem) -> str:
 
 
 class ReferenceTimings:
-    """Baseline medians (ms) by key, kept in memory and in `path` (JSON, rewritten whole on each new entry)."""
+    """Baseline medians (ms), and the eager reference's timed samples where reused (a dict: `orchestrator.timed`),
+    by key, kept in memory and in `path` (JSON, rewritten whole on each new entry)."""
 
     def __init__(self, path: Path):
         self.path = Path(path)
         self._lock = threading.Lock()
         self.hits = 0
         try:
-            self._times: dict[str, float] = json.loads(self.path.read_text())
+            self._times: dict[str, float | dict] = json.loads(self.path.read_text())
         except (OSError, ValueError):
             self._times = {}
 
     @staticmethod
     def key(problem: Problem, workload_uuid: str, kind: str, environment: Environment | None, device: str,
             clocks_locked: bool, settings: str) -> str:
-        """The facts a baseline time depends on, hashed; `kind` is "shipped" or "compile", `settings` the
-        timing settings and input sets the block ran with."""
+        """The facts a baseline time depends on, hashed; `kind` is "shipped", "compile" or "eager", `settings`
+        the timing settings and input sets the block ran with."""
         baseline = ""
         if kind == "shipped":
             try:
@@ -58,16 +62,16 @@ class ReferenceTimings:
         facts = [definition_hash(problem), workload_uuid, kind, baseline, device, *machine, clocks_locked, settings]
         return hashlib.sha256(json.dumps(facts, default=str).encode()).hexdigest()
 
-    def get(self, key: str) -> float | None:
+    def get(self, key: str) -> float | dict | None:
         with self._lock:
             found = self._times.get(key)
             if found is not None:
                 self.hits += 1
             return found
 
-    def put(self, key: str, median_ms: float) -> None:
+    def put(self, key: str, value: float | dict) -> None:
         with self._lock:
-            self._times[key] = median_ms
+            self._times[key] = value
             self.path.parent.mkdir(parents=True, exist_ok=True)
             temporary = self.path.with_name(self.path.name + ".tmp")
             temporary.write_text(json.dumps(self._times))

@@ -19,7 +19,8 @@ from solbench.serve.submissions import Submission, SubmissionBook
 class Service:
     """What one `solbench serve` owns: a lane per device (workers started and warm), the queue, the files."""
 
-    def __init__(self, config: RunConfig, devices: list[str], folder: Path, token: str | None = None):
+    def __init__(self, config: RunConfig, devices: list[str], folder: Path, token: str | None = None,
+                 reuse_eager_reference: bool = False):
         self.config = config
         self.devices = list(devices)
         self.folder = Path(folder)
@@ -33,7 +34,7 @@ class Service:
 
         def start(device: str) -> None:
             try:
-                started[device] = DeviceLane(device, config, self.book, self.timings)
+                started[device] = DeviceLane(device, config, self.book, self.timings, reuse_eager_reference)
             except BaseException as exc:  # noqa: BLE001 - raised below, after the other lanes are closed
                 failures.append(exc)
 
