@@ -78,8 +78,10 @@ def time_rounds(run: WorkloadRun, reference_aliases: set[str], correctness: Corr
     samples = TimedSamples()
     time_reference = config.time_reference
     slots = slots_for(run.call_s)
-    eager = _eager_cache(run, f"{timing!r} sets={config.timed_input_sets} slots={slots} rounds={rounds} "
-                              f"budget={config.fresh_inputs_budget_s}") if time_reference else None
+    eager = None  # (cache, key) where a service reuses the eager reference's samples (`--reuse-eager-reference`)
+    if time_reference and getattr(session, "reuse_eager_reference", False):
+        eager = _service_cache(run, "eager", f"{timing!r} sets={config.timed_input_sets} slots={slots} "
+                                             f"rounds={rounds} budget={config.fresh_inputs_budget_s}")
     if eager is not None and _reuse_eager(run, eager, samples):
         time_reference = False
     for round_ in range(rounds):
@@ -115,13 +117,13 @@ def time_rounds(run: WorkloadRun, reference_aliases: set[str], correctness: Corr
     return samples
 
 
-def _eager_cache(run: WorkloadRun, settings: str) -> tuple | None:
-    """(cache, key) for the eager reference's timed samples where a service reuses them (`solbench serve
-    --reuse-eager-reference`: `serve.reference_cache`), else None (timed interleaved with every candidate)."""
+def _service_cache(run: WorkloadRun, kind: str, settings: str) -> tuple | None:
+    """(cache, key) of a reference time of `kind` where a service keeps them (`serve.reference_cache`: set as
+    the session's `reference_timings` by a service, absent elsewhere), else None."""
     cache = getattr(run.session, "reference_timings", None)
-    if cache is None or not getattr(run.session, "reuse_eager_reference", False):
+    if cache is None:
         return None
-    return cache, cache.key(run.problem, run.workload.uuid, "eager", run.session.environment, run.session.device,
+    return cache, cache.key(run.problem, run.workload.uuid, kind, run.session.environment, run.session.device,
                             run.config.lock_clocks, settings)
 
 
@@ -131,9 +133,10 @@ def _reuse_eager(run: WorkloadRun, eager: tuple, samples: TimedSamples) -> bool:
     `samples`, and the trace says so."""
     cache, key = eager
     record = cache.get(key)
-    if not isinstance(record, dict) or not record.get("samples_ms"):
-        return False
-    samples.reference_ms = [float(t) for t in record["samples_ms"]]
+    measured = record.get("samples_ms") if isinstance(record, dict) else None
+    if not measured or not all(isinstance(t, (int, float)) and math.isfinite(t) for t in measured):
+        return False  # none kept, or not a record this service wrote: measured again
+    samples.reference_ms = [float(t) for t in measured]
     samples.reference_reused = bool(record.get("inputs_reused"))
     samples.reference_fixed = record.get("inputs_fixed")
     run.warnings.append("eager reference time reused from this service's earlier measurement on the same GPU, "
@@ -199,15 +202,13 @@ def time_baselines(run: WorkloadRun, reference_ms: float | None, method: str) ->
 
 
 def _reused(run: WorkloadRun, kind: str, timing: TimingConfig, measure) -> float | None:
-    """A baseline's median, measured by `measure`, or the one a service measured before on the same facts
-    (`serve.reference_cache`: set as the session's `reference_timings` by a service, absent elsewhere)."""
-    cache = getattr(run.session, "reference_timings", None)
-    if cache is None:
+    """A baseline's median, measured by `measure`, or the one a service measured before on the same facts."""
+    kept = _service_cache(run, kind, f"{timing!r} sets={run.config.timed_input_sets}")
+    if kept is None:
         return measure()
-    key = cache.key(run.problem, run.workload.uuid, kind, run.session.environment, run.session.device,
-                    run.config.lock_clocks, f"{timing!r} sets={run.config.timed_input_sets}")
+    cache, key = kept
     found = cache.get(key)
-    if found is not None:
+    if isinstance(found, (int, float)):
         run.warnings.append(f"{kind} baseline time reused from this service's earlier measurement on the same "
                             f"GPU, clocks, torch and settings")
         return found

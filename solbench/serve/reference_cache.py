@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import threading
 from pathlib import Path
 
@@ -35,16 +34,25 @@ def definition_hash(problem: Problem) -> str:
 
 class ReferenceTimings:
     """Baseline medians (ms), and the eager reference's timed samples where reused (a dict: `orchestrator.timed`),
-    by key, kept in memory and in `path` (JSON, rewritten whole on each new entry)."""
+    by key, kept in memory and appended to `path`, one JSON line per entry (the last for a key wins): a new entry
+    costs one line however many are kept, and a line cut short by a crash loses only its own entry."""
 
     def __init__(self, path: Path):
         self.path = Path(path)
         self._lock = threading.Lock()
         self.hits = 0
+        self._times: dict[str, float | dict] = {}
         try:
-            self._times: dict[str, float | dict] = json.loads(self.path.read_text())
-        except (OSError, ValueError):
-            self._times = {}
+            lines = self.path.read_text().splitlines()
+        except OSError:
+            lines = []
+        for line in lines:
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue  # cut short: measured again
+            if isinstance(entry, dict) and isinstance(entry.get("key"), str) and "value" in entry:
+                self._times[entry["key"]] = entry["value"]
 
     @staticmethod
     def key(problem: Problem, workload_uuid: str, kind: str, environment: Environment | None, device: str,
@@ -73,6 +81,5 @@ class ReferenceTimings:
         with self._lock:
             self._times[key] = value
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            temporary = self.path.with_name(self.path.name + ".tmp")
-            temporary.write_text(json.dumps(self._times))
-            os.replace(temporary, self.path)
+            with self.path.open("a") as lines:
+                lines.write(json.dumps({"key": key, "value": value}) + "\n")

@@ -27,7 +27,7 @@ class Service:
         self.token = token
         self.problems_folder = self.folder / "problems"
         self.book = SubmissionBook(self.folder / "submissions")
-        self.timings = ReferenceTimings(self.folder / "reference_timings.json")
+        self.timings = ReferenceTimings(self.folder / "reference_timings.jsonl")
         self.lanes: list[DeviceLane] = []
         started: dict[str, DeviceLane] = {}
         failures: list[BaseException] = []

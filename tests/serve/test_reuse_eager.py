@@ -4,12 +4,18 @@ reused for later candidates, said in their traces; a default service times it wi
 from __future__ import annotations
 
 from solbench import api
+from solbench.serve.reference_cache import ReferenceTimings
 from solbench.spec.trace import Status
 from tests.runner.conftest import write_problem
 from tests.serve.conftest import FAST, GOOD, WRONG, Service
 
 REUSED = "eager reference time reused"
-GOOD_TOO = GOOD.replace("x * 2.0 + y", "y + 2.0 * x")  # another candidate (another content hash)
+# The reference's block settings follow the candidate's call time (argument slots: under or over 1 ms), and
+# the samples are kept per settings: candidates that sleep 3 ms per call fall on the same side however loaded
+# the machine is.
+SLEEPS = "import time\n\ndef run(x, y):\n    time.sleep(0.003)\n"
+GOOD_SLOW = GOOD.replace("def run(x, y):\n", SLEEPS)
+GOOD_TOO = GOOD_SLOW.replace("x * 2.0 + y", "y + 2.0 * x")  # another candidate (another content hash)
 
 
 def reused(traces) -> list[bool]:
@@ -24,7 +30,7 @@ def test_a_service_asked_to_reuses_the_eager_reference_s_samples_and_says_so(tmp
     problem = write_problem(tmp_path / "problem", sizes=(64, 96))
     with Service(tmp_path / "service", "--reuse-eager-reference") as service:
         client = api.Client(service.url)
-        first, second, wrong = (client.evaluate(problem, source=source, **FAST) for source in (GOOD, GOOD_TOO, WRONG))
+        first, second, wrong = (client.evaluate(problem, source=source, **FAST) for source in (GOOD_SLOW, GOOD_TOO, WRONG))
     assert [t.status for t in first + second] == [Status.PASSED] * 4
     assert reused(first) == [False, False] and reused(second) == [True, True]
     assert reference_ms(second) == reference_ms(first)  # the same samples, not a new measurement
@@ -39,3 +45,18 @@ def test_a_default_service_times_the_eager_reference_with_every_candidate(servic
     first, second = (client.evaluate(problem, source=source, **FAST) for source in (GOOD, GOOD_TOO))
     assert [t.status for t in first + second] == [Status.PASSED] * 2
     assert reused(first + second) == [False, False]
+
+
+def test_kept_reference_times_survive_a_restart_one_line_each_and_a_cut_line_costs_only_its_entry(tmp_path):
+    path = tmp_path / "reference_timings.jsonl"
+    kept = ReferenceTimings(path)
+    kept.put("shipped", 0.25)
+    kept.put("eager", {"samples_ms": [0.5, 0.75], "inputs_reused": False, "inputs_fixed": True})
+    kept.put("shipped", 0.3)  # measured again: the last line wins
+    assert len(path.read_text().splitlines()) == 3  # appended, not the whole file rewritten
+    with path.open("a") as lines:
+        lines.write('{"key": "compile", "val')  # a crash in the middle of a line
+    again = ReferenceTimings(path)
+    assert again.get("shipped") == 0.3
+    assert again.get("eager") == {"samples_ms": [0.5, 0.75], "inputs_reused": False, "inputs_fixed": True}
+    assert again.get("compile") is None
