@@ -37,9 +37,11 @@ DEFAULT_PROBLEMS = (
     "L2/005_swiglu_mlp_backward",
 )
 PHASES = ("load", "trials", "judge", "timing.setup", "timing.capture", "timing.warmup", "timing.loop",
-          "timing.inputs", "timing.other", "probe", "baselines", "sol_analysis", "trim", "channel", "other")
+          "timing.inputs", "timing.checks", "timing.export", "timing.release", "timing.other", "probe", "baselines",
+          "sol_analysis", "trim", "channel", "other")
 SHORT = {"timing.setup": "t.set", "timing.capture": "t.cap", "timing.warmup": "t.warm", "timing.loop": "t.loop",
-         "timing.inputs": "t.inp", "timing.other": "t.oth", "sol_analysis": "sol", "baselines": "base"}
+         "timing.inputs": "t.inp", "timing.checks": "t.chk", "timing.export": "t.exp", "timing.release": "t.rel",
+         "timing.other": "t.oth", "sol_analysis": "sol", "baselines": "base"}
 
 
 def problem_dirs(names: list[str]) -> list[Path]:

@@ -153,7 +153,8 @@ def _time_reference_block(run: WorkloadRun, seeds: list[int], timing: TimingConf
     try:
         reply = session.ask_timed(session.reference, msg.Time(workload=run.workload, seeds=seeds, config=timing,
                                                               checked_outputs=0, probe=False, max_slots=slots,
-                                                              fresh_inputs_budget_s=run.config.fresh_inputs_budget_s),
+                                                              fresh_inputs_budget_s=run.config.fresh_inputs_budget_s,
+                                                              check_graph_values=False),
                                   run.config.timeout_s)
     except StepFailed as exc:
         run.warnings.append(f"reference timing failed ({exc.status.value}): {exc.log.strip()[-300:]}; "
@@ -222,7 +223,8 @@ def _time_compiled(run: WorkloadRun, seeds: list[int], timing: TimingConfig, met
     """The median time of torch.compile of the reference; None (and a warning saying why) when unavailable."""
     try:
         reply = run.session.ask_timed(run.session.reference,
-                                      msg.TimeCompiled(workload=run.workload, seeds=seeds, config=timing, checked_outputs=0),
+                                      msg.TimeCompiled(workload=run.workload, seeds=seeds, config=timing, checked_outputs=0,
+                                                       check_graph_values=False),
                                       run.config.compile_timeout_s)
     except StepFailed as exc:
         run.warnings.append(f"torch.compile baseline unavailable ({exc.status.value}): {exc.log.strip()[-300:]}")
@@ -238,7 +240,7 @@ def _time_shipped(run: WorkloadRun, problem: Problem, seeds: list[int], timing: 
         solution = baseline_solution(problem)
         reply = run.session.ask_timed(run.session.reference,
                                       msg.TimeBaseline(workload=run.workload, seeds=seeds, config=timing, checked_outputs=0,
-                                                       baseline=solution,
+                                                       baseline=solution, check_graph_values=False,
                                                        compile_timeout_s=run.config.compile_timeout_s),
                                       run.config.compile_timeout_s)
     except SpecError as exc:

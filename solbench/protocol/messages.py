@@ -118,6 +118,10 @@ class Time(Request):
     # Inputs the reference itself returns views of (an in-place cache update): a kept call that returns
     # one is not checked for writing into it (that would rebuild a maybe multi-GB set per kept call).
     reference_views: list[str] = field(default_factory=list)
+    # Whether a captured graph is checked on an input set other than the capture's before it is timed
+    # (`worker.graphs`). The solution's are: its kept outputs are judged. Trusted code (the reference and the
+    # baselines, whose timed outputs are not judged) runs the same kernels either way: its check is skipped.
+    check_graph_values: bool = True
 
 
 @dataclass(frozen=True)

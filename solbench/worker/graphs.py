@@ -27,17 +27,24 @@ def capture_graphs(state: WorkerState, slots: list,
     cannot be captured (a host sync, the legacy default stream, CPU work on data) gives (None, why)
     and is timed as launched, in a new process (`orchestrator.session.DeviceSession.ask_timed`).
     `fresh_values(inputs)` writes a new input set into `inputs` (the same one at every call): the graph
-    must follow it (`replay_follows_inputs`), as every timed replay sees new values.
+    must follow it, as every timed replay sees new values. With several slots, slot 1's warm-up call runs
+    on that set and is the eager answer a replay of graph 0 on it must give (`replay_matches`): the check
+    costs one replay, no call of its own. With one slot, `replay_follows_inputs` calls once more.
     """
     try:
         first_inputs = [t.clone() if isinstance(t, torch.Tensor) else t for t in slots[0][0]]
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
+        fresh_eager = None  # the eager answer on `fresh_values`' set: slot 1's warm-up call
         with torch.cuda.stream(side):
             for k, (slot_inputs, slot_outputs) in enumerate(slots):
+                if k == 1 and fresh_values is not None:
+                    fresh_values(slot_inputs)
                 result = invoke(state, slot_inputs, slot_outputs)
                 if k == 0:
                     eager = [t.clone() for t in unaliased_outputs(result, slot_inputs)]
+                elif k == 1 and fresh_values is not None:
+                    fresh_eager = [t.clone() for t in unaliased_outputs(result, slot_inputs)]
         torch.cuda.current_stream().wait_stream(side)
         torch.cuda.synchronize()
         pool = torch.cuda.graph_pool_handle()
@@ -52,7 +59,9 @@ def capture_graphs(state: WorkerState, slots: list,
             del graphs
             return None, ("not captured whole (a replay of the graph did not reproduce the call's own output: "
                           "work outside the capturing stream, e.g. in other threads); timed as launched")
-        if fresh_values is not None and not replay_follows_inputs(state, graphs[0], slots[0], fresh_values):
+        if fresh_values is not None and not (
+                replay_matches(graphs[0], slots[0][0], fresh_values, fresh_eager) if fresh_eager is not None
+                else replay_follows_inputs(state, graphs[0], slots[0], fresh_values)):
             del graphs
             return None, (f"{UNFAITHFUL}: a replay on input values other than the capture's did not write what "
                           "the call itself computes on them (e.g. a cache checked in Python, which a replay never "
@@ -87,11 +96,24 @@ def replay_reproduces(captured: tuple, slot_inputs: list, first_inputs: list, ea
                for a, b in zip(outputs, eager))
 
 
+def replay_matches(captured: tuple, slot_inputs: list, fresh_values: Callable[[list], None], expected: list) -> bool:
+    """Whether a replay of a graph on new input values writes `expected` (the eager call's answer on those
+    values, computed on another slot's tensors before any capture), bit for bit. A graph that kept something
+    the capture's inputs decided (a weight copy a cache validated in Python) fails here instead of failing
+    its checked outputs later. Nothing runs between the refill and the replay, as in the timed loop."""
+    graph, result = captured
+    fresh_values(slot_inputs)
+    outputs = unaliased_outputs(result, slot_inputs)
+    refill_outputs(outputs)
+    graph.replay()
+    torch.cuda.synchronize()
+    return same_bytes(outputs, expected)
+
+
 def replay_follows_inputs(state: WorkerState, captured: tuple, slot: tuple, fresh_values: Callable[[list], None]) -> bool:
-    """Whether a replay on new input values writes what the eager call computes on those same values, bit
-    for bit. The replay comes first, as in the timed loop (no Python runs between a refill and a replay);
-    then the call itself on the same values. A graph that kept something the capture's inputs decided (a
-    weight copy a cache validated in Python) fails here instead of failing its checked outputs later."""
+    """`replay_matches` for a block of one slot, whose eager answer is the call itself on the same tensors
+    afterwards: the replay comes first (an eager call first would refresh a Python-validated cache that the
+    replay then reads, and the check would pass a graph the timed loop finds wrong)."""
     graph, result = captured
     slot_inputs, slot_outputs = slot
     fresh_values(slot_inputs)
@@ -103,9 +125,13 @@ def replay_follows_inputs(state: WorkerState, captured: tuple, slot: tuple, fres
     fresh_values(slot_inputs)  # the same values again (a call may write into its inputs): no copy of a set
     eager = unaliased_outputs(invoke(state, slot_inputs, slot_outputs), slot_inputs)
     torch.cuda.synchronize()
-    return len(eager) == len(replayed) and all(
+    return same_bytes(replayed, eager)
+
+
+def same_bytes(got: list, expected: list) -> bool:
+    return len(got) == len(expected) and all(
         a.shape == b.shape and a.dtype == b.dtype and bytes_equal(a.contiguous(), b.contiguous())
-        for a, b in zip(replayed, eager))
+        for a, b in zip(got, expected))
 
 
 def unaliased_outputs(result, inputs: list) -> list:

@@ -113,6 +113,7 @@ def serve_one(state: WorkerState, guard, integrity, request: msg.Request) -> msg
     except Exception as exc:  # noqa: BLE001 - harness bug or hostile code: report, keep serving
         reply = msg.Failed(status="RUNTIME_ERROR", log=format_exception(exc))
     guard.phase = "idle"
+    finishing = _perf_counter()
     changed = integrity()
     if changed:
         reply = msg.Failed(status="REWARD_HACK", log=f"harness objects were replaced or hooked in the solution's "
@@ -121,6 +122,8 @@ def serve_one(state: WorkerState, guard, integrity, request: msg.Request) -> msg
     if state.is_cuda and (request.OP in RELEASE_AFTER or torch.cuda.memory_reserved() > KEEP_RESERVED_BYTES):
         torch.cuda.empty_cache()  # before the reply: the other worker may be timed next, beside this one
     reply.handler_s = _perf_counter() - started
+    if isinstance(reply, msg.Timed):  # a block's account ends with the process's own checks and memory release
+        reply.phases_s["release"] = round(_perf_counter() - finishing, 4)
     return reply
 
 

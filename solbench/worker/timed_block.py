@@ -25,7 +25,7 @@ from solbench.check.outputs import (
     returned_views,
     structural_check,
 )
-from solbench.inputs.generate import allocate_outputs, fillable, make_inputs
+from solbench.inputs.generate import fillable, make_inputs
 from solbench.inputs.seeds import call_seed
 from solbench.protocol import messages as msg
 from solbench.timing.timer import TimingResult, integrity_violations, time_iterations
@@ -34,6 +34,7 @@ from solbench.worker.calls import as_list, invoke, refill_outputs
 from solbench.worker.graphs import capture_graphs, unaliased_outputs
 from solbench.worker.inputs_cache import changed_tensors, make_call_inputs, tensor_bytes, trim_threshold_bytes
 from solbench.worker.probe import PROBE_CALLS, WARM_PROBE_BELOW_MS, EscapedWorkProbe
+from solbench.worker.slots import build_slots, harness_budget_bytes, recent_sets_limit
 from solbench.worker.state import Failure, WorkerState, format_exception, harness_native
 from solbench.worker.threads import ThreadWatch, background_activity
 from solbench.worker.timed_draws import entropy_below, entropy_bits, first_fresh_set
@@ -41,7 +42,6 @@ from solbench.worker.timed_draws import entropy_below, entropy_bits, first_fresh
 _perf_counter = time.perf_counter
 
 FRESH_INPUTS_BUDGET_S = 3.0  # per timed block: time spent drawing fresh inputs before sets are reused
-RECENT_SETS = 4
 
 
 class TimedBlock:
@@ -234,10 +234,11 @@ class TimedBlock:
             make_inputs(self.state.definition, self.workload, self.axes, seed=seed, device=self.state.device, out=inputs)
             return
         source = make_call_inputs(self.state, self.request.workload, seed, fresh_copy=False)[2]
-        self.state.inputs_cache.pop(seed, None)
         for dst, src in zip(inputs, source):
             if isinstance(dst, torch.Tensor):
                 dst.copy_(src)
+        if tensor_bytes(source) > trim_threshold_bytes(self.state):
+            self.state.inputs_cache.pop(seed, None)  # multi-GB: drawn again rather than held beside the graphs
 
     def draw(self, i: int) -> tuple[int, int, int]:
         """Call i's own fresh set: (source i, a nonce from the OS's entropy, the seed they give)."""
@@ -260,9 +261,13 @@ class TimedBlock:
         config = self.request.config
         if self.state.is_cuda and config.cuda_graphs and self.graphs is None:
             started = _perf_counter()
-            seed = entropy_bits(62)  # a set no call gets, written twice by `fresh_values` (replay, then the call)
-            fresh = (lambda inputs: self.fresh_values(inputs, seed)) if self.fresh else None
-            self.graphs, note = capture_graphs(self.state, self.slots, fresh)
+            seed = entropy_bits(62)  # a set no call gets, written twice by `fresh_values` (eager, then the replay)
+            check = self.fresh and self.request.check_graph_values
+            fresh = (lambda inputs: self.fresh_values(inputs, seed)) if check else None
+            try:
+                self.graphs, note = capture_graphs(self.state, self.slots, fresh)
+            finally:
+                self.state.inputs_cache.pop(seed, None)
             self.phases_s["capture"] = _perf_counter() - started
             if self.graphs is None:  # nothing more in this process: a failed capture can leave it broken
                 raise Failure("RUNTIME_ERROR", f"CUDA graph capture failed: {note}", capture_failed=note)
@@ -272,6 +277,7 @@ class TimedBlock:
         self.threads.probe = probe  # its CUPTI thread works during the probe calls: not the solution's
         try:
             timing = time_iterations(self.run, self.prepare, self.state.device, config, probe=probe)
+            ended = _perf_counter()
             self.threads.call_returned()
             self.state.synchronize()
             self.stash_last(final=True)
@@ -284,6 +290,7 @@ class TimedBlock:
         except Exception as exc:  # noqa: BLE001
             raise Failure("RUNTIME_ERROR", "the solution raised while being timed:\n" + format_exception(exc)) from None
         self.phases_s.update(warmup=timing.warmup_s, loop=timing.wall_s, probe=timing.probe_s)
+        self.phases_s["checks"] = _perf_counter() - ended  # the block's end: threads settled, the last output kept
         self.phases_s["inputs_in_loop"] = self.generation_s
         return timing
 
@@ -326,6 +333,7 @@ def handle_time(state: WorkerState, request: msg.Time) -> msg.Timed:
     try:
         timing = block.measure(probe)
     finally:
+        ended = _perf_counter()
         result = probe.finish() if probe is not None else None
     if result is not None:
         if result.cupti != "used" and state.guard is not None:
@@ -339,6 +347,7 @@ def handle_time(state: WorkerState, request: msg.Time) -> msg.Timed:
     hidden = background_activity(state)
     if hidden:
         raise Failure("REWARD_HACK", hidden)
+    block.phases_s["checks"] = block.phases_s.get("checks", 0.0) + _perf_counter() - ended  # probe, integrity, leftovers
     state.timed_call_ms = min(timing.samples_ms) if timing.samples_ms else 0.0
     long_calls = state.timed_call_ms >= request.config.long_call_ms  # short ones: capture again, it costs little
     if not request.probe and long_calls and block.keepable():
@@ -363,35 +372,9 @@ def handle_time_and_export(state: WorkerState, request: msg.Time) -> msg.Timed:
         transfer.release_all(state)
     reply = handle_time(state, request)
     if request.ipc_min_bytes:
+        started = _perf_counter()
         with harness_native(state):
             reply.sampled = [[index, source, nonce, transfer.export_outputs(state, outs, request.ipc_min_bytes, copy=False)]
                              for index, source, nonce, outs in reply.sampled]
+        reply.phases_s["export"] = round(_perf_counter() - started, 4)
     return reply
-
-
-def build_slots(state: WorkerState, sets: list[list], axes: dict, max_slots: int, budget_bytes: int) -> list:
-    """Pre-allocated argument slots, so each timed call sees its inputs at another address; as many
-    as `budget_bytes` holds, at least one (the trace then says so: `timed_inputs_single_slot`).
-    Each starts as a copy of the template set, never uninitialised memory: a call made before the
-    first `prepare` (CUDA graph warm-up and capture) must see valid inputs (indices in range,
-    lengths that fit), or it fails on garbage, or captures a graph shaped by it."""
-    count = int(max(1, min(max_slots, budget_bytes // max(tensor_bytes(sets[0]), 1))))
-    slots = []
-    for _ in range(count):
-        inputs = [torch.empty_like(a).copy_(a) if isinstance(a, torch.Tensor) else a for a in sets[0]]
-        outputs = allocate_outputs(state.definition, axes, state.device) if state.destination_passing else None
-        slots.append((inputs, outputs))
-    return slots
-
-
-def harness_budget_bytes(state: WorkerState) -> int:
-    """A quarter of the device memory free to this process (what its allocator caches counts as free)."""
-    if not state.is_cuda:
-        return 2 << 30
-    free_bytes, _ = torch.cuda.mem_get_info()
-    return (free_bytes + torch.cuda.memory_reserved() - torch.cuda.memory_allocated()) // 4
-
-
-def recent_sets_limit(set_bytes: int, budget_bytes: int) -> int:
-    """How many fresh sets to keep for reuse once generation is over budget: within budget_bytes, at least one."""
-    return int(max(1, min(RECENT_SETS, budget_bytes // max(set_bytes, 1))))

@@ -136,12 +136,15 @@ def run(x, y):
 """
 
 
-@pytest.mark.parametrize("source,faithful", [("def run(x, y):\n    return x * 2.0 + y\n", True),
-                                             (VERSION_CACHE, False)])
-def test_a_graph_is_checked_on_fresh_values_before_it_is_timed(tmp_path, monkeypatch, source, faithful):
+@pytest.mark.parametrize("slots", [8, 1])
+@pytest.mark.parametrize("source,faithful,check", [("def run(x, y):\n    return x * 2.0 + y\n", True, True),
+                                                   (VERSION_CACHE, False, True), (VERSION_CACHE, True, False)])
+def test_a_graph_is_checked_on_fresh_values_before_it_is_timed(tmp_path, monkeypatch, source, faithful, check, slots):
     """Issue 31: a cache validated in Python (identity, data_ptr, _version) is right when launched, but a
     replay never runs the check. The graph is replayed on a set other than the capture's and compared with
-    the call itself: an unfaithful graph is not timed (the block is timed as launched), a faithful one is."""
+    the call itself (slot 1's warm-up call on that set, or with one slot the call afterwards): an unfaithful
+    graph is not timed (the block is timed as launched), a faithful one is. Blocks of trusted code
+    (`check_graph_values` off: the reference's) skip the check and keep the graph."""
     import sys
 
     from solbench.orchestrator.config import RunConfig
@@ -163,7 +166,9 @@ def test_a_graph_is_checked_on_fresh_values_before_it_is_timed(tmp_path, monkeyp
     calls.handle_call(state, msg.Call(workload=workload, seed=3))  # threads' baseline
     config = RunConfig(device="cuda", warmup=2, iters=20, adaptive=False)
     block = timed_block.TimedBlock(state, msg.Time(workload=workload, seeds=[1, 2], checked_outputs=3,
-                                                   config=config.timing_config("cuda")))
+                                                   config=config.timing_config("cuda"), max_slots=slots,
+                                                   check_graph_values=check))
+    assert len(block.slots) == slots
     if faithful:
         block.measure(None)
         assert block.graphs is not None

@@ -22,6 +22,7 @@ from solbench.spec.solution import load_solution, reference_solution
 from solbench.spec.trace import Status
 from solbench.timing.config import TimingConfig
 from solbench.worker import calls, inputs_cache, timed_block, timed_draws
+from solbench.worker import slots as worker_slots
 from solbench.worker.state import Failure, WorkerState
 from tests.runner.conftest import write_problem, write_solution
 
@@ -32,9 +33,9 @@ def test_build_slots_fits_the_budget_with_at_least_one_slot():
     state = WorkerState("cpu")
     state.destination_passing = False
     inputs = [torch.zeros(1024), torch.zeros(1024)]  # 8 KiB a set
-    assert len(timed_block.build_slots(state, [inputs], {}, 8, 3 * 8192)) == 3
-    assert len(timed_block.build_slots(state, [inputs], {}, 2, 3 * 8192)) == 2
-    single = timed_block.build_slots(state, [inputs], {}, 8, 100)
+    assert len(worker_slots.build_slots(state, [inputs], {}, 8, 3 * 8192)) == 3
+    assert len(worker_slots.build_slots(state, [inputs], {}, 2, 3 * 8192)) == 2
+    single = worker_slots.build_slots(state, [inputs], {}, 8, 100)
     assert len(single) == 1 and single[0][0][0].data_ptr() != inputs[0].data_ptr()
 
 
@@ -44,7 +45,7 @@ def test_slots_start_as_copies_of_the_template_not_uninitialised_memory():
     state = WorkerState("cpu")
     state.destination_passing = False
     template = [torch.arange(1024, dtype=torch.int64), torch.randn(1024), 3]
-    slots = timed_block.build_slots(state, [template], {}, 4, 1 << 20)
+    slots = worker_slots.build_slots(state, [template], {}, 4, 1 << 20)
     assert len(slots) == 4
     for inputs, _ in slots:
         assert torch.equal(inputs[0], template[0]) and torch.equal(inputs[1], template[1]) and inputs[2] == 3
@@ -52,9 +53,9 @@ def test_slots_start_as_copies_of_the_template_not_uninitialised_memory():
 
 
 def test_recent_fresh_sets_fit_the_budget_with_at_least_one():
-    assert timed_block.recent_sets_limit(100, 250) == 2
-    assert timed_block.recent_sets_limit(100, 50) == 1
-    assert timed_block.recent_sets_limit(1, 1 << 30) == timed_block.RECENT_SETS
+    assert worker_slots.recent_sets_limit(100, 250) == 2
+    assert worker_slots.recent_sets_limit(100, 50) == 1
+    assert worker_slots.recent_sets_limit(1, 1 << 30) == worker_slots.RECENT_SETS
 
 
 @pytest.fixture
