@@ -36,6 +36,7 @@
 #   serve-anticheat issue 35: every anti-cheat case submitted through a `solbench serve`
 #   throughput-base  the same with an older tree's solbench (BASE_TREE, default .gpu_data/fe9e8ce): an A/B
 #   gpu-tests-core pytest -m gpu over tests/timing, tests/check and tests/runner
+#   gpu-tests-some pytest -m gpu over PYTEST_ARGS (default tests/runner)
 #   formats        issue 34: benchmarks/formats_gpu_check.sh against FORMATS_BASE (default .gpu_data/base)
 #   sol-time       issue 36: `solbench sol` over the whole dataset on two pinned cores, --jobs 2 --no-cache
 #   wheels         nothing but the wheels' install; lang-ready: the language wheels' too (device_par.sh)
@@ -44,7 +45,7 @@
 #
 # Environment: OUT (default /tmp/solbench-out), SHARED (the SOL-ExecBench dataset; default .gpu_data/
 # sol-execbench, a copy carried with the working tree), STEP_SECONDS (overrides every step's time box),
-# REPEAT (anticheat), SERVE_ARGS (more `solbench serve` options for serve-agent and serve-issue15, e.g.
+# REPEAT (anticheat), ENGINES (serve-issue15's, default local,serve), SERVE_ARGS (more `solbench serve` options for serve-agent and serve-issue15, e.g.
 # "--reuse-eager-reference"), GPUS (scaling steps' GPU counts, default 1,2,4), ENGINES (the scaling step's, default local,ray), PROBLEMS and RUN_ARGS (cluster and scaling steps: how many shared problems, and more
 # `solbench run` options such as "--trials 1 --timing-rounds 1"). Wheels in .whl/ (e.g. cupti-python for
 # CUPTI activity) are installed to /tmp/site first, and .whl/ray_bundle.tar.xz (benchmarks/ray_bundle.py
@@ -147,6 +148,7 @@ step_dataset() {
   echo "solbench run exit: $?"; tail -3 "$OUT/dataset.err"
   python3 benchmarks/summarize_traces.py "$OUT/dataset.jsonl" --failures 40
 }
+step_gpu_tests_some() { box 420 python3 -m pytest -q -m gpu -p no:cacheprovider ${PYTEST_ARGS:-tests/runner} 2>&1 | trim 15; }
 step_gpu_tests_core() { box 420 python3 -m pytest -q -m gpu -p no:cacheprovider tests/timing tests/check tests/runner 2>&1 | trim 15; }
 step_formats() { box 500 bash benchmarks/formats_gpu_check.sh "${FORMATS_BASE:-.gpu_data/base}" 2>&1 | trim 30; }
 step_sol_time() {  # issue 36: the analysis of every shared problem on two cores, no cache (CPU only)
@@ -220,7 +222,7 @@ step_serve_issue15() {
   for p in $(python3 -c "import sys; sys.path.insert(0, 'benchmarks'); import throughput; print(*throughput.DEFAULT_PROBLEMS)"); do
     mkdir -p "$ds/$(dirname "$p")" && cp -r "$SHARED/$p" "$ds/$p"
   done
-  box 580 python3 benchmarks/cluster_throughput.py $ds --max-workloads 4 --every-problem --engines local,serve \
+  box 580 python3 benchmarks/cluster_throughput.py $ds --max-workloads 4 --every-problem --engines "${ENGINES:-local,serve}" \
     --gpus 1 --serve-passes 2 --serve-args="${SERVE_ARGS:-}" --budget-s 570 --json "$OUT/serve_issue15.json" 2>&1 | trim 12
 }
 step_serve_scaling() { scaling serve "${GPUS:-1,2,4}" 40 520 --kill-after 10 --json "$OUT/serve_scaling.json"; }
