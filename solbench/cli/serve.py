@@ -31,11 +31,11 @@ def register(subparsers) -> None:
                    help="the service's own folder: submissions' traces, problems sent by content, the reference's "
                         "timings (default .solbench/serve)")
     p.add_argument("--lock-clocks", action="store_true", help="lock each GPU's clocks while serving; needs root")
-    p.add_argument("--reuse-eager-reference", action="store_true",
+    p.add_argument("--reuse-eager-reference", action=argparse.BooleanOptionalAction, default=True,
                    help="time a problem's eager reference once per workload, GPU, clocks, torch and timing settings "
-                        "and reuse its samples for later candidates, instead of timing it interleaved with each "
-                        "one: faster verdicts, but drift between the two measurements is no longer cancelled "
-                        "(docs/agents.md)")
+                        "and reuse its samples for later candidates (default); --no-reuse-eager-reference times it "
+                        "interleaved with every candidate, so that drift between the two measurements cancels, at "
+                        "about one reference block per round more per verdict (docs/agents.md)")
     p.set_defaults(func=serve_command)
 
 

@@ -78,7 +78,7 @@ def time_rounds(run: WorkloadRun, reference_aliases: set[str], correctness: Corr
     samples = TimedSamples()
     time_reference = config.time_reference
     slots = slots_for(run.call_s)
-    eager = None  # (cache, key) where a service reuses the eager reference's samples (`--reuse-eager-reference`)
+    eager = None  # (cache, key) where a service reuses the eager reference's samples (its default)
     if time_reference and getattr(session, "reuse_eager_reference", False):
         eager = _service_cache(run, "eager", f"{timing!r} sets={config.timed_input_sets} slots={slots} "
                                              f"rounds={rounds} budget={config.fresh_inputs_budget_s}")
@@ -140,8 +140,8 @@ def _reuse_eager(run: WorkloadRun, eager: tuple, samples: TimedSamples) -> bool:
     samples.reference_reused = bool(record.get("inputs_reused"))
     samples.reference_fixed = record.get("inputs_fixed")
     run.warnings.append("eager reference time reused from this service's earlier measurement on the same GPU, "
-                        "clocks, torch and settings (solbench serve --reuse-eager-reference): not interleaved with "
-                        "this solution's blocks")
+                        "clocks, torch and settings, not interleaved with this solution's blocks (a service started "
+                        "with --no-reuse-eager-reference times it again)")
     return True
 
 

@@ -24,13 +24,13 @@ class DeviceLane:
     """One device's warm session and the thread that evaluates submissions on it until `close`."""
 
     def __init__(self, device: str, config: RunConfig, book: SubmissionBook, timings: ReferenceTimings,
-                 reuse_eager_reference: bool = False):
+                 reuse_eager_reference: bool = True):
         self.device = device
         self.book = book
         self.pool = SessionPool(config, [device])
         for session in self.pool.sessions:
             session.reference_timings = timings  # read by orchestrator.timed when it times the baselines
-            session.reuse_eager_reference = reuse_eager_reference  # and the eager reference (opt-in)
+            session.reuse_eager_reference = reuse_eager_reference  # and the eager reference (unless turned off)
         self.current: Submission | None = None
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._serve, name=f"solbench-serve-{device}", daemon=True)

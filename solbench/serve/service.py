@@ -20,7 +20,7 @@ class Service:
     """What one `solbench serve` owns: a lane per device (workers started and warm), the queue, the files."""
 
     def __init__(self, config: RunConfig, devices: list[str], folder: Path, token: str | None = None,
-                 reuse_eager_reference: bool = False):
+                 reuse_eager_reference: bool = True):
         self.config = config
         self.devices = list(devices)
         self.folder = Path(folder)

@@ -1,5 +1,5 @@
-"""`solbench serve --reuse-eager-reference`: the eager reference timed once per workload and its samples
-reused for later candidates, said in their traces; a default service times it with every candidate."""
+"""`solbench serve` (by default): the eager reference timed once per workload and its samples reused for later
+candidates, said in their traces; a service started with --no-reuse-eager-reference times it with every one."""
 
 from __future__ import annotations
 
@@ -26,9 +26,9 @@ def reference_ms(traces) -> list[float]:
     return [t.evaluation.performance.reference_latency_ms for t in traces]
 
 
-def test_a_service_asked_to_reuses_the_eager_reference_s_samples_and_says_so(tmp_path):
+def test_a_service_reuses_the_eager_reference_s_samples_and_says_so(tmp_path):
     problem = write_problem(tmp_path / "problem", sizes=(64, 96))
-    with Service(tmp_path / "service", "--reuse-eager-reference") as service:
+    with Service(tmp_path / "service") as service:
         client = api.Client(service.url)
         first, second, wrong = (client.evaluate(problem, source=source, **FAST) for source in (GOOD_SLOW, GOOD_TOO, WRONG))
     assert [t.status for t in first + second] == [Status.PASSED] * 4
@@ -39,10 +39,11 @@ def test_a_service_asked_to_reuses_the_eager_reference_s_samples_and_says_so(tmp
     assert [t.status for t in wrong] == [Status.INCORRECT_NUMERICAL] * 2
 
 
-def test_a_default_service_times_the_eager_reference_with_every_candidate(service, tmp_path):
+def test_a_service_told_not_to_times_the_eager_reference_with_every_candidate(tmp_path):
     problem = write_problem(tmp_path / "problem", sizes=(64,))
-    client = api.Client(service.url)
-    first, second = (client.evaluate(problem, source=source, **FAST) for source in (GOOD, GOOD_TOO))
+    with Service(tmp_path / "service", "--no-reuse-eager-reference") as service:
+        client = api.Client(service.url)
+        first, second = (client.evaluate(problem, source=source, **FAST) for source in (GOOD_SLOW, GOOD_TOO))
     assert [t.status for t in first + second] == [Status.PASSED] * 2
     assert reused(first + second) == [False, False]
 
