@@ -82,7 +82,7 @@ def main() -> None:
     parser.add_argument("--ways", default=",".join(WAYS))
     parser.add_argument("--json", help="write the rows here")
     parser.add_argument("--serve-args", default="", help="more `solbench serve` options for its runs, given "
-                                                           "with an equals sign: --serve-args=--reuse-eager-reference")
+                                                           "with an equals sign: --serve-args=--no-reuse-eager-reference")
     args = parser.parse_args()
     problem = Path(args.problem).resolve()
     if not (problem / "definition.json").is_file():

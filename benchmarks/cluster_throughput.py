@@ -281,7 +281,7 @@ def main() -> int:
     parser.add_argument("--serve-passes", type=int, default=1, help="serve: judge the dataset this many times on "
                                                                      "one service (later passes: rows serve#N)")
     parser.add_argument("--serve-args", default="", help="more `solbench serve` options for its runs, given "
-                                                           "with an equals sign: --serve-args=--reuse-eager-reference")
+                                                           "with an equals sign: --serve-args=--no-reuse-eager-reference")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--kill-after", type=int, help="ray runs: kill one session actor once this many traces exist; "
                                                         "serve runs: one running solution worker")

@@ -48,7 +48,7 @@
 # Environment: OUT (default /tmp/solbench-out), SHARED (the SOL-ExecBench dataset; default .gpu_data/
 # sol-execbench, a copy carried with the working tree), STEP_SECONDS (overrides every step's time box),
 # REPEAT (anticheat), ENGINES (serve-issue15's, default local,serve), SERVE_ARGS (more `solbench serve` options for serve-agent and serve-issue15, e.g.
-# "--reuse-eager-reference"), GPUS (scaling steps' GPU counts, default 1,2,4), ENGINES (the scaling step's, default local,ray), PROBLEMS and RUN_ARGS (cluster and scaling steps: how many shared problems, and more
+# "--no-reuse-eager-reference"), GPUS (scaling steps' GPU counts, default 1,2,4), ENGINES (the scaling step's, default local,ray), PROBLEMS and RUN_ARGS (cluster and scaling steps: how many shared problems, and more
 # `solbench run` options such as "--trials 1 --timing-rounds 1"). Wheels in .whl/ (e.g. cupti-python for
 # CUPTI activity) are installed to /tmp/site first, and .whl/ray_bundle.tar.xz (benchmarks/ray_bundle.py
 # build) unpacked there. Nothing here changes the GPU's clocks, power or mode.
