@@ -34,9 +34,7 @@ CPU_PREFETCH_MAX_SET_BYTES = 2 << 30  # larger sets are not built twice at once 
 PHASE_OF_OP = {"load": "load", "environment": "load", "shutdown": "load", "call": "trials", "inputs": "trials",
                "judge": "judge", "receive": "judge", "release": "judge", "fetch": "judge", "time": "timing",
                "ping": "timing", "time_compiled": "baselines", "time_baseline": "baselines", "trim": "trim"}
-# The additive parts a timed block reports: its set-up, graph capture, warm-up, timed loop, probe calls, the
-# checks at its end, the export of kept outputs, and the process's integrity check and memory release.
-BLOCK_PHASES = ("setup", "capture", "warmup", "loop", "probe", "checks", "export", "release")
+BLOCK_PHASES = ("setup", "capture", "warmup", "loop", "probe", "checks", "export", "release")  # docs/timing.md
 NOT_PARTS = frozenset({"gpu_timed", "timing.inputs_in_loop"})  # phases_s keys that are not a part of `seconds`
 
 
