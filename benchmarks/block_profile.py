@@ -9,51 +9,100 @@ time; the timed loop's own entries stay in, for scale. Made to find what the end
 (issue 31: `timing.checks`, `timing.release` and `timing.other` took 2.5 s more than fe9e8ce over issue 15's
 40 workloads on an H200), where a worker process cannot be profiled from outside. No sandbox and no audit
 hook: what they cost shows in a real run's phases, not here.
+
+`--tree DIR` profiles another checkout's solbench instead (e.g. .gpu_data/fe9e8ce, for an A/B of the same
+blocks); messages are built in whichever form that tree's protocol takes. For each probe block the script
+also prints what the escaped-work probe's `finish` cost and how many CUPTI records it parsed: the end of a
+block is mostly that (issue 31: 2.5 of the 2.7 s of `timing.checks` over issue 15's 40 workloads, H200).
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import dataclasses
+import importlib
 import io
 import pstats
 import sys
 import tempfile
+import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, no install needed
-from solbench.orchestrator.config import RunConfig  # noqa: E402
-from solbench.protocol import messages as msg  # noqa: E402
-from solbench.spec.problem import load_problem  # noqa: E402
-from solbench.spec.solution import load_solution, reference_solution  # noqa: E402
-from solbench.worker import calls, timed_block  # noqa: E402
-from solbench.worker.state import WorkerState  # noqa: E402
 
-
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("problem", type=Path)
     parser.add_argument("--solution", type=Path, help="a solution file (default: the reference)")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--blocks", type=int, default=6)
     parser.add_argument("--top", type=int, default=30)
-    args = parser.parse_args()
+    parser.add_argument("--tree", type=Path, default=Path(__file__).resolve().parents[1],
+                        help="the checkout whose solbench is profiled (default: this one)")
+    return parser.parse_args()
+
+
+def request(cls, **fields):
+    """`cls(**fields)` in the form this tree's protocol takes: older trees carry plain dicts where newer
+    ones carry spec objects, and lack fields added since (those are dropped)."""
+    known = {f.name: f for f in dataclasses.fields(cls)}
+    kwargs = {}
+    for name, value in fields.items():
+        if name not in known:
+            continue
+        wants_dict = str(known[name].type) == "dict"
+        kwargs[name] = value.to_dict() if wants_dict and hasattr(value, "to_dict") else value
+    return cls(**kwargs)
+
+
+class FinishMeter:
+    """Wraps the probe's `finish`: its seconds and the CUPTI records it parsed, per probe block."""
+
+    def __init__(self, probe_class) -> None:
+        self.rows: list[tuple[float, int, int]] = []
+        original = probe_class.finish
+        meter = self
+
+        def finish(probe):
+            collector = probe.collector
+            started = time.perf_counter()
+            result = original(probe)
+            spent = time.perf_counter() - started
+            meter.rows.append((spent, len(getattr(collector, "launches", [])), len(getattr(collector, "work", []))))
+            return result
+
+        probe_class.finish = finish
+
+
+def main() -> int:
+    args = parse_args()
+    sys.path.insert(0, str(args.tree.resolve()))  # run from a checkout, no install needed
+    RunConfig = importlib.import_module("solbench.orchestrator.config").RunConfig
+    msg = importlib.import_module("solbench.protocol.messages")
+    load_problem = importlib.import_module("solbench.spec.problem").load_problem
+    solutions = importlib.import_module("solbench.spec.solution")
+    calls = importlib.import_module("solbench.worker.calls")
+    timed_block = importlib.import_module("solbench.worker.timed_block")
+    WorkerState = importlib.import_module("solbench.worker.state").WorkerState
+    meter = FinishMeter(importlib.import_module("solbench.worker.probe").EscapedWorkProbe)
+    print(f"solbench from {Path(importlib.import_module('solbench').__file__).parent}")
+    load_solution, reference_solution = solutions.load_solution, solutions.reference_solution
 
     problem = load_problem(args.problem)
     solution = (load_solution(args.solution, problem.definition) if args.solution
                 else reference_solution(problem.definition))
     state = WorkerState(args.device)
     work_dir = tempfile.mkdtemp(prefix="solbench_block_profile_")
-    calls.handle_load(state, msg.Load(definition=problem.definition, solution=solution, work_dir=work_dir))
+    calls.handle_load(state, request(msg.Load, definition=problem.definition, solution=solution, work_dir=work_dir))
     workload = problem.workloads[0]
-    calls.handle_call(state, msg.Call(workload=workload, seed=1))  # as the trials do first
+    calls.handle_call(state, request(msg.Call, workload=workload, seed=1))  # as the trials do first
     timing = RunConfig(device=args.device).timing_config(args.device)
 
-    def block(k: int) -> msg.Timed:
+    def block(k: int):
         last = k == args.blocks - 1
-        return timed_block.handle_time(state, msg.Time(workload=workload, seeds=[11, 12], config=timing,
-                                                       checked_outputs=2, probe=last and state.is_cuda,
-                                                       block_key=1000 + k))
+        return timed_block.handle_time(state, request(msg.Time, workload=workload, seeds=[11, 12], config=timing,
+                                                      checked_outputs=2, probe=last and state.is_cuda,
+                                                      block_key=1000 + k))
 
     block(0)  # warm: first captures, lazy initialisation
     profile = cProfile.Profile()
@@ -61,7 +110,9 @@ def main() -> int:
     replies = [block(k) for k in range(args.blocks)]
     profile.disable()
     for k, reply in enumerate(replies):
-        print(f"block {k}: {len(reply.samples_ms)} samples, phases_s {reply.phases_s}")
+        print(f"block {k}: {len(reply.samples_ms)} samples, phases_s {getattr(reply, 'phases_s', {})}")
+    for spent_s, launches, work in meter.rows:
+        print(f"probe finish: {spent_s * 1e3:.1f} ms, {launches} API records, {work} GPU records")
     text = io.StringIO()
     pstats.Stats(profile, stream=text).sort_stats("cumulative").print_stats(args.top)
     print(text.getvalue())

@@ -37,7 +37,8 @@
 #   throughput-base  the same with an older tree's solbench (BASE_TREE, default .gpu_data/fe9e8ce): an A/B
 #   gpu-tests-core pytest -m gpu over tests/timing, tests/check and tests/runner
 #   gpu-tests-some pytest -m gpu over PYTEST_ARGS (default tests/runner)
-#   block-profile  benchmarks/block_profile.py on PROFILE_PROBLEMS (default L1/069_rms_norm L2/005_swiglu_mlp_backward)
+#   block-profile  benchmarks/block_profile.py on PROFILE_PROBLEMS (default L1/069_rms_norm L2/005_swiglu_mlp_backward),
+#                  for each tree in PROFILE_TREES (default .)
 #   cmd            the command in CMD (CMD_SECONDS, CMD_LINES), with the step's environment (a diagnostic)
 #   formats        issue 34: benchmarks/formats_gpu_check.sh against FORMATS_BASE (default .gpu_data/base)
 #   sol-time       issue 36: `solbench sol` over the whole dataset on two pinned cores, --jobs 2 --no-cache
@@ -150,10 +151,13 @@ step_dataset() {
   echo "solbench run exit: $?"; tail -3 "$OUT/dataset.err"
   python3 benchmarks/summarize_traces.py "$OUT/dataset.jsonl" --failures 40
 }
-step_block_profile() {  # issue 31: what a timed block's end costs on a GPU, in process (PROFILE_PROBLEMS)
-  local p
-  for p in ${PROFILE_PROBLEMS:-L1/069_rms_norm L2/005_swiglu_mlp_backward}; do
-    box 200 python3 benchmarks/block_profile.py "$SHARED/$p" --blocks 4 --top 40 2>&1 | trim 60
+step_block_profile() {  # issue 31: what a timed block's end costs on a GPU, in process (PROFILE_PROBLEMS; PROFILE_TREES,
+  # e.g. ". .gpu_data/fe9e8ce" for an A/B of the same blocks)
+  local p tree
+  for tree in ${PROFILE_TREES:-.}; do
+    for p in ${PROFILE_PROBLEMS:-L1/069_rms_norm L2/005_swiglu_mlp_backward}; do
+      box 200 python3 benchmarks/block_profile.py "$SHARED/$p" --blocks 4 --top 40 --tree "$tree" 2>&1 | trim 60
+    done
   done
 }
 step_cmd() { box "${CMD_SECONDS:-500}" bash -c "$CMD" 2>&1 | trim "${CMD_LINES:-40}"; }  # CMD: any command (a diagnostic)

@@ -1,0 +1,63 @@
+"""`benchmarks/block_profile.py`'s helpers: requests built for either protocol form, the probe's finish measured."""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "block_profile.py"
+
+
+@pytest.fixture(scope="module")
+def block_profile():
+    spec = importlib.util.spec_from_file_location("block_profile_script", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class Spec:
+    def to_dict(self) -> dict:
+        return {"axes": {"n": 4}}
+
+
+@dataclass(frozen=True)
+class OldTime:  # an older tree's request: plain dicts, no block key
+    workload: dict
+    seeds: list
+
+
+@dataclass(frozen=True)
+class NewTime:
+    workload: Spec
+    seeds: list
+    block_key: int = 0
+
+
+def test_request_takes_each_trees_form(block_profile):
+    spec = Spec()
+    old = block_profile.request(OldTime, workload=spec, seeds=[1], block_key=7)
+    assert old == OldTime(workload={"axes": {"n": 4}}, seeds=[1])
+    new = block_profile.request(NewTime, workload=spec, seeds=[1], block_key=7)
+    assert new.workload is spec and new.block_key == 7
+
+
+def test_finish_meter_counts_the_records_the_probe_parsed(block_profile):
+    class Collector:
+        launches = [(1, 1), (2, 2), (3, 3)]
+        work = [(1, 2, 1, 1)]
+
+    class Probe:
+        def __init__(self):
+            self.collector = Collector()
+
+        def finish(self):
+            self.collector = None  # as the real probe does: the counts must be read before
+            return "result"
+
+    meter = block_profile.FinishMeter(Probe)
+    assert Probe().finish() == "result"
+    assert len(meter.rows) == 1 and meter.rows[0][1:] == (3, 1) and meter.rows[0][0] >= 0
