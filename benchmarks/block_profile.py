@@ -1,14 +1,16 @@
 """Where a timed block's harness time goes, in process, on one device: the block's phases and a profile.
 
     python benchmarks/block_profile.py PROBLEM_DIR [--solution FILE] [--device cuda] [--blocks 6] [--top 30]
+        [--worker] [--tree DIR]
 
 Loads the reference (or `--solution`) the way a worker does, then runs `--blocks` timed blocks of the first
 workload with the run's default timing settings (CUDA graphs, the escaped-work probe on the last block,
 checked outputs), under cProfile. Prints each block's `phases_s` and the functions with the most cumulative
 time; the timed loop's own entries stay in, for scale. Made to find what the end of a block costs on a GPU
 (issue 31: `timing.checks`, `timing.release` and `timing.other` took 2.5 s more than fe9e8ce over issue 15's
-40 workloads on an H200), where a worker process cannot be profiled from outside. No sandbox and no audit
-hook: what they cost shows in a real run's phases, not here.
+40 workloads on an H200), where a worker process cannot be profiled from outside. No sandbox; the worker's guard (audit hook,
+integrity snapshot) only with `--worker`, which also sends each request through the worker's `serve_one`
+and prints the handler's seconds beside the block's phases (what they leave out is `timing.other`).
 
 `--tree DIR` profiles another checkout's solbench instead (e.g. .gpu_data/fe9e8ce, for an A/B of the same
 blocks); messages are built in whichever form that tree's protocol takes. For each probe block the script
@@ -39,6 +41,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--top", type=int, default=30)
     parser.add_argument("--tree", type=Path, default=Path(__file__).resolve().parents[1],
                         help="the checkout whose solbench is profiled (default: this one)")
+    parser.add_argument("--worker", action="store_true",
+                        help="as a worker serves requests: its guard (audit hook, integrity snapshot) installed "
+                             "first, each request through its `serve_one`, so the integrity check and memory "
+                             "release after a block count too (its `release` phase, or `other` in older trees)")
     return parser.parse_args()
 
 
@@ -93,16 +99,29 @@ def main() -> int:
                 else reference_solution(problem.definition))
     state = WorkerState(args.device)
     work_dir = tempfile.mkdtemp(prefix="solbench_block_profile_")
-    calls.handle_load(state, request(msg.Load, definition=problem.definition, solution=solution, work_dir=work_dir))
+    if args.worker:
+        worker_main = importlib.import_module("solbench.worker.main")
+        guard, integrity = worker_main.start_guard(state, None)
+
+        def serve(req):
+            reply = worker_main.serve_one(state, guard, integrity, req)
+            if isinstance(reply, msg.Failed):
+                raise SystemExit(f"{req.OP} failed: {reply.status}: {reply.log[:2000]}")
+            return reply
+    else:
+        handlers = {"load": calls.handle_load, "call": calls.handle_call, "time": timed_block.handle_time}
+
+        def serve(req):
+            return handlers[req.OP](state, req)
+    serve(request(msg.Load, definition=problem.definition, solution=solution, work_dir=work_dir))
     workload = problem.workloads[0]
-    calls.handle_call(state, request(msg.Call, workload=workload, seed=1))  # as the trials do first
+    serve(request(msg.Call, workload=workload, seed=1))  # as the trials do first
     timing = RunConfig(device=args.device).timing_config(args.device)
 
     def block(k: int):
         last = k == args.blocks - 1
-        return timed_block.handle_time(state, request(msg.Time, workload=workload, seeds=[11, 12], config=timing,
-                                                      checked_outputs=2, probe=last and state.is_cuda,
-                                                      block_key=1000 + k))
+        return serve(request(msg.Time, workload=workload, seeds=[11, 12], config=timing, checked_outputs=2,
+                             probe=last and state.is_cuda, block_key=1000 + k))
 
     block(0)  # warm: first captures, lazy initialisation
     profile = cProfile.Profile()
@@ -110,7 +129,11 @@ def main() -> int:
     replies = [block(k) for k in range(args.blocks)]
     profile.disable()
     for k, reply in enumerate(replies):
-        print(f"block {k}: {len(reply.samples_ms)} samples, phases_s {getattr(reply, 'phases_s', {})}")
+        phases = getattr(reply, "phases_s", {})
+        print(f"block {k}: {len(reply.samples_ms)} samples, phases_s {phases}")
+        if args.worker:  # what the block's phases leave out of the request's handler time
+            named = sum(v for name, v in phases.items() if name != "inputs_in_loop")
+            print(f"  handler {reply.handler_s:.4f} s, other {reply.handler_s - named:.4f} s")
     for spent_s, launches, work in meter.rows:
         print(f"probe finish: {spent_s * 1e3:.1f} ms, {launches} API records, {work} GPU records")
     text = io.StringIO()

@@ -156,7 +156,7 @@ step_block_profile() {  # issue 31: what a timed block's end costs on a GPU, in 
   local p tree
   for tree in ${PROFILE_TREES:-.}; do
     for p in ${PROFILE_PROBLEMS:-L1/069_rms_norm L2/005_swiglu_mlp_backward}; do
-      box 200 python3 benchmarks/block_profile.py "$SHARED/$p" --blocks 4 --top 40 --tree "$tree" 2>&1 | trim 60
+      box 200 python3 benchmarks/block_profile.py "$SHARED/$p" --blocks 4 --top 40 --worker --tree "$tree" 2>&1 | trim 60
     done
   done
 }

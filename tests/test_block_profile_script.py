@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,3 +63,13 @@ def test_finish_meter_counts_the_records_the_probe_parsed(block_profile):
     meter = block_profile.FinishMeter(Probe)
     assert Probe().finish() == "result"
     assert len(meter.rows) == 1 and meter.rows[0][1:] == (3, 1) and meter.rows[0][0] >= 0
+
+
+def test_worker_mode_accounts_each_block_on_cpu():
+    """The script end to end, as a worker serves requests (guard installed: in its own process)."""
+    problem = SCRIPT.parents[1] / "problem_defs" / "core" / "rmsnorm_h4096"
+    done = subprocess.run([sys.executable, str(SCRIPT), str(problem), "--device", "cpu", "--blocks", "2", "--top", "3",
+                           "--worker"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    handler_lines = [line for line in done.stdout.splitlines() if line.strip().startswith("handler ")]
+    assert len(handler_lines) == 2 and "'release'" in done.stdout
