@@ -4,6 +4,7 @@
     python benchmarks/anticheat_gpu.py --device cpu    # the same table on CPU (GPU-only cases skipped)
     python benchmarks/anticheat_gpu.py --repeat 10 --only side_stream_capture_breaker side_stream_dodges_probe
     python benchmarks/anticheat_gpu.py --serve         # every case submitted to a `solbench serve` (issue 35)
+    python benchmarks/anticheat_gpu.py --part 1/2      # every other case: the suite in two device calls
 
 Prints one row per solution: its kind, the status of each workload, the expected status, and the
 first line of the log (which defence caught it); then the counts. With `--repeat N` every selected
@@ -128,6 +129,8 @@ def main() -> int:
                         "each in a fresh harness run, and print the per-case counts (default 1)")
     parser.add_argument("--serve", action="store_true", help="submit every case to a `solbench serve` on --device "
                                                               "(started once) instead of one harness run")
+    parser.add_argument("--part", type=part_spec, help="K/N: only the K-th of N interleaved parts of the selected "
+                        "cases (all N parts together are the suite, once): one GPU runs it in N device calls")
     args = parser.parse_args()
     if args.serve:
         with tempfile.TemporaryDirectory(prefix="solbench_anticheat_serve_") as folder:
@@ -139,12 +142,30 @@ def main() -> int:
     return judge(args, parser)
 
 
+def part_spec(text: str) -> tuple[int, int]:
+    """"K/N" with 1 <= K <= N, for `--part`."""
+    k, _, n = text.partition("/")
+    if not (k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
+        raise argparse.ArgumentTypeError(f"not K/N with 1 <= K <= N: {text!r}")
+    return int(k), int(n)
+
+
+def in_part(cases: list[Case], part: tuple[int, int] | None) -> list[Case]:
+    """Every N-th case from the K-th: interleaved, so that neighbours of one cost (the CUDA C++ builds, the
+    language packages' cases) are spread over the parts."""
+    if part is None:
+        return cases
+    k, n = part
+    return cases[k - 1::n]
+
+
 def judge(args, parser) -> int:
     """Every selected case, `--repeat` times; the tables; the exit status."""
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
     on_gpu = args.device.startswith("cuda")
-    cases = [c for c in discover() if (on_gpu or not c.gpu) and (not args.only or c.name in args.only)]
+    cases = in_part([c for c in discover() if (on_gpu or not c.gpu) and (not args.only or c.name in args.only)],
+                    args.part)
     skipped = {case.id: missing_needs(case) for case in cases}
     for case_id, reason in skipped.items():
         if reason:

@@ -106,7 +106,7 @@ step_containment() {
 }
 step_gpu_tests() { box 420 python3 -m pytest -q -m gpu -p no:cacheprovider tests 2>&1 | trim 30; }
 step_timer() { box 120 python3 benchmarks/timing_gpu_check.py 2>&1 | trim 20; }
-step_anticheat() {  # spread over every visible GPU; ANTICHEAT_ARGS: more options (e.g. "--workloads 1")
+step_anticheat() {  # spread over every visible GPU; ANTICHEAT_ARGS: more options (e.g. "--workloads 1 --part 1/2")
   local devices; devices=$(visible_gpus)
   box 560 python3 benchmarks/anticheat_gpu.py ${devices:+--devices $devices} ${REPEAT:+--repeat $REPEAT} \
     ${ANTICHEAT_ARGS:-} 2>&1 | trim 60

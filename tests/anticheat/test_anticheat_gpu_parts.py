@@ -1,0 +1,57 @@
+"""`benchmarks/anticheat_gpu.py --part K/N`: the suite split over device calls, every case in exactly one part."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.anticheat.suite import discover
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "anticheat_gpu.py"
+
+
+@pytest.fixture(scope="module")
+def script():
+    spec = importlib.util.spec_from_file_location("anticheat_gpu_script", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        sys.modules.pop(spec.name, None)
+
+
+def test_parts_cover_the_suite_once_and_spread_neighbours(script):
+    cases = discover()
+    for n in (1, 2, 3):
+        parts = [script.in_part(cases, (k, n)) for k in range(1, n + 1)]
+        ids = [c.id for part in parts for c in part]
+        assert sorted(ids) == sorted(c.id for c in cases) and len(set(ids)) == len(ids)
+        assert max(map(len, parts)) - min(map(len, parts)) <= 1
+    first, second = (script.in_part(cases, (k, 2)) for k in (1, 2))
+    names = {c.name: 1 for c in first} | {c.name: 2 for c in second}
+    assert names["cpp_thread_after_return"] != names["cublas_thread_after_return"]  # two slow builds, two calls
+
+
+@pytest.mark.parametrize("text", ["0/2", "3/2", "1", "a/b", "1/0", "-1/2"])
+def test_bad_part_is_refused(script, text):
+    with pytest.raises(argparse.ArgumentTypeError):
+        script.part_spec(text)
+
+
+def test_a_part_runs_only_its_cases_on_cpu(tmp_path):
+    expected = [c for c in discover() if not c.gpu][1::20]  # part 2 of 20 of the CPU cases
+    done = subprocess.run([sys.executable, str(SCRIPT), "--device", "cpu", "--workloads", "1", "--part", "2/20"],
+                          capture_output=True, text=True, timeout=900, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    summary = re.search(r"(\d+) hostile, (\d+) legitimate", done.stdout)
+    hostile = sum(c.kind == "hostile" for c in expected)
+    assert summary and (int(summary[1]), int(summary[2])) == (hostile, len(expected) - hostile)
+    assert all(c.name in done.stdout for c in expected)
