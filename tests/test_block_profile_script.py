@@ -2,23 +2,21 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "block_profile.py"
+from tests.scripts import BENCHMARKS, benchmark_script
+
+SCRIPT = BENCHMARKS / "block_profile.py"
 
 
 @pytest.fixture(scope="module")
 def block_profile():
-    spec = importlib.util.spec_from_file_location("block_profile_script", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    with benchmark_script("block_profile.py") as module:
+        yield module
 
 
 class Spec:

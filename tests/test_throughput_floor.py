@@ -1,19 +1,14 @@
 """The ratio floor `benchmarks/throughput.py` prints: which workloads it counts and what it adds up."""
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "throughput.py"
+from tests.scripts import benchmark_script
 
 
 @pytest.fixture(scope="module")
 def throughput():
-    spec = importlib.util.spec_from_file_location("throughput_script", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    with benchmark_script("throughput.py") as module:
+        yield module
 
 
 def row(latency_ms, gpu_timed, **phases):

@@ -3,29 +3,22 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from tests.anticheat.suite import discover
+from tests.scripts import BENCHMARKS, benchmark_script
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "anticheat_gpu.py"
+SCRIPT = BENCHMARKS / "anticheat_gpu.py"
 
 
 @pytest.fixture(scope="module")
 def script():
-    spec = importlib.util.spec_from_file_location("anticheat_gpu_script", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    try:
-        spec.loader.exec_module(module)
+    with benchmark_script("anticheat_gpu.py") as module:
         yield module
-    finally:
-        sys.modules.pop(spec.name, None)
 
 
 def test_parts_cover_the_suite_once_and_spread_neighbours(script):

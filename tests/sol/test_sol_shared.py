@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
 from solbench.sol.analyser import analyse_workload, sol_time_ms
 from solbench.sol.hardware import load_spec
 from solbench.spec.problem import discover_problems, load_problem
-
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "solar_calibration.py"
+from tests.scripts import benchmark_script
 
 
 def test_every_shared_problem_gets_a_bound(sol_execbench_dir):
@@ -43,10 +39,8 @@ def test_every_shared_problem_gets_a_bound(sol_execbench_dir):
 
 
 def test_solar_agrees_with_published_b200_bounds(sol_execbench_dir):
-    spec = importlib.util.spec_from_file_location("solar_calibration", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    result = module.calibration_agreement(sol_execbench_dir)
+    with benchmark_script("solar_calibration.py") as module:
+        result = module.calibration_agreement(sol_execbench_dir)
     print(f"solar agreement: median {result['median_ratio']:.3f}, spread x{result['geo_spread']:.3f}, "
           f"{result['within_10pct']:.0%} within 10 %")
     assert result["workloads"] == 155
