@@ -45,7 +45,10 @@ def parse_args() -> argparse.Namespace:
                         help="as a worker serves requests: its guard (audit hook, integrity snapshot) installed "
                              "first, each request through its `serve_one`, so the integrity check and memory "
                              "release after a block count too (its `release` phase, or `other` in older trees)")
-    return parser.parse_args()
+    args = parser.parse_args()
+    if not (args.tree / "solbench" / "__init__.py").is_file():  # else an installed solbench would be profiled instead
+        parser.error(f"--tree {args.tree}: no solbench package there")
+    return args
 
 
 def request(cls, **fields):
@@ -94,9 +97,12 @@ def main() -> int:
     print(f"solbench from {Path(importlib.import_module('solbench').__file__).parent}")
     load_solution, reference_solution = solutions.load_solution, solutions.reference_solution
 
-    problem = load_problem(args.problem)
-    solution = (load_solution(args.solution, problem.definition) if args.solution
-                else reference_solution(problem.definition))
+    try:  # a bad folder or solution file: one line, as the CLI says it (SpecError, whichever tree's)
+        problem = load_problem(args.problem)
+        solution = (load_solution(args.solution, problem.definition) if args.solution
+                    else reference_solution(problem.definition))
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"block_profile.py: {exc}") from None
     state = WorkerState(args.device)
     work_dir = tempfile.mkdtemp(prefix="solbench_block_profile_")
     if args.worker:

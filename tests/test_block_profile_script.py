@@ -71,3 +71,17 @@ def test_worker_mode_accounts_each_block_on_cpu():
     assert done.returncode == 0, done.stderr[-2000:]
     handler_lines = [line for line in done.stdout.splitlines() if line.strip().startswith("handler ")]
     assert len(handler_lines) == 2 and "'release'" in done.stdout
+
+
+def test_a_tree_without_solbench_is_refused(tmp_path):
+    done = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path), "--device", "cpu", "--tree", str(tmp_path)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and "no solbench package there" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_folder_that_is_no_problem_gets_one_line(tmp_path):
+    done = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path / "missing"), "--device", "cpu"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1 and "is not a problem folder" in done.stderr
+    assert "Traceback" not in done.stderr
