@@ -101,27 +101,27 @@ def replay_matches(captured: tuple, slot_inputs: list, fresh_values: Callable[[l
     values, computed on another slot's tensors before any capture), bit for bit. A graph that kept something
     the capture's inputs decided (a weight copy a cache validated in Python) fails here instead of failing
     its checked outputs later. Nothing runs between the refill and the replay, as in the timed loop."""
+    return same_bytes(replay_on_fresh_values(captured, slot_inputs, fresh_values), expected)
+
+
+def replay_on_fresh_values(captured: tuple, slot_inputs: list, fresh_values: Callable[[list], None]) -> list:
+    """Refill the slot's inputs with new values and its outputs with poison, replay, wait: the graph's
+    outputs (those that alias no input). Nothing runs between the refill and the replay, as in the loop."""
     graph, result = captured
     fresh_values(slot_inputs)
     outputs = unaliased_outputs(result, slot_inputs)
     refill_outputs(outputs)
     graph.replay()
     torch.cuda.synchronize()
-    return same_bytes(outputs, expected)
+    return outputs
 
 
 def replay_follows_inputs(state: WorkerState, captured: tuple, slot: tuple, fresh_values: Callable[[list], None]) -> bool:
     """`replay_matches` for a block of one slot, whose eager answer is the call itself on the same tensors
     afterwards: the replay comes first (an eager call first would refresh a Python-validated cache that the
     replay then reads, and the check would pass a graph the timed loop finds wrong)."""
-    graph, result = captured
     slot_inputs, slot_outputs = slot
-    fresh_values(slot_inputs)
-    outputs = unaliased_outputs(result, slot_inputs)
-    refill_outputs(outputs)
-    graph.replay()
-    torch.cuda.synchronize()
-    replayed = [t.clone() for t in outputs]
+    replayed = [t.clone() for t in replay_on_fresh_values(captured, slot_inputs, fresh_values)]
     fresh_values(slot_inputs)  # the same values again (a call may write into its inputs): no copy of a set
     eager = unaliased_outputs(invoke(state, slot_inputs, slot_outputs), slot_inputs)
     torch.cuda.synchronize()
