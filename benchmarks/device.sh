@@ -34,6 +34,8 @@
 #   serve-scaling  issue 35: 40 shared problems x 2 workloads through `solbench serve` on 1, 2, 4 GPUs, a running
 #                  solution worker killed in each (re-queued: none lost or duplicated), statuses against 1 GPU's
 #   serve-anticheat issue 35: every anti-cheat case submitted through a `solbench serve`
+#   nvidia-issue15 NVIDIA's own harness (NVIDIA_TREE, default .gpu_data/nvidia: its src/ and scripts/, not ours to
+#                  commit) on the same 40 workloads, reference as solution: issue 35's side-by-side yardstick
 #   throughput-base  the same with an older tree's solbench (BASE_TREE, default .gpu_data/fe9e8ce): an A/B
 #   gpu-tests-core pytest -m gpu over tests/timing, tests/check and tests/runner
 #   gpu-tests-some pytest -m gpu over PYTEST_ARGS (default tests/runner)
@@ -134,14 +136,34 @@ step_repeatability() {
     "$SHARED/L1/084_silu_activation_backward" --device cuda --max-workloads 3 --out "$OUT/repeatability.json" 2>&1 | trim 20
 }
 step_throughput() { throughput_in . throughput; }
+issue15_problems() {  # issue 15's ten problems (benchmarks/throughput.py's default set), one per line
+  python3 -c "import sys; sys.path.insert(0, 'benchmarks'); import throughput; print(*throughput.DEFAULT_PROBLEMS, sep='\n')"
+}
+step_nvidia_issue15() {  # issue 35's yardstick: NVIDIA's own harness on issue 15's 40 workloads, reference as solution
+  # NVIDIA_TREE (default .gpu_data/nvidia) holds src/ and scripts/run_dataset.py of github.com/NVIDIA/SOL-ExecBench,
+  # carried for the measurement and never committed; .whl/nv/ its wheels that the image lacks (click, rich and
+  # theirs). Its run_dataset.py calls the console script beside sys.executable: a bare venv gets one.
+  local nv ds=/tmp/nvidia-issue15 venv=/tmp/nvidia-venv p sp start
+  nv=$(cd "${NVIDIA_TREE:-.gpu_data/nvidia}" 2>/dev/null && pwd) || { echo "no NVIDIA tree at ${NVIDIA_TREE:-.gpu_data/nvidia}"; return; }
+  [ -d /tmp/nvidia-site ] || python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/nvidia-site .whl/nv/*.whl
+  rm -rf "$ds" "$venv" "$OUT/nvidia"
+  for p in $(issue15_problems); do mkdir -p "$ds/$(dirname "$p")" && cp -r "$SHARED/$p" "$ds/$p"; done
+  python3 -m venv --without-pip "$venv"
+  printf '#!%s\nfrom sol_execbench.cli.main import cli\ncli()\n' "$venv/bin/python3" >"$venv/bin/sol-execbench"
+  chmod +x "$venv/bin/sol-execbench"
+  sp=$(python3 -c "import site; print(':'.join(site.getsitepackages()))")
+  start=$(date +%s.%N)
+  PYTHONPATH=$nv/src:/tmp/nvidia-site:$PYTHONPATH:$sp box 560 "$venv/bin/python3" "$nv/scripts/run_dataset.py" "$ds" \
+    --max-workloads 4 -o "$OUT/nvidia" >"$OUT/nvidia.log" 2>&1
+  echo "NVIDIA's harness (run_dataset.py, reference as solution, 4 workloads each): exit $?," \
+    "wall $(python3 -c "import time; print(f'{time.time() - $start:.1f}')") s" | tee "$OUT/nvidia_wall.txt"
+  tail -n 18 "$OUT/nvidia.log"
+}
 step_throughput_base() { throughput_in "${BASE_TREE:-.gpu_data/fe9e8ce}" throughput_base; }
 throughput_in() {  # $1 the tree whose solbench runs (an older commit's, for an A/B), $2 the name of its results
   local problems=() p shared
   shared=$(cd "$SHARED" && pwd)
-  for p in L1/069_rms_norm L1/084_silu_activation_backward L1/048_fused_gate_up_projection_with_swiglu \
-      L1/015_grouped_query_attention_with_rope_and_qk_norm L2/004_fused_residual_rms_mlp \
-      FlashInfer-Bench/007_gemm_n4096_k4096 FlashInfer-Bench/021_rmsnorm_h128 Quant/003_fp8_mlp_gate_up_projection \
-      L1/001_attention_softmax_dropout_value_matmul_backward L2/005_swiglu_mlp_backward; do problems+=("$shared/$p"); done
+  for p in $(issue15_problems); do problems+=("$shared/$p"); done
   # the tree's own throughput.py runs its own tree's solbench (it puts that tree first on the child's path)
   box 540 python3 "$1/benchmarks/throughput.py" "${problems[@]}" --device cuda --json "$OUT/$2.json" \
     --traces "$OUT/$2.jsonl" 2>&1 | trim 50
@@ -232,9 +254,7 @@ step_serve_agent() {
 step_serve_issue15() {
   local ds=/tmp/solbench-issue15 p
   rm -rf $ds
-  for p in $(python3 -c "import sys; sys.path.insert(0, 'benchmarks'); import throughput; print(*throughput.DEFAULT_PROBLEMS)"); do
-    mkdir -p "$ds/$(dirname "$p")" && cp -r "$SHARED/$p" "$ds/$p"
-  done
+  for p in $(issue15_problems); do mkdir -p "$ds/$(dirname "$p")" && cp -r "$SHARED/$p" "$ds/$p"; done
   box 580 python3 benchmarks/cluster_throughput.py $ds --max-workloads 4 --every-problem --engines "${ENGINES:-local,serve}" \
     --gpus 1 --serve-passes 2 --serve-args="${SERVE_ARGS:-}" --budget-s 570 --json "$OUT/serve_issue15.json" 2>&1 | trim 12
 }
