@@ -1,4 +1,5 @@
-"""The CPU results of the whole suite, computed once per session and shared by the test modules."""
+"""The CPU results of the whole suite, computed once per session. Only test_suite.py uses them: under
+`pytest -n N --dist loadfile` one file runs in one process, so the suite runs once, not once per process."""
 
 from __future__ import annotations
 

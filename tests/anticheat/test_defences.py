@@ -221,17 +221,6 @@ def test_scan_flags_shipped_problem_files():
     assert any("problem file" in f for f in scan_solution(Solution.from_dict(data)))
 
 
-def test_static_and_runtime_warnings_reach_traces(cpu_results):
-    def warnings(case_id):
-        return " | ".join(w for t in cpu_results[case_id] for w in t.evaluation.warnings)
-
-    assert "f_back" in warnings("hostile/frame_forge_reply")
-    assert "imports gc" in warnings("hostile/gc_find_channel")
-    assert "reseeds the global RNG" in warnings("hostile/reseed_and_predict")
-    # the audit hook's warnings (not alarms) for a legitimate solution: torch.compile's own env writes
-    assert "runtime: os.putenv" in warnings("legit/torch_compile")
-
-
 # -- the worker's in-process guards ------------------------------------------------------------------------
 
 def test_integrity_checker_sees_rebinding_and_code_swaps():

@@ -57,6 +57,17 @@ def test_cpu_case(case: Case, cpu_results):
     check_case(case, cpu_results[case.id])
 
 
+def test_static_and_runtime_warnings_reach_traces(cpu_results):
+    def warnings(case_id):
+        return " | ".join(w for t in cpu_results[case_id] for w in t.evaluation.warnings)
+
+    assert "f_back" in warnings("hostile/frame_forge_reply")
+    assert "imports gc" in warnings("hostile/gc_find_channel")
+    assert "reseeds the global RNG" in warnings("hostile/reseed_and_predict")
+    # the audit hook's warnings (not alarms) for a legitimate solution: torch.compile's own env writes
+    assert "runtime: os.putenv" in warnings("legit/torch_compile")
+
+
 @pytest.fixture(scope="module")
 def gpu_results(tmp_path_factory):
     if not HAS_CUDA:
