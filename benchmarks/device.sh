@@ -139,15 +139,20 @@ step_throughput() { throughput_in . throughput; }
 issue15_problems() {  # issue 15's ten problems (benchmarks/throughput.py's default set), one per line
   python3 -c "import sys; sys.path.insert(0, 'benchmarks'); import throughput; print(*throughput.DEFAULT_PROBLEMS, sep='\n')"
 }
+issue15_dataset() {  # $1: a fresh folder holding copies of issue 15's problems, laid out as the dataset is
+  local p
+  rm -rf "$1"
+  for p in $(issue15_problems); do mkdir -p "$1/$(dirname "$p")" && cp -r "$SHARED/$p" "$1/$p"; done
+}
 step_nvidia_issue15() {  # issue 35's yardstick: NVIDIA's own harness on issue 15's 40 workloads, reference as solution
   # NVIDIA_TREE (default .gpu_data/nvidia) holds src/ and scripts/run_dataset.py of github.com/NVIDIA/SOL-ExecBench,
   # carried for the measurement and never committed; .whl/nv/ its wheels that the image lacks (click, rich and
   # theirs). Its run_dataset.py calls the console script beside sys.executable: a bare venv gets one.
-  local nv ds=/tmp/nvidia-issue15 venv=/tmp/nvidia-venv p sp start
+  local nv ds=/tmp/nvidia-issue15 venv=/tmp/nvidia-venv sp start
   nv=$(cd "${NVIDIA_TREE:-.gpu_data/nvidia}" 2>/dev/null && pwd) || { echo "no NVIDIA tree at ${NVIDIA_TREE:-.gpu_data/nvidia}"; return; }
   [ -d /tmp/nvidia-site ] || python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/nvidia-site .whl/nv/*.whl
-  rm -rf "$ds" "$venv" "$OUT/nvidia"
-  for p in $(issue15_problems); do mkdir -p "$ds/$(dirname "$p")" && cp -r "$SHARED/$p" "$ds/$p"; done
+  rm -rf "$venv" "$OUT/nvidia"
+  issue15_dataset "$ds"
   python3 -m venv --without-pip "$venv"
   printf '#!%s\nfrom sol_execbench.cli.main import cli\ncli()\n' "$venv/bin/python3" >"$venv/bin/sol-execbench"
   chmod +x "$venv/bin/sol-execbench"
@@ -252,9 +257,8 @@ step_serve_agent() {
     --max-workloads 4 --serve-args="${SERVE_ARGS:-}" --json "$OUT/serve_agent.json" 2>&1 | trim 30
 }
 step_serve_issue15() {
-  local ds=/tmp/solbench-issue15 p
-  rm -rf $ds
-  for p in $(issue15_problems); do mkdir -p "$ds/$(dirname "$p")" && cp -r "$SHARED/$p" "$ds/$p"; done
+  local ds=/tmp/solbench-issue15
+  issue15_dataset $ds
   box 580 python3 benchmarks/cluster_throughput.py $ds --max-workloads 4 --every-problem --engines "${ENGINES:-local,serve}" \
     --gpus 1 --serve-passes 2 --serve-args="${SERVE_ARGS:-}" --budget-s 570 --json "$OUT/serve_issue15.json" 2>&1 | trim 12
 }

@@ -54,10 +54,11 @@ def ours_by_workload(paths: list[Path]) -> dict[tuple[str, int], list[tuple[str,
     found: dict[tuple[str, int], list[tuple[str, float]]] = {}
     for path in paths:
         saved = read_json(path, "--ours")
-        if not isinstance(saved, dict) or not isinstance(saved.get("rows"), list):
+        rows = saved.get("rows") if isinstance(saved, dict) else None
+        if not isinstance(rows, list) or not all(isinstance(r, dict) and "problem" in r for r in rows):
             raise SystemExit(f"--ours {path}: not a --json file of benchmarks/throughput.py")
         seen: dict[str, int] = {}
-        for row in saved["rows"]:
+        for row in rows:
             position = seen.get(row["problem"], 0)
             seen[row["problem"]] = position + 1
             if row.get("status") == "PASSED" and isinstance(row.get("latency_ms"), (int, float)):
@@ -65,12 +66,19 @@ def ours_by_workload(paths: list[Path]) -> dict[tuple[str, int], list[tuple[str,
     return found
 
 
+def is_problem_summary(entry) -> bool:
+    """One problem's entry in NVIDIA's summary.json: a name and a list of latencies (ms)."""
+    latencies = entry.get("latencies_ms") or [] if isinstance(entry, dict) else None
+    return (isinstance(entry, dict) and "problem" in entry and isinstance(latencies, list)
+            and all(isinstance(ms, (int, float)) for ms in latencies))
+
+
 def nvidia_by_workload(paths: list[Path]) -> dict[tuple[str, int], list[float]]:
     """(problem, position) -> [latency_ms] over the runs; problems are named without their category."""
     found: dict[tuple[str, int], list[float]] = {}
     for path in paths:
         summary = read_json(path, "--nvidia")
-        if not isinstance(summary, list) or not all(isinstance(p, dict) and "problem" in p for p in summary):
+        if not isinstance(summary, list) or not all(map(is_problem_summary, summary)):
             raise SystemExit(f"--nvidia {path}: not the summary.json of NVIDIA's run_dataset.py")
         for problem in summary:
             name = str(problem["problem"]).rsplit("/", 1)[-1]

@@ -48,13 +48,25 @@ def test_workloads_are_matched_by_name_and_position_with_each_harness_s_spread(t
 
 
 @pytest.mark.parametrize("content,message", [
-    ("not json", "--ours"), (json.dumps([1, 2]), "not a --json file of benchmarks/throughput.py")])
+    ("not json", "--ours"), (json.dumps([1, 2]), "not a --json file of benchmarks/throughput.py"),
+    (json.dumps({"rows": [{"axes": "n=0"}]}), "not a --json file of benchmarks/throughput.py")])
 def test_a_file_that_is_not_a_throughput_result_gets_one_line(tmp_path, content, message):
     bad = tmp_path / "bad.json"
     bad.write_text(content)
     nvidia = nvidia_file(tmp_path / "n.json", {"L1/x": [1.0]})
     with benchmark_script("harness_agreement.py") as script, pytest.raises(SystemExit, match=message):
         script.main(["--ours", str(bad), "--nvidia", str(nvidia)])
+
+
+@pytest.mark.parametrize("summary", [{"problem": "L1/x"}, [{"latencies_ms": [1.0]}],
+                                     [{"problem": "L1/x", "latencies_ms": ["fast"]}],
+                                     [{"problem": "L1/x", "latencies_ms": 1.0}]])
+def test_a_file_that_is_not_nvidia_s_summary_gets_one_line(tmp_path, summary):
+    ours = ours_file(tmp_path / "a.json", {"x": [1.0]})
+    bad = tmp_path / "summary.json"
+    bad.write_text(json.dumps(summary))
+    with benchmark_script("harness_agreement.py") as script, pytest.raises(SystemExit, match="not the summary.json"):
+        script.main(["--ours", str(ours), "--nvidia", str(bad)])
 
 
 def test_no_common_workload_is_said_so(tmp_path):

@@ -9,7 +9,6 @@ import pytest
 
 from solbench.spec.trace import Status
 from solbench.worker.probe import load_cupti
-from tests.anticheat.conftest import CPU_CASES
 from tests.anticheat.suite import (
     RMSNORM,
     Case,
@@ -22,6 +21,7 @@ from tests.anticheat.suite import (
 from tests.conftest import HAS_CUDA
 
 ALL_CASES = discover()
+CPU_CASES = [c for c in ALL_CASES if not c.gpu]
 
 
 def _describe(traces) -> str:
@@ -50,6 +50,14 @@ def test_suite_is_big_enough():
     # issue 21: an agent-style corpus on the multi-shape problem, at least half of it runnable on CPU
     agent_style = [c for c in legit if c.problem == RMSNORM]
     assert len(agent_style) >= 10 and sum(not c.gpu for c in agent_style) >= 5
+
+
+@pytest.fixture(scope="module")
+def cpu_results(tmp_path_factory):
+    """Every CPU case in one scheduler run, shared by this file's tests (`--dist loadfile` keeps them in one
+    process, so the run happens once)."""
+    problem = write_problem(tmp_path_factory.mktemp("anticheat_cpu"))
+    return run_cases(CPU_CASES, problem, "cpu", parallel=3)
 
 
 @pytest.mark.parametrize("case", CPU_CASES, ids=lambda c: c.id)
