@@ -35,10 +35,12 @@ class TimedSamples:
     reference_fixed: bool | None = None  # its inputs did not depend on the seed (None: the reference was not timed)
 
 
-# Argument slots per timed block: enough for short calls to see a new address on every call; calls of a
-# millisecond or more rotate fewer (each slot costs a CUDA graph capture and a warm call; inputs are
-# fresh values on every call either way, so no answer can be cached by address).
-SHORT_CALL_SLOTS, LONG_CALL_SLOTS, LONG_CALL_S = 8, 4, 1e-3
+# Argument slots per timed block, by the call's length (seconds at least, slots): enough for short calls to
+# see a new address on every call; longer calls rotate fewer, since each slot costs a warm call and a CUDA
+# graph capture (a 60 ms call: about 0.1 s a slot). Inputs are fresh values on every call however many
+# slots there are, so no answer can be cached by address, and with two a call never sees the address of
+# the call before it.
+SLOTS_BY_CALL_S = ((10e-3, 2), (1e-3, 4), (0.0, 8))
 
 
 def block_timing(timing: TimingConfig, rounds: int, call_s: float) -> TimingConfig:
@@ -52,7 +54,7 @@ def block_timing(timing: TimingConfig, rounds: int, call_s: float) -> TimingConf
 
 
 def slots_for(call_s: float) -> int:
-    return LONG_CALL_SLOTS if call_s >= LONG_CALL_S else SHORT_CALL_SLOTS
+    return next((slots for least_s, slots in SLOTS_BY_CALL_S if call_s >= least_s), SLOTS_BY_CALL_S[-1][1])
 
 
 def with_graph_note(run: WorkloadRun, reply: msg.Timed, prefix: str, limit: int) -> None:

@@ -34,6 +34,9 @@ class TimingConfig:
     target_rel_ci: float = 0.01
     """Stop when the CI half-width of the median, relative to the median, is at most this."""
     ci_level: float = 0.95
+    power_cap_stop: bool = True
+    """Adaptive: a block of long calls stops at its floor, CI target or not, when NVML says the board holds
+    its clock at the power (or a thermal) limit; flagged `power_capped` (docs/timing.md)."""
     max_time_s: float = 5.0
     """Wall-time budget for the adaptive part of one timed block (the first `iters` always run)."""
     min_warmup_ms: float = 25.0

@@ -64,6 +64,8 @@ STOP_FIXED = "fixed_iters"  # adaptive off: exactly `iters`
 STOP_CI = "ci_target"  # the median's CI reached target_rel_ci
 STOP_MAX_ITERS = "max_iters"
 STOP_MAX_TIME = "max_time"
+STOP_POWER_CAP = "power_cap"  # long calls on a board held at its power or thermal limit: the floor met, the CI waived
+FLAG_POWER_CAPPED = "power_capped"
 
 
 @dataclass
@@ -97,13 +99,16 @@ def events_exceed_wall(events_total_ms: float, wall_s: float, config: TimingConf
 
 
 def next_batch_size(n_done: int, elapsed_s: float, config: TimingConfig, rel_halfwidth: float | None,
-                    timed_ms: float = math.inf) -> tuple[int, str | None]:
-    """How many more timed iterations to run, or (0, stop_reason). Pure, so it is tested directly.
+                    timed_ms: float = math.inf, capped: Callable[[], bool] | None = None) -> tuple[int, str | None]:
+    """How many more timed iterations to run, or (0, stop_reason). Pure but for `capped`, so it is tested directly.
 
     The first batch is `iters`; then, if adaptive, batches of max(batch_min, n/4) until the CI target
     is met together with the block's floor, or `max_iters`, or the time budget (batch shrunk to what is
     predicted to fit) ends it. The floor: calls of `long_call_ms` or more (by their mean, `timed_ms / n`)
-    until the samples add up to `min_block_ms`, shorter ones until `short_call_iters` samples.
+    until the samples add up to `min_block_ms`, shorter ones until `short_call_iters` samples. Long calls
+    also stop at their floor when `capped()` says the board holds its clock at a power or thermal limit
+    (asked only then): the spread is the power controller's, and more samples do not make the median
+    repeat between runs (docs/timing.md, "Long calls at the power limit").
     """
     if n_done == 0:
         return config.iters, None
@@ -115,8 +120,11 @@ def next_batch_size(n_done: int, elapsed_s: float, config: TimingConfig, rel_hal
     long_calls = mean_ms >= config.long_call_ms
     floor_left = (max(0.0, config.min_block_ms - timed_ms) / mean_ms if long_calls
                   else max(0, config.short_call_iters - n_done))
-    if rel_halfwidth is not None and rel_halfwidth <= config.target_rel_ci and floor_left <= 0:
-        return 0, STOP_CI
+    if floor_left <= 0:
+        if rel_halfwidth is not None and rel_halfwidth <= config.target_rel_ci:
+            return 0, STOP_CI
+        if long_calls and capped is not None and capped():
+            return 0, STOP_POWER_CAP
     remaining_s = config.max_time_s - elapsed_s
     per_iter_s = elapsed_s / n_done
     if remaining_s <= per_iter_s or remaining_s <= 0:
@@ -156,6 +164,20 @@ PLATEAU_SPREAD = 0.03  # a power-capped clock under a heavy matmul wanders by 1-
 
 def _is_plateau(readings: list[int]) -> bool:
     return max(readings) - min(readings) <= PLATEAU_SPREAD * max(readings)
+
+
+def power_capped_reader(telemetry: Telemetry | None, before: dict[str, Any] | None) -> Callable[[], bool]:
+    """Whether the board holds its SM clock at a power or thermal limit: the reading taken after the
+    warm-up, else one reading when first asked (after a batch of this block's calls). Asked only by a
+    block of long calls whose floor is met and whose CI is not; without NVML, never (the CI decides)."""
+    answer: list[bool] = []
+
+    def capped() -> bool:
+        if not answer:
+            answer.append(is_throttled(before, include_power_cap=True) or (
+                telemetry is not None and is_throttled(telemetry.read(), include_power_cap=True)))
+        return answer[0]
+    return capped
 
 
 WARMUP_CHUNK_MS = 10.0  # after the first `warmup` calls, warm-up goes on in chunks of about this long
@@ -241,12 +263,13 @@ def time_iterations(run: Callable[[int], object], prepare: Callable[[int], None]
             clocks_before = telemetry.read() if telemetry is not None else None
             samples: list[float] = []
             stop_reason = STOP_FIXED
+            capped = power_capped_reader(telemetry, clocks_before) if config.power_cap_stop else None
             session.sync()
             t0 = _perf_counter_ns()
             while True:
                 elapsed_s = (_perf_counter_ns() - t0) / 1e9
                 rel = rel_ci_halfwidth(samples, config.ci_level) if samples else None
-                size, reason = next_batch_size(len(samples), elapsed_s, config, rel, math.fsum(samples))
+                size, reason = next_batch_size(len(samples), elapsed_s, config, rel, math.fsum(samples), capped)
                 if size == 0:
                     stop_reason = reason or STOP_FIXED
                     break
@@ -268,6 +291,8 @@ def time_iterations(run: Callable[[int], object], prepare: Callable[[int], None]
         stats.flags.append(FLAG_EVENTS_EXCEED_WALL)
     if is_throttled(clocks_before) or is_throttled(clocks_after):
         stats.flags.append(FLAG_THROTTLED)
+    if stop_reason == STOP_POWER_CAP:
+        stats.flags.append(FLAG_POWER_CAPPED)
     host_ms = session.host_ms if is_cuda else None
     if host_ms and stats.median_ms > 0:
         if hold is not None and session.exposed > EXPOSED_FRACTION * len(samples):

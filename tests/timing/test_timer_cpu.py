@@ -9,6 +9,7 @@ from __future__ import annotations
 import gc
 import random
 import time
+from dataclasses import replace
 
 import pytest
 import torch
@@ -16,16 +17,19 @@ import torch
 from solbench.timing import call_loop, captured, timer
 from solbench.timing.config import TimingConfig
 from solbench.timing.l2_flush import L2Flusher
+from solbench.timing.telemetry import Telemetry
 from solbench.timing.timer import (
     STOP_CI,
     STOP_FIXED,
     STOP_MAX_ITERS,
     STOP_MAX_TIME,
+    STOP_POWER_CAP,
     events_exceed_wall,
     integrity_violations,
     next_batch_size,
     time_iterations,
 )
+from tests.timing.fake_nvml import FakeGpu, FakeNvml
 
 FAST = dict(l2_flush=False, min_warmup_ms=0.0, warmup=2)
 
@@ -135,6 +139,50 @@ def test_the_block_floor_depends_on_the_call_length():
     # the time budget still ends a block of very long calls early
     assert next_batch_size(10, 9.99, c, 0.001, timed_ms=10_000.0 / 10 * 10) == (0, STOP_CI)
     assert next_batch_size(2, 9.99, TimingConfig(iters=2, max_time_s=10.0), 0.5, timed_ms=9000.0) == (0, STOP_MAX_TIME)
+
+
+def test_long_calls_at_the_power_limit_stop_at_their_floor():
+    c = TimingConfig(iters=10, short_call_iters=50, long_call_ms=1.0, min_block_ms=200.0, batch_min=10, max_time_s=10.0)
+    asked = []
+
+    def capped(answer):
+        return lambda: asked.append(answer) or answer
+
+    # floor met, CI still wide: a capped board ends the block, an uncapped one keeps going
+    assert next_batch_size(40, 0.24, c, 0.05, timed_ms=200.0, capped=capped(True)) == (0, STOP_POWER_CAP)
+    assert next_batch_size(40, 0.24, c, 0.05, timed_ms=200.0, capped=capped(False)) == (10, None)
+    asked.clear()
+    # not asked below the floor, nor once the CI target is met, nor for short calls
+    assert next_batch_size(10, 0.06, c, 0.05, timed_ms=50.0, capped=capped(True)) == (30, None)
+    assert next_batch_size(40, 0.24, c, 0.001, timed_ms=200.0, capped=capped(True)) == (0, STOP_CI)
+    assert next_batch_size(60, 0.5, c, 0.05, timed_ms=1.2, capped=capped(True)) == (15, None)
+    assert asked == []
+
+
+@pytest.mark.parametrize("mask_before, mask_during, stops", [(0x4, 0x4, True), (0x0, 0x4, True), (0x40, 0x40, True),
+                                                              (0x0, 0x0, False), (0x10, 0x10, False)])
+def test_a_block_on_a_capped_board_stops_at_its_floor_and_says_so(mask_before, mask_during, stops):
+    """Through the timer, with NVML faked (the boundary): the cap read before the block or while it runs."""
+    gpu = FakeGpu(throttle_mask=mask_before)
+    nvml = FakeNvml([gpu])
+    telemetry = Telemetry(0, nvml)
+
+    def run(i):
+        if "throttle_reasons" in nvml.names_called():  # the block's first reading is taken: the cap engages
+            gpu.throttle_mask = mask_during
+        spin_ms(1.5)
+
+    config = TimingConfig.cpu(iters=10, max_iters=30, target_rel_ci=1e-9, max_time_s=60.0, long_call_ms=1.0, **FAST)
+    result = time_iterations(run, None, "cpu", config, telemetry=telemetry)
+    if stops:
+        assert (result.stop_reason, len(result.samples_ms)) == (STOP_POWER_CAP, 10)
+        assert "power_capped" in result.flags
+    else:
+        assert (result.stop_reason, len(result.samples_ms)) == (STOP_MAX_ITERS, 30)
+        assert "power_capped" not in result.flags
+    gpu.throttle_mask = mask_before
+    off = time_iterations(run, None, "cpu", replace(config, power_cap_stop=False), telemetry=telemetry)
+    assert (off.stop_reason, len(off.samples_ms)) == (STOP_MAX_ITERS, 30)
 
 
 def test_gc_is_off_inside_and_restored_after():
