@@ -1,10 +1,9 @@
 """How a timed block is run: warm-up, iteration counts, adaptive stopping, budgets.
 
-Defaults aim at a trustworthy median on a GPU (1% relative CI half-width at 95%) at a cost the timed
-calls themselves dominate: calls of a millisecond or more are timed for at least `min_block_ms` of
-device time per block (more measurement, so the fixed cost of checking a verdict is a small part of it),
-shorter calls at least `short_call_iters` times, and the adaptive stop on the CI decides the rest. The
-CPU defaults are smaller so that tests on a 2-core CI machine stay fast.
+Defaults aim at a trustworthy median on a GPU (1% relative CI half-width at 95%): calls of a millisecond
+or more are timed for at least `min_block_ms` of device time per block, shorter calls at least
+`short_call_iters` times, and the adaptive stop on the CI decides the rest (at the power limit, the floor
+does: docs/timing.md). The CPU defaults are smaller so that tests on a 2-core CI machine stay fast.
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ class TimingConfig:
     long_call_ms: float = 1.0
     """Adaptive: calls at least this long are timed for `min_block_ms` of device time instead of a count;
     CUDA: and without the settle (the idle gap matters to short calls only, docs/timing.md)."""
-    min_block_ms: float = 200.0
+    min_block_ms: float = 100.0
     """Adaptive: device time a block of long calls measures at least (within `max_time_s`)."""
     max_iters: int = 1000
     """Adaptive stopping never goes past this many timed iterations."""

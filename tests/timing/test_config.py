@@ -10,7 +10,7 @@ from solbench.timing.config import TimingConfig
 
 def test_gpu_defaults():
     c = TimingConfig()
-    assert (c.warmup, c.iters, c.short_call_iters, c.min_block_ms, c.adaptive, c.target_rel_ci) == (3, 10, 50, 200.0,
+    assert (c.warmup, c.iters, c.short_call_iters, c.min_block_ms, c.adaptive, c.target_rel_ci) == (3, 10, 50, 100.0,
                                                                                                     True, 0.01)
     assert c.max_iters >= c.iters and c.max_time_s > 0 and c.min_warmup_ms > 0
     assert c.clock_warmup and c.l2_flush and c.gc_off and c.settle_ms == 1.0
