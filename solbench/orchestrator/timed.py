@@ -63,31 +63,19 @@ def with_graph_note(run: WorkloadRun, reply: msg.Timed, prefix: str, limit: int)
         run.warn_once(f"{prefix}{reply.graph_note[:limit]}")
 
 
-def block_order(rounds: int) -> list[tuple[int, bool]]:
-    """(round, is the solution's) of each timed block, counterbalanced: the reference first in even rounds and
-    last in odd ones (reference, solution | solution, reference | ...). A drift across a workload's blocks
-    (a board heating at its power limit) then falls on both sides alike, instead of always on the solution's,
-    which came second. The first block is the reference's: the solution's blocks follow what it found."""
-    order = []
-    for round_ in range(rounds):
-        pair = [(round_, False), (round_, True)]
-        order += pair if round_ % 2 == 0 else pair[::-1]
-    return order
-
-
 def time_rounds(run: WorkloadRun, reference_aliases: set[str], correctness: Correctness) -> TimedSamples:
-    """Interleaved reference/solution blocks (`block_order`); each solution block's sampled outputs are judged.
+    """Interleaved reference/solution blocks; each solution block's sampled outputs are judged.
 
     The workload ends (`WorkloadEnded`) when a kept timed call wrote into an input it returned a view of
     (the reference does not), or a sampled output is wrong although the trials passed. The orchestrator
     owns what the judge relies on: each block's seed key, whether sets may be reused (only where the
     reference's block had to), and the seed of every checked call (`check.anticheat.timed_call_seed`).
     """
-    session, config = run.session, run.config
-    seeds = [derive_seed(run.run_seed, run.workload.uuid, "timed", s) for s in range(config.timed_input_sets)]
+    session, config, problem, workload = run.session, run.config, run.problem, run.workload
+    seeds = [derive_seed(run.run_seed, workload.uuid, "timed", s) for s in range(config.timed_input_sets)]
     rounds = max(1, config.timing_rounds if session.device.startswith("cuda") else 1)  # CPU timings: a smoke test
     timing = block_timing(config.timing_config(session.device), rounds, run.call_s)
-    set_bytes = declared_set_bytes(run.problem, run.workload)
+    set_bytes = declared_set_bytes(problem, workload)
     per_round_checks = -(-config.checked_timed_outputs // rounds)
     samples = TimedSamples()
     time_reference = config.time_reference
@@ -98,46 +86,37 @@ def time_rounds(run: WorkloadRun, reference_aliases: set[str], correctness: Corr
                                              f"rounds={rounds} budget={config.fresh_inputs_budget_s}")
     if eager is not None and _reuse_eager(run, eager, samples):
         time_reference = False
-    for round_, solution in block_order(rounds):
-        if not solution:
-            if time_reference:
-                time_reference = _time_reference_block(run, seeds, timing, set_bytes, samples, slots)
-            continue
+    for round_ in range(rounds):
+        if time_reference:
+            time_reference = _time_reference_block(run, seeds, timing, set_bytes, samples, slots)
         session.trim(session.reference, set_bytes)
         # The escaped-work probe: the last calls of the solution's last block (worker.probe).
         request = msg.Time(workload=run.workload, seeds=seeds, config=timing, checked_outputs=per_round_checks,
-                           required_outputs=required_checks(run.problem, run.workload, per_round_checks),
+                           required_outputs=required_checks(problem, workload, per_round_checks),
                            fresh_inputs_budget_s=config.fresh_inputs_budget_s, ipc_min_bytes=session.ipc_min_bytes(),
                            probe=round_ == rounds - 1, max_slots=slots, block_key=new_run_seed(),
                            reuse_inputs=samples.reference_reused, reference_views=sorted(reference_aliases),
                            fixed_inputs=samples.reference_fixed is not False or config.fresh_inputs_budget_s == 0)
-        _time_solution_block(run, reference_aliases, correctness, samples, request, set_bytes)
+        reply = session.ask_timed(session.candidate, request, config.timeout_s)
+        samples.candidate_ms += reply.samples_ms
+        with_graph_note(run, reply, "CUDA graph: ", 400)
+        samples.host_ms += [float(t) for t in reply.host_ms]
+        samples.probes += [reply.probe] if isinstance(reply.probe, dict) else []
+        samples.flags.update(reply.flags)
+        samples.flags.update(["timed_inputs_reused"] if input_sets_reused(reply.sampled) else [])
+        samples.last_reply = reply
+        samples.flags.update(view_flags(set(reply.aliased_inputs) - reference_aliases))
+        written = sorted(set(reply.written_inputs) - reference_aliases)
+        if written:
+            raise run.end(Status.REWARD_HACK, f"timed calls wrote into their inputs {written} and returned views "
+                                              f"of them, which the reference does not do")
+        session.trim(session.candidate, set_bytes)
+        _judge_sampled(run, reply, request, correctness)
     if eager is not None and time_reference and samples.reference_ms:  # measured now, every round: kept
         cache, key = eager
         cache.put(key, {"samples_ms": samples.reference_ms, "inputs_reused": samples.reference_reused,
                         "inputs_fixed": samples.reference_fixed})
     return samples
-
-
-def _time_solution_block(run: WorkloadRun, reference_aliases: set[str], correctness: Correctness,
-                         samples: TimedSamples, request: msg.Time, set_bytes: int) -> None:
-    """One solution block: its samples and facts into `samples`, its sampled outputs judged."""
-    session = run.session
-    reply = session.ask_timed(session.candidate, request, run.config.timeout_s)
-    samples.candidate_ms += reply.samples_ms
-    with_graph_note(run, reply, "CUDA graph: ", 400)
-    samples.host_ms += [float(t) for t in reply.host_ms]
-    samples.probes += [reply.probe] if isinstance(reply.probe, dict) else []
-    samples.flags.update(reply.flags)
-    samples.flags.update(["timed_inputs_reused"] if input_sets_reused(reply.sampled) else [])
-    samples.last_reply = reply
-    samples.flags.update(view_flags(set(reply.aliased_inputs) - reference_aliases))
-    written = sorted(set(reply.written_inputs) - reference_aliases)
-    if written:
-        raise run.end(Status.REWARD_HACK, f"timed calls wrote into their inputs {written} and returned views "
-                                          f"of them, which the reference does not do")
-    session.trim(session.candidate, set_bytes)
-    _judge_sampled(run, reply, request, correctness)
 
 
 def _service_cache(run: WorkloadRun, kind: str, settings: str) -> tuple | None:

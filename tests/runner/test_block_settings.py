@@ -1,5 +1,4 @@
-"""What one timed block is asked for, by the call's length (its CI target over the rounds, its argument slots), and
-the order of a workload's blocks."""
+"""What one timed block is asked for, by the call's length: its CI target over the rounds, its argument slots."""
 
 from __future__ import annotations
 
@@ -7,7 +6,7 @@ import math
 
 import pytest
 
-from solbench.orchestrator.timed import block_order, block_timing, slots_for
+from solbench.orchestrator.timed import block_timing, slots_for
 from solbench.timing.config import TimingConfig
 
 
@@ -23,17 +22,3 @@ def test_a_block_of_long_calls_shares_the_ci_target_with_the_other_rounds():
     assert block_timing(timing, 4, 5e-3).target_rel_ci == pytest.approx(0.02)
     assert block_timing(timing, 1, 5e-3) == timing
     assert block_timing(timing, 2, 0.5e-3) == timing  # short calls: the whole target in every block
-
-
-def test_blocks_are_counterbalanced_and_the_reference_goes_first():
-    ref, sol = False, True
-    assert block_order(1) == [(0, ref), (0, sol)]
-    assert block_order(2) == [(0, ref), (0, sol), (1, sol), (1, ref)]
-    assert block_order(4) == [(0, ref), (0, sol), (1, sol), (1, ref), (2, ref), (2, sol), (3, sol), (3, ref)]
-    for rounds in range(1, 7):
-        order = block_order(rounds)
-        assert sorted(order) == sorted((r, side) for r in range(rounds) for side in (ref, sol))
-        # the mean position of each side's blocks: equal with an even number of rounds (linear drift cancels)
-        if rounds % 2 == 0:
-            position = {side: sum(i for i, (_, s) in enumerate(order) if s == side) for side in (ref, sol)}
-            assert position[ref] == position[sol]
