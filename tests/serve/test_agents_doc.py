@@ -1,5 +1,6 @@
 """docs/agents.md's examples, run as written against a real service: its Python blocks in order, as one
-script, then its `solbench submit` command (from a folder that holds the shipped problems and solutions)."""
+script, then its `solbench submit` command (from a folder that holds the shipped problems and solutions);
+and its table of timing flags, against the flags the timer can set."""
 
 from __future__ import annotations
 
@@ -38,3 +39,14 @@ def test_the_agents_page_examples_run_against_a_real_service(service, tmp_path):
                               capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, done.stdout + done.stderr
     assert [t.status.value for t in api.read_traces([tmp_path / "traces.jsonl"])] == ["PASSED"]
+
+
+def test_every_timing_flag_is_explained_to_agents():
+    """A flag the timer can put on a latency has a row in docs/agents.md (what it means, what to do)."""
+    from solbench.timing import captured, stats, timer
+
+    flags = {value for module in (captured, stats, timer) for name, value in vars(module).items()
+             if name.startswith("FLAG_") and isinstance(value, str)}
+    assert {"wide_ci", "power_capped", "launch_bound"} <= flags
+    page = DOC.read_text()
+    assert sorted(f for f in flags if f"| `{f}`" not in page and f" `{f}` " not in page) == []
