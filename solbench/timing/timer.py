@@ -233,10 +233,8 @@ def time_iterations(run: Callable[[int], object], prepare: Callable[[int], None]
                     probe=None) -> TimingResult:
     """Time `run(i)` per call on `device` ("cuda[:n]" uses CUDA events, "cpu" the CPU clock).
 
-    `telemetry` defaults to NVML for CUDA devices (None on CPU); `flusher` defaults to a cached
-    per-device `L2Flusher` when `config.l2_flush`. `probe` (CUDA): after the timed calls, probe calls
-    under the same protocol (`worker.probe.EscapedWorkProbe`); `TimingResult.probe_calls` counts them.
-    """
+    `telemetry`: NVML for CUDA devices by default; `flusher`: the cached per-device `L2Flusher`. `probe` (CUDA):
+    probe calls after the timed ones, under the same protocol (`worker.probe`), counted in `probe_calls`."""
     dev = resolve_device(device)
     config = config if config is not None else TimingConfig.for_device(dev)
     is_cuda = dev.type == "cuda"
@@ -291,8 +289,7 @@ def time_iterations(run: Callable[[int], object], prepare: Callable[[int], None]
         stats.flags.append(FLAG_EVENTS_EXCEED_WALL)
     if is_throttled(clocks_before) or is_throttled(clocks_after):
         stats.flags.append(FLAG_THROTTLED)
-    if stop_reason == STOP_POWER_CAP:
-        stats.flags.append(FLAG_POWER_CAPPED)
+    stats.flags += [FLAG_POWER_CAPPED] if stop_reason == STOP_POWER_CAP else []
     host_ms = session.host_ms if is_cuda else None
     if host_ms and stats.median_ms > 0:
         if hold is not None and session.exposed > EXPOSED_FRACTION * len(samples):
