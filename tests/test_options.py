@@ -76,6 +76,12 @@ def test_flags_reach_the_config():
     assert config.data_roots == [Path("a"), Path("b")]
 
 
+def test_the_power_cap_stop_can_be_turned_off_and_reaches_the_timer():
+    assert RunConfig().timing_config("cuda").power_cap_stop is True
+    config = config_from_args(build_parser().parse_args(["run", "--no-power-cap-stop"]))
+    assert config.power_cap_stop is False and config.timing_config("cuda:0").power_cap_stop is False
+
+
 def test_quick_never_overrides_what_was_asked_for():
     options = given_options(lambda dest: {"quick": True, "trials": 2}.get(dest), "cli")
     config = configure(**options)

@@ -77,6 +77,9 @@ class RunConfig:
     cuda_graphs: bool = option("cuda-graphs", "CUDA: capture each call as a CUDA graph and time its replays "
                                "(solution, reference and baselines alike); calls that cannot be captured are timed "
                                "as launched, flagged cuda_graph_unavailable (docs/timing.md)", True)
+    power_cap_stop: bool = option("power-cap-stop", "CUDA: a block of calls of a millisecond or more stops at its "
+                                  "minimum length, CI target or not, when NVML says the board is at its power or a "
+                                  "thermal limit, flagged power_capped (docs/timing.md)", True)
     timing_rounds: int = option("timing-rounds", "interleaved reference/solution timed blocks per workload, so "
                                 "drift hits both alike", 2, metavar="N")
     timed_input_sets: int = 2  # distinct input sets rotated through the timed iterations
@@ -138,7 +141,8 @@ class RunConfig:
         try:
             return TimingConfig.for_device(device).with_overrides(
                 warmup=self.warmup, iters=self.iters, adaptive=self.adaptive, target_rel_ci=self.target_rel_ci,
-                max_time_s=self.max_time_s, launch_hold=self.launch_hold, cuda_graphs=self.cuda_graphs)
+                max_time_s=self.max_time_s, launch_hold=self.launch_hold, cuda_graphs=self.cuda_graphs,
+                power_cap_stop=self.power_cap_stop)
         except ValueError as exc:
             raise SpecError(f"timing settings: {exc}") from None
 
