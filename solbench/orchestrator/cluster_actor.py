@@ -73,7 +73,7 @@ class SessionHost:
         workers = (self.session.reference, self.session.candidate)
         return {"hostname": socket.gethostname(), "device": self.device, "pid": os.getpid(),
                 "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
-                "worker_pids": [w.proc.pid if w.alive else None for w in workers]}
+                "worker_pids": [w.running_pid for w in workers]}
 
     def run(self, shipped: ShippedProblem, solution: Solution | None, workload_uuids: list[str],
             run_seed: int | None = None) -> Iterator[dict]:

@@ -156,7 +156,14 @@ class WorkerProcess:
 
     @property
     def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+        return self.running_pid is not None
+
+    @property
+    def running_pid(self) -> int | None:
+        """The process id while the worker runs, else None. `proc` is read once: a kill in another thread (a
+        cancel, a service's health read beside a crash) sets it to None at any moment."""
+        proc = self.proc
+        return proc.pid if proc is not None and proc.poll() is None else None
 
     def start(self) -> None:
         self.scratch = tempfile.TemporaryDirectory(prefix=f"{self.role}_", dir=run_folder())
@@ -365,6 +372,11 @@ class WorkerProcess:
             except (WorkerDied, WorkerTimeout):
                 pass
         self.kill()
+
+
+def running_pid(worker: WorkerProcess | None) -> int | None:
+    """`worker.running_pid`, None for no worker (a session's spare, say)."""
+    return worker.running_pid if worker is not None else None
 
 
 def describe_exit(code: int | None) -> str:

@@ -23,6 +23,7 @@ from solbench.orchestrator.analysis import AnalysisPool, pool_size
 from solbench.orchestrator.config import RunConfig
 from solbench.orchestrator.jobs import Job
 from solbench.orchestrator.lifetime import at_once
+from solbench.orchestrator.process import running_pid
 from solbench.orchestrator.scheduler import (
     drive_sessions,
     queue_analyses,
@@ -177,16 +178,13 @@ class SessionPool:
     def worker_pids(self) -> dict[str, dict[str, int | None]]:
         """Per device, the process ids of its reference worker, solution worker and spare (None: none running);
         for callers that want to see what the pool holds."""
-        def pid(worker) -> int | None:
-            return worker.proc.pid if worker is not None and worker.alive else None
-
         with self._turn:
             if self._closed:
                 raise RuntimeError("this Evaluator is closed")
             for session in self.sessions:  # what runs between two runs has run
                 self._threads[id(session)].submit(lambda: None).join()
-            return {s.device: {"reference": pid(s.reference), "solution": pid(s.candidate), "spare": pid(s.spare)}
-                    for s in self.sessions}
+            return {s.device: {"reference": running_pid(s.reference), "solution": running_pid(s.candidate),
+                               "spare": running_pid(s.spare)} for s in self.sessions}
 
     def close(self) -> None:
         """Stop every worker (all devices at once), the analysis pool and the clock lock; idempotent."""

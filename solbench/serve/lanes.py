@@ -14,6 +14,7 @@ import threading
 
 from solbench.orchestrator.config import RunConfig
 from solbench.orchestrator.jobs import Job
+from solbench.orchestrator.process import running_pid
 from solbench.orchestrator.session_pool import SessionPool
 from solbench.serve.reference_cache import ReferenceTimings
 from solbench.serve.submissions import MAX_ATTEMPTS, Submission, SubmissionBook, worker_crashed
@@ -65,20 +66,19 @@ class DeviceLane:
             error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"[:500]
         self.book.finish(submission, crashed=bool(crashed), error=error)
 
-    def worker_pids(self) -> dict[str, int | None]:
-        """The lane's worker processes now, read without waiting for a run to end (None: not running). The
-        solution's is named only once it holds the running submission's solution: between two submissions the
-        previous one's process may still be on its way out."""
+    def status(self) -> dict:
+        """The running submission and the lane's worker processes now, read without waiting for a run to end
+        (None: not running). Each shared attribute is read once: the lane's thread changes them meanwhile. The
+        solution's process is named only once it holds the running submission's solution: between two
+        submissions the previous one's process may still be on its way out."""
         session, current = self.pool.sessions[0], self.current
         loaded = session.candidate_job
-
-        def pid(worker) -> int | None:
-            return worker.proc.pid if worker is not None and worker.alive else None
-
+        reference, candidate, spare = session.reference, session.candidate, session.spare
         mine = (current is not None and loaded is not None
                 and loaded[1].content_hash() == current.job().resolved_solution().content_hash())
-        return {"reference": pid(session.reference), "solution": pid(session.candidate) if mine else None,
-                "spare": pid(session.spare)}
+        return {"running": current.id if current is not None else None,
+                "workers": {"reference": running_pid(reference), "solution": running_pid(candidate) if mine else None,
+                            "spare": running_pid(spare)}}
 
     def close(self) -> None:
         """Stop taking work, let the running submission end (the book has told it to stop), stop the workers."""

@@ -52,8 +52,7 @@ class Service:
 
     def health(self) -> dict:
         return {"devices": self.devices, "submissions": self.book.counts(),
-                "lanes": {lane.device: {"running": lane.current.id if lane.current else None,
-                                        "workers": lane.worker_pids()} for lane in self.lanes},
+                "lanes": {lane.device: lane.status() for lane in self.lanes},
                 "reference_timings_reused": self.timings.hits}
 
     def close(self) -> None:
