@@ -4,16 +4,19 @@ candidates, said in their traces; a service started with --no-reuse-eager-refere
 from __future__ import annotations
 
 from solbench import api
+from solbench.orchestrator import timed
 from solbench.serve.reference_cache import ReferenceTimings
 from solbench.spec.trace import Status
 from tests.runner.conftest import write_problem
 from tests.serve.conftest import FAST, GOOD, WRONG, Service
 
 REUSED = "eager reference time reused"
-# The reference's block settings follow the candidate's call time (argument slots: under or over 1 ms), and
-# the samples are kept per settings: candidates that sleep 3 ms per call fall on the same side however loaded
-# the machine is.
-SLEEPS = "import time\n\ndef run(x, y):\n    time.sleep(0.003)\n"
+# The reference's block settings follow the candidate's call time (argument slots by call length:
+# timed.SLOTS_BY_CALL_S), and the samples are kept per settings. Candidates that sleep past the longest
+# band's floor fall in that band however loaded the machine is (a load only makes a call longer); a 3 ms
+# sleep once measured over 10 ms on a loaded CI machine and took the next band.
+SLEEP_S = 1.2 * timed.SLOTS_BY_CALL_S[0][0]
+SLEEPS = f"import time\n\ndef run(x, y):\n    time.sleep({SLEEP_S})\n"
 GOOD_SLOW = GOOD.replace("def run(x, y):\n", SLEEPS)
 GOOD_TOO = GOOD_SLOW.replace("x * 2.0 + y", "y + 2.0 * x")  # another candidate (another content hash)
 
