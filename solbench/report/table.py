@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import sys
 from collections import defaultdict
 from collections.abc import Callable
@@ -16,14 +17,22 @@ from solbench.report.reasons import log_tail, reason, unscored_bounds
 from solbench.spec.trace import Status, Trace
 
 STATUS_STYLE = {Status.PASSED: "green", Status.SKIPPED: "dim", Status.INCORRECT_NUMERICAL: "yellow"}
-PIPED_WIDTH = 320  # columns for a table written to a pipe or file: rich would assume 80 and cut names
 UNBOUNDED_WIDTH = 100_000  # to measure a table's natural width, which rich otherwise caps at the console's
+PIPED_WIDTH = UNBOUNDED_WIDTH  # a pipe or file has no width: every column is kept (see piped_width)
+
+
+def piped_width() -> int:
+    """Columns for output written to a pipe or a file: `COLUMNS` when it is set (a CI log read in a window of
+    that width), else as wide as the tables are. A log is read later, when the reason column matters most,
+    so no column is dropped for a width nobody asked for (rich would assume 80 and cut names)."""
+    columns = os.environ.get("COLUMNS", "").strip()
+    return int(columns) if columns.isdigit() and int(columns) >= 20 else PIPED_WIDTH
 
 
 def output_console() -> Console:
-    """The console tables go to (stdout): the terminal's width on a terminal; piped or redirected, wide
-    enough that no name or figure is cut short (a pipe has no width)."""
-    return Console() if sys.stdout.isatty() else Console(width=PIPED_WIDTH)
+    """The console tables go to (stdout): the terminal's width on a terminal (rich reads `COLUMNS` there
+    too); piped or redirected, `piped_width`."""
+    return Console() if sys.stdout.isatty() else Console(width=piped_width())
 
 
 def fmt_ms(value: float | None) -> str:
@@ -97,6 +106,13 @@ def workload_table(traces: list[Trace], title: str = "Results", leave_out: froze
 
 def axes_text(trace: Trace) -> str:
     return " ".join(f"{k}={v}" for k, v in trace.workload.axes.items())
+
+
+def number_column(table: Table, header: str, cells: list[str]) -> None:
+    """A right-aligned column of figures that is never squeezed: rich cuts a squeezed cell with an
+    ellipsis (`181…` for 1811.3); `fitted` drops whole columns instead, and the caption says which."""
+    width = max([len(header), *(len(c) for c in cells)], default=1)
+    table.add_column(header, justify="right", no_wrap=True, min_width=min(width, 24), overflow="fold")
 
 
 def fitted(console: Console, build: Callable[[frozenset[str]], Table], drop_order: tuple[str, ...]) -> Table:
