@@ -45,6 +45,29 @@ def fmt_err(value: float | None) -> str:
     return "-" if value is None else f"{value:.2e}"
 
 
+def speedup_verdict(speedup: float, latency_ms: float | None, ci_low_ms: float | None,
+                    ci_high_ms: float | None) -> str:
+    """"good" or "bad" only where the speedup's interval (the latency's confidence interval carried over to
+    it) excludes 1; "" where it holds 1 or there is none: a 1.02x inside 3% noise is no speed-up."""
+    if not all(isinstance(v, float) and math.isfinite(v) and v > 0 for v in (latency_ms, ci_low_ms, ci_high_ms)):
+        return ""
+    if speedup * latency_ms / ci_high_ms > 1:
+        return "good"
+    return "bad" if speedup * latency_ms / ci_low_ms < 1 else ""
+
+
+def speedup_text(trace: Trace) -> str:
+    """The speedup, green or red where it is beyond the noise (`speedup_verdict`), plain otherwise."""
+    perf = trace.evaluation.performance
+    if not perf or not perf.speedup_factor:
+        return "-"
+    stats = perf.latency
+    verdict = speedup_verdict(float(perf.speedup_factor), perf.latency_ms, stats.ci_low_ms if stats else None,
+                              stats.ci_high_ms if stats else None)
+    style = {"good": "green", "bad": "red"}.get(verdict)
+    return f"[{style}]{perf.speedup_factor:.2f}x[/{style}]" if style else f"{perf.speedup_factor:.2f}x"
+
+
 def status_text(status: Status) -> str:
     style = STATUS_STYLE.get(status, "red")
     return f"[{style}]{status.value}[/{style}]"
@@ -94,7 +117,7 @@ def workload_table(traces: list[Trace], title: str = "Results", leave_out: froze
                  "latency ms": fmt_ms(perf.latency_ms) if perf else "-",
                  "±ci %": f"{100 * ci:.1f}" if ci is not None else "-",
                  "ref ms": fmt_ms(perf.reference_latency_ms) if perf else "-",
-                 "speedup": f"{perf.speedup_factor:.2f}x" if perf and perf.speedup_factor else "-",
+                 "speedup": speedup_text(t),
                  "max abs err": fmt_err(corr.max_absolute_error) if corr else "-",
                  "flags": flags_text(t.numerics_flags),
                  "T_SOL": (f"{bound[0]:.4g}" + ("" if len(hardware) == 1 else f" ({bound[1]})")) if bound else "-",
