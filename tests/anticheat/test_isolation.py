@@ -1,0 +1,223 @@
+"""Submissions kept apart (issue 47, finding 2): a solution's worker reads only its runtime, its own
+folders and its problem's data. A hostile solution run by a plain `solbench run` tries to read a fake
+service's submissions and reference times beside its problem, the run's trace file, another problem's
+folder, and other processes' `/proc/<pid>/cmdline` and `environ` (a token in a sleeper's environment); it
+writes what it got into /dev/shm (a place its sandbox lets it write), where the test looks. Every attempt
+must fail and no secret may appear anywhere it could carry it; the same solution computes honestly and
+still PASSES. Real processes, the real sandbox (worker/sandbox.py, worker/reads.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.anticheat.suite import write_problem
+from tests.anticheat.test_containment import NOBODY, need_root, private_folder, start_worker
+from tests.child_env import repo_env
+
+REPO = Path(__file__).resolve().parents[2]
+SECRET = "TOKEN-" + uuid.uuid4().hex  # what the service and the other process hold; never the solution's
+
+SNOOPER = '''# solbench: problem=ac_axpy
+import errno, json, os
+
+TARGETS = {targets!r}
+REPORT = {report!r}
+
+
+def attempt(path):
+    try:
+        with open(path, "rb") as f:
+            return "read: " + f.read(4096).decode("utf-8", "replace")
+    except OSError as exc:
+        return errno.errorcode.get(exc.errno, str(exc.errno))
+
+
+def snoop():
+    seen = {{name: attempt(path) for name, path in TARGETS.items()}}
+    seen["parent_cmdline"] = attempt(f"/proc/{{os.getppid()}}/cmdline")
+    for pid in filter(str.isdigit, os.listdir("/proc") if os.access("/proc", os.R_OK) else []):
+        if int(pid) != os.getpid():
+            got = attempt(f"/proc/{{pid}}/environ")
+            if got.startswith("read"):
+                seen[f"environ_{{pid}}"] = got
+    seen["exists_traces"] = os.path.exists(TARGETS["traces"])
+    with open(REPORT, "a") as f:
+        f.write(json.dumps(seen) + "\\n")
+
+
+def run(x, y):
+    snoop()
+    return x * 2.0 + y
+'''
+
+
+def service_folder(folder: Path) -> dict[str, str]:
+    """A fake service's folder (world-readable files: only the sandbox may keep them from the worker)."""
+    service = folder / "service"
+    (service / "submissions").mkdir(parents=True)
+    (service / "submissions" / "other-user.jsonl").write_text(json.dumps({"solution": SECRET}) + "\n")
+    (service / "reference_timings.jsonl").write_text(json.dumps({"key": SECRET}) + "\n")
+    other = service / "problems" / "someone_elses"
+    other.mkdir(parents=True)
+    (other / "definition.json").write_text(json.dumps({"reference": SECRET}))
+    for root, dirs, files in os.walk(service):
+        for name in [root, *(os.path.join(root, n) for n in dirs + files)]:
+            os.chmod(name, 0o755 if os.path.isdir(name) else 0o644)
+    return {"submissions": str(service / "submissions" / "other-user.jsonl"),
+            "reference_timings": str(service / "reference_timings.jsonl"),
+            "other_problem": str(other / "definition.json"), "traces": str(service / "traces.jsonl")}
+
+
+def judge_snooping(report: Path, trace_text: str, sleeper_pid: int) -> list[dict]:
+    """Every attempt failed and no secret reached anything the solution could write."""
+    assert report.is_file(), "the solution never ran"
+    rounds = [json.loads(line) for line in report.read_text().splitlines()]
+    assert SECRET not in report.read_text(), rounds[-1]
+    assert SECRET not in trace_text
+    for seen in rounds:
+        leaked = {k: v for k, v in seen.items() if isinstance(v, str) and v.startswith("read") and
+                  (k != "parent_cmdline" or v != "read: ")}  # a PID namespace's parent 0 has no entry
+        assert not leaked, leaked
+        assert seen["submissions"] in ("EACCES", "EPERM"), seen
+        assert f"environ_{sleeper_pid}" not in seen
+    assert any(seen["exists_traces"] and seen["traces"] in ("EACCES", "EPERM") for seen in rounds), rounds
+    return rounds
+
+
+def run_snooper(tmp_path: Path, uid: int, device: str) -> tuple[dict, list[dict]]:
+    """`solbench run` of the snooper beside a fake service, as `uid`; (its trace, what it saw)."""
+    need_root()
+    folder = private_folder(tmp_path, uid)
+    targets = service_folder(folder)
+    problem = write_problem(folder / "service" / "problems", sizes=(64, 96))
+    report = Path(f"/dev/shm/solbench-snoop-{uuid.uuid4().hex}.jsonl")
+    (folder / "snooper.py").write_text(SNOOPER.format(targets=targets, report=str(report)))
+    writable = {name: folder / sub for name, sub in (("SOLBENCH_STATE_DIR", "state"), ("SOLBENCH_SOL_CACHE", "sol"),
+                                                     ("SOLBENCH_RUNS_DIR", "runs"))}
+    for path in writable.values():
+        path.mkdir()
+    env = repo_env(REPO, HOME=str(folder), XDG_STATE_HOME=str(folder / "state"), XDG_CACHE_HOME=str(folder / "cache"),
+                   **{name: str(path) for name, path in writable.items()})
+    env.pop("SOLBENCH_SANDBOX", None)
+    prefix: list[str] = []
+    if uid != 0:
+        for root, dirs, files in os.walk(folder):
+            for name in [root, *(os.path.join(root, n) for n in dirs + files)]:
+                os.chown(name, uid, uid)
+        setpriv = shutil.which("setpriv")
+        prefix = [setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups"] if setpriv else []
+        probe = subprocess.run([*prefix, sys.executable, "-c", "import torch"], env=env, capture_output=True)
+        if not prefix or probe.returncode != 0:
+            pytest.skip("an ordinary user cannot run this Python here (setpriv missing or the interpreter "
+                        "unreadable); test_read_rules_hold_for_each_user covers that user")
+    sleeper = subprocess.Popen(["sleep", "300"], env={"SOLBENCH_TOKEN": SECRET}, user=uid)
+    try:
+        result = subprocess.run([*prefix, sys.executable, "-m", "solbench", "run", str(problem), "--solution",
+                                 str(folder / "snooper.py"), "--device", device, "--max-workloads", "2",
+                                 "--trials", "1", "--iters", "3", "--no-adaptive", "--timing-rounds", "1", "--json",
+                                 "-o", targets["traces"]], cwd=folder, env=env, capture_output=True, text=True,
+                                timeout=600)
+        traces_file = Path(targets["traces"])
+        assert traces_file.is_file(), f"exit {result.returncode}, no traces: {result.stderr[-3000:]}"
+        text = traces_file.read_text()
+        traces = [json.loads(line) for line in text.splitlines() if line.strip()]
+        assert traces and all(t["evaluation"]["status"] == "PASSED" for t in traces), result.stderr[-3000:]
+        rounds = judge_snooping(report, text + result.stdout + result.stderr, sleeper.pid)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+        report.unlink(missing_ok=True)
+    return traces[0], rounds
+
+
+USERS = [pytest.param(0, id="root"), pytest.param(NOBODY, id="ordinary_user")]
+
+
+@pytest.mark.parametrize("uid", USERS)
+def test_a_cpu_solution_reads_nothing_of_the_service_or_other_processes(tmp_path, uid):
+    trace, _ = run_snooper(tmp_path, uid, "cpu")
+    sandbox = trace["evaluation"]["environment"]["sandbox"]
+    assert sandbox["reads"].startswith("landlock"), sandbox
+    assert sandbox["proc"].startswith("private /proc"), sandbox
+
+
+HOSTILE_READS = r'''
+import ctypes, errno, json, os, sys
+from solbench.worker import reads, sandbox
+args = json.loads(sys.argv[1])
+reads.runtime_roots()  # sysconfig's lazy imports done while the interpreter's folder is readable
+if args["uid"] != 0:  # everything loaded, then root given up for good
+    os.setgroups([])
+    os.setresgid(args["uid"], args["uid"], args["uid"])
+    os.setresuid(args["uid"], args["uid"], args["uid"])
+    ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)
+sandbox.enter_from_env()
+reads.restrict_for_load([args["data"]])
+
+
+def attempt(path):
+    try:
+        with open(path, "rb") as f:
+            return "read: " + f.read(200).decode("utf-8", "replace")
+    except OSError as exc:
+        return errno.errorcode.get(exc.errno, str(exc.errno))
+
+
+out = {name: attempt(path) for name, path in args["targets"].items()}
+out["parent_cmdline"] = attempt(f"/proc/{os.getppid()}/cmdline") if os.getppid() else "no parent in sight"
+out["sleeper_cmdline"] = attempt(f"/proc/{args['sleeper']}/cmdline")
+out["sleeper_environ"] = attempt(f"/proc/{args['sleeper']}/environ")
+out["list_service"] = attempt(os.path.dirname(args["targets"]["submissions"]))
+# what legitimate work needs
+out["own_status"] = attempt("/proc/self/status")[:5]
+out["own_thread"] = attempt(f"/proc/thread-self/stat")[:5]
+out["data_blob"] = attempt(os.path.join(args["data"], "blob.bin"))
+with open(os.path.join(args["scratch"], "mine.txt"), "w") as f:
+    f.write("ok")
+out["scratch"] = attempt(os.path.join(args["scratch"], "mine.txt"))
+out["cpuinfo"] = attempt("/proc/cpuinfo")[:5]
+out["applied"] = {k: sandbox.APPLIED.get(k) for k in ("reads", "proc", "namespaces")}
+print(json.dumps(out))
+'''
+
+
+@pytest.mark.parametrize("uid", USERS)
+@pytest.mark.parametrize("namespaces", [pytest.param(True, id="cpu_worker"), pytest.param(False, id="gpu_worker")])
+def test_read_rules_hold_for_each_user(tmp_path, uid, namespaces):
+    """The kernel's part alone, cheaply, for both kinds of worker and both users: the worker's process enters
+    the sandbox, then its read rules (as at a load, with one data root), then reads."""
+    need_root()
+    targets = service_folder(tmp_path)
+    data = tmp_path / "service" / "problems" / "mine"
+    data.mkdir()
+    (data / "blob.bin").write_text("blob")
+    os.chmod(data, 0o755)
+    os.chmod(data / "blob.bin", 0o644)
+    sleeper = subprocess.Popen(["sleep", "120"], env={"SOLBENCH_TOKEN": SECRET}, user=uid)
+    try:
+        proc, _ = start_worker(HOSTILE_READS, tmp_path, uid, namespaces=namespaces, use_cgroup=False,
+                               targets=targets, data=str(data), sleeper=sleeper.pid)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert proc.returncode == 0, stderr[-2000:]
+    assert SECRET not in stdout
+    seen = json.loads(stdout.strip().splitlines()[-1])
+    applied = seen.pop("applied")
+    assert applied["reads"].startswith("landlock"), applied
+    for name in ("submissions", "reference_timings", "other_problem", "sleeper_environ", "sleeper_cmdline",
+                 "list_service"):
+        assert seen[name] in ("EACCES", "EPERM", "ENOENT" if namespaces else "EACCES"), (name, seen[name], applied)
+    assert not seen["parent_cmdline"].startswith("read"), seen
+    assert seen["own_status"] == "read:" and seen["own_thread"] == "read:" and seen["cpuinfo"] == "read:", seen
+    assert seen["data_blob"] == "read: blob" and seen["scratch"] == "read: ok", seen
+    assert applied["proc"].startswith("private" if namespaces else "landlock"), applied
