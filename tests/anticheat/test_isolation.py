@@ -221,3 +221,42 @@ def test_read_rules_hold_for_each_user(tmp_path, uid, namespaces):
     assert seen["own_status"] == "read:" and seen["own_thread"] == "read:" and seen["cpuinfo"] == "read:", seen
     assert seen["data_blob"] == "read: blob" and seen["scratch"] == "read: ok", seen
     assert applied["proc"].startswith("private" if namespaces else "landlock"), applied
+
+
+def blob_problem(root: Path) -> Path:
+    """ac_axpy whose `y` is a tensor in the problem's own safetensors file."""
+    import torch
+    from safetensors.torch import save_file
+
+    folder = write_problem(root, sizes=(64,))
+    (folder / "blobs").mkdir()
+    save_file({"y": torch.linspace(-1, 1, 64)}, str(folder / "blobs" / "y.safetensors"))
+    line = json.loads((folder / "workload.jsonl").read_text())
+    line["inputs"]["y"] = {"type": "safetensors", "path": "blobs/y.safetensors", "tensor_key": "y"}
+    (folder / "workload.jsonl").write_text(json.dumps(line) + "\n")
+    return folder
+
+
+def test_problems_with_blobs_read_their_own_in_one_run(tmp_path):
+    """Two problems whose inputs are blobs in their own folders, in one run: each solution and reference reads
+    its problem's blobs (the reference worker, restricted to the first problem's folder, is replaced for the
+    second), and both pass; a problem without blobs grants no folder at all."""
+    from solbench.orchestrator.jobs import make_job
+    from solbench.orchestrator.process import WorkerProcess
+    from solbench.orchestrator.scheduler import run_jobs
+    from solbench.spec.problem import load_problem
+    from solbench.spec.solution import load_solution
+    from tests.anticheat.suite import fast_config
+
+    jobs = []
+    for name in ("first", "second"):
+        problem = load_problem(blob_problem(tmp_path / name))
+        source = tmp_path / f"{name}.py"
+        source.write_text("# solbench: problem=ac_axpy\ndef run(x, y):\n    return x * 2.0 + y\n")
+        jobs.append(make_job(problem, load_solution(source, problem.definition), 1))
+    traces = run_jobs(jobs, fast_config(), ["cpu"])
+    assert [str(t.status) for t in traces] == ["PASSED", "PASSED"], [t.evaluation.log for t in traces]
+    assert traces[0].evaluation.environment.sandbox["reads"].startswith("landlock")
+    plain = load_problem(write_problem(tmp_path / "plain"))
+    assert WorkerProcess.readable_roots(plain, [tmp_path / "plain"]) == []
+    assert WorkerProcess.readable_roots(jobs[0].problem, [tmp_path / "first"]) == [str(tmp_path / "first")]
