@@ -68,15 +68,20 @@ def runtime_roots(env: dict[str, str] | None = None) -> list[str]:
     roots = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
              os.path.dirname(os.path.realpath(sys.executable))]
     roots += [p for p in sysconfig.get_paths().values() if p]
-    roots += [p for p in sys.path if p and os.path.isabs(p)]
-    roots += site.getsitepackages() + [site.getusersitepackages()]
+    sites = site.getsitepackages() + [site.getusersitepackages()]
+    # solbench's own folder on sys.path (a checkout: process.py puts it first) holds more than the package,
+    # maybe the service's folder: only the package below it. Imports still work: the path's finder keeps
+    # the listing it read before the rules, and a name it cannot list is looked up further down sys.path.
+    harness_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    roots += [p for p in sys.path if p and os.path.isabs(p) and (p != harness_root or p in sites)]
+    roots += sites
     for name in ("solbench", "torch", "triton"):  # found without importing (editable installs live elsewhere)
         spec = importlib.util.find_spec(name)
         roots += list(spec.submodule_search_locations or []) if spec is not None else []
     roots += list(OS_ROOTS) + [os.path.join("/etc", name) for name in ETC_FILES] + ["/sys"]
     for var in ("PATH", "LD_LIBRARY_PATH"):
         roots += [p for p in env.get(var, "").split(os.pathsep) if os.path.isabs(p)]
-    roots += [env[v] for v in ("CUDA_HOME", "CUDA_PATH") if env.get(v)]
+    roots += [env[v] for v in ("CUDA_HOME", "CUDA_PATH", "CUTLASS_DIR") if env.get(v)]
     roots += [p for p in (_prefix_of(c) for c in (env.get("CC", ""), env.get("CXX", ""), *COMPILERS)) if p]
     roots += [os.path.dirname(env[v]) for v in TRITON_TOOLS if env.get(v)]
     return roots

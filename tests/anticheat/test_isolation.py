@@ -184,6 +184,12 @@ with open(os.path.join(args["scratch"], "mine.txt"), "w") as f:
     f.write("ok")
 out["scratch"] = attempt(os.path.join(args["scratch"], "mine.txt"))
 out["cpuinfo"] = attempt("/proc/cpuinfo")[:5]
+# the checkout solbench runs from: its package is readable, the rest of it (where a service folder may sit) not
+out["checkout_file"] = attempt(os.path.join(args["repo"], "pyproject.toml"))
+out["harness_file"] = attempt(os.path.join(args["repo"], "solbench", "spec", "__init__.py"))[:5]
+if args["uid"] == 0:
+    import xml.dom.minidom  # a module not imported before: found on sys.path past the checkout's folder
+    out["late_import"] = "ok"
 out["applied"] = {k: sandbox.APPLIED.get(k) for k in ("reads", "proc", "namespaces")}
 print(json.dumps(out))
 '''
@@ -204,7 +210,7 @@ def test_read_rules_hold_for_each_user(tmp_path, uid, namespaces):
     sleeper = subprocess.Popen(["sleep", "120"], env={"SOLBENCH_TOKEN": SECRET}, user=uid)
     try:
         proc, _ = start_worker(HOSTILE_READS, tmp_path, uid, namespaces=namespaces, use_cgroup=False,
-                               targets=targets, data=str(data), sleeper=sleeper.pid)
+                               targets=targets, data=str(data), sleeper=sleeper.pid, repo=str(REPO))
         stdout, stderr = proc.communicate(timeout=120)
     finally:
         sleeper.kill()
@@ -221,6 +227,8 @@ def test_read_rules_hold_for_each_user(tmp_path, uid, namespaces):
     assert seen["own_status"] == "read:" and seen["own_thread"] == "read:" and seen["cpuinfo"] == "read:", seen
     assert seen["data_blob"] == "read: blob" and seen["scratch"] == "read: ok", seen
     assert applied["proc"].startswith("private" if namespaces else "landlock"), applied
+    assert seen["checkout_file"] in ("EACCES", "EPERM") and seen["harness_file"] == "read:", seen
+    assert uid != 0 or seen["late_import"] == "ok", seen
 
 
 def blob_problem(root: Path) -> Path:
