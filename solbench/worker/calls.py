@@ -37,7 +37,9 @@ def handle_load(state: WorkerState, request: msg.Load) -> msg.Loaded:
     if not reads.covers(request.readable_roots):  # the orchestrator starts a fresh process for other roots
         raise Failure("RUNTIME_ERROR", "this worker's read rules do not cover the problem's data roots")
     with harness_native(state):
-        reads.restrict_for_load(request.readable_roots)  # before the reference or the solution runs
+        unenforced = reads.restrict_for_load(request.readable_roots)  # before the reference or the solution runs
+    if unenforced and state.guard is not None:
+        state.guard.note(unenforced)
     state.data_roots = [Path(p) for p in request.data_roots]
     if state.guard is not None:  # the audit hook reports writes below these (and the harness package)
         state.guard.protect([str(p) for p in state.data_roots] + installation_roots())

@@ -161,10 +161,11 @@ def covers(data_roots: list[str]) -> bool:
                for r in data_roots)
 
 
-def restrict_for_load(data_roots: list[str]) -> None:
-    """At a load, before the code it names runs: the read rules, once per process (sandbox.APPLIED says)."""
+def restrict_for_load(data_roots: list[str]) -> str | None:
+    """At a load, before the code it names runs: the read rules, once per process (sandbox.APPLIED says).
+    Returns a warning for the trace where the kernel could not enforce them."""
     if GRANTED or "off" in sandbox.APPLIED:
-        return
+        return None
     GRANTED.append(list(data_roots))
     private = private_proc()
     try:
@@ -178,6 +179,8 @@ def restrict_for_load(data_roots: list[str]) -> None:
         sandbox.APPLIED["reads"] = f"NOT ENFORCED ({why}): the worker can read every file its user can"
         sandbox.APPLIED["proc"] = ("private /proc (pid namespace)" if private
                                    else f"NOT ENFORCED ({why}): other processes' /proc entries are readable")
+        return f"sandbox: reads NOT ENFORCED ({why}): this worker could read every file its user can"
+    return None
 
 
 def enforced_here() -> str:

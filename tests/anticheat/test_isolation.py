@@ -43,7 +43,11 @@ def attempt(path):
 def snoop():
     seen = {{name: attempt(path) for name, path in TARGETS.items()}}
     seen["parent_cmdline"] = attempt(f"/proc/{{os.getppid()}}/cmdline")
-    for pid in filter(str.isdigit, os.listdir("/proc") if os.access("/proc", os.R_OK) else []):
+    try:
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:  # a GPU worker may not list /proc
+        pids = []
+    for pid in pids:
         if int(pid) != os.getpid():
             got = attempt(f"/proc/{{pid}}/environ")
             if got.startswith("read"):
@@ -151,6 +155,8 @@ def test_a_cpu_solution_reads_nothing_of_the_service_or_other_processes(tmp_path
 
 HOSTILE_READS = r'''
 import ctypes, errno, json, os, sys
+import subprocess, time
+from solbench.orchestrator.process_tree import children, running
 from solbench.worker import reads, sandbox
 args = json.loads(sys.argv[1])
 reads.runtime_roots()  # sysconfig's lazy imports done while the interpreter's folder is readable
@@ -190,6 +196,16 @@ out["harness_file"] = attempt(os.path.join(args["repo"], "solbench", "spec", "__
 if args["uid"] == 0:
     import xml.dom.minidom  # a module not imported before: found on sys.path past the checkout's folder
     out["late_import"] = "ok"
+# the worker's own child watch (worker/threads.py) still tells a running child from a zombie
+child = subprocess.Popen(["sleep", "30"])
+out["child_running"] = [running(c) for c in children("self")]
+child.kill()
+for _ in range(100):
+    if not running(child.pid):
+        break
+    time.sleep(0.05)
+out["child_ended"] = not running(child.pid)
+child.wait()
 out["applied"] = {k: sandbox.APPLIED.get(k) for k in ("reads", "proc", "namespaces")}
 print(json.dumps(out))
 '''
@@ -229,6 +245,7 @@ def test_read_rules_hold_for_each_user(tmp_path, uid, namespaces):
     assert applied["proc"].startswith("private" if namespaces else "landlock"), applied
     assert seen["checkout_file"] in ("EACCES", "EPERM") and seen["harness_file"] == "read:", seen
     assert uid != 0 or seen["late_import"] == "ok", seen
+    assert seen["child_running"] == [True] and seen["child_ended"], seen
 
 
 def blob_problem(root: Path) -> Path:
@@ -268,3 +285,17 @@ def test_problems_with_blobs_read_their_own_in_one_run(tmp_path):
     plain = load_problem(write_problem(tmp_path / "plain"))
     assert WorkerProcess.readable_roots(plain, [tmp_path / "plain"]) == []
     assert WorkerProcess.readable_roots(jobs[0].problem, [tmp_path / "first"]) == [str(tmp_path / "first")]
+
+
+def test_a_kernel_without_landlock_is_said_so():
+    """Where the kernel has no Landlock, the worker's trace warns and `solbench serve`'s line says so (a
+    child process stands for such a kernel: its Landlock probe answers 0)."""
+    script = ("import json\nfrom solbench.worker import reads, sandbox\nsandbox.landlock_abi = lambda: 0\n"
+              "warning = reads.restrict_for_load([])\n"
+              "print(json.dumps([warning, sandbox.APPLIED, reads.enforced_here()]))")
+    result = subprocess.run([sys.executable, "-P", "-c", script], env=repo_env(REPO), capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr[-2000:]
+    warning, applied, line = json.loads(result.stdout)
+    assert "NOT ENFORCED" in warning and applied["reads"].startswith("NOT ENFORCED"), applied
+    assert applied["proc"].startswith("NOT ENFORCED") and "NOT ENFORCED" in line, (applied, line)
