@@ -350,10 +350,8 @@ class DeviceSession:
         self._loaded.pop(id(worker), None)
 
     def load(self, worker: WorkerProcess, problem: Problem, solution: Solution) -> None:
-        """Load a solution into a worker; untrusted code always gets a fresh process.
-
-        References are the problem's own code, so one worker process serves the references of
-        many problems in turn (starting a CUDA process costs seconds per problem otherwise).
+        """Load a solution into a worker; untrusted code always gets a fresh process. One process serves the
+        references of many problems whose data it may read (a CUDA process costs seconds to start).
         """
         self._join_prefetch()  # a worker may be stopped below: not while a request is on its channel
         key = (problem.name, solution.content_hash(), id(problem))
@@ -365,7 +363,8 @@ class DeviceSession:
         if reason:
             raise StepFailed(Status.SKIPPED, reason)
         reuse = worker.alive and (worker.requests == 0 or (previous is not None and previous[1] and trusted))
-        if worker.alive and not reuse:
+        readable = WorkerProcess.readable_roots(problem, self.config.all_data_roots(problem.directory))
+        if worker.alive and not (reuse and worker.may_read(readable)):
             worker.stop()  # a module cannot be unloaded: a new solution gets a new process
         if not worker.alive and worker is self.candidate:
             self._start_candidate(worker)
@@ -377,7 +376,8 @@ class DeviceSession:
         request = msg.Load(definition=problem.definition, solution=solution,
                            work_dir=f"{worker.scratch.name}/load{self._loads}",
                            compile_timeout_s=self.config.compile_timeout_s,
-                           data_roots=[str(p) for p in self.config.all_data_roots(problem.directory)])
+                           data_roots=[str(p) for p in self.config.all_data_roots(problem.directory)],
+                           readable_roots=worker.granted(readable))
         self.ask(worker, request, self.config.compile_timeout_s + 60)
         self._loaded[id(worker)] = (key, trusted)
         if worker is self.reference:
