@@ -58,11 +58,17 @@ def isolated_command(module: str, args: list[str], tree: list[Path]) -> tuple[li
 
 
 def run_isolated(module: str, args: list[str], tree: list[Path], cwd: Path) -> int:
-    """Run it to the end, its output straight to ours; its exit status."""
+    """Run it to the end, its output straight to ours; its exit status. Ctrl-C reaches it from the terminal
+    (same process group) and it winds down by its own rules, keeping what finished: this one waits for it."""
     command, env = isolated_command(module, args, tree)
     sys.stdout.flush()
     sys.stderr.flush()
-    return subprocess.run(command, env=env, cwd=cwd, check=False).returncode
+    child = subprocess.Popen(command, env=env, cwd=cwd)
+    while True:
+        try:
+            return child.wait()
+        except KeyboardInterrupt:
+            continue
 
 
 def tree_modules(tree: list[Path]) -> list[str]:
