@@ -78,6 +78,8 @@ HOSTILE_TREES = {
     "pth_and_sitecustomize_in_the_tree": {"sitecustomize.py": EXIT_AT_START, "usercustomize.py": EXIT_AT_START,
                                           "solbench_hook.pth": "import os; os._exit(0)\n",
                                           "solutions/sitecustomize.py": EXIT_AT_START},
+    "test_module_and_doctest_beside_the_solutions": {"solutions/test_exit.py": EXIT_AT_START,
+                                                     "solutions/test_exit.txt": ">>> import os; os._exit(0)\n"},
 }
 CONFIG_FILES = {"pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg"}  # pytest reads one: they collide
 
