@@ -4,8 +4,10 @@
 with `addopts = -p plugin`, or a `pytest_sessionfinish` hook can turn a failed item into a pass or the
 exit status into 0 (solbench/gate/integrity.py refuses the ones it can see, but code in the same process
 can always reach around a check). This command does not start pytest: it evaluates the solution files
-through `solbench run` (worker processes, sandbox, traces signed by this process), writes a fresh trace
-file, and derives its exit status and a verdict file from solbench's own verdicts only. A verdict file
+through `solbench run` (worker processes, sandbox, signed traces) in an isolated interpreter started outside
+the tree (`gate/isolated.py`), after taking the tree off its own `sys.path` and refusing to go on when a
+module was imported from it; it writes a fresh trace file, and derives its exit status and a verdict file
+from solbench's own verdicts only. A verdict file
 already there is removed first, so a gate that dies leaves none for the CI step to read (docs/ci.md).
 """
 

@@ -30,6 +30,7 @@ CHILD_VARIABLE = "SOLBENCH_CLEAN_SESSION"  # set by the parent for the clean ses
 TRUST_FLAG = "--solbench-trust-tree"
 GATE_FLAG = "--solbench"
 MAX_NAMED = 12
+SKIPPED_FOLDERS = {"site-packages", "node_modules", "__pycache__"}  # as pytest's norecursedirs: not the tree's tests
 
 
 def in_clean_session() -> bool:
@@ -66,7 +67,10 @@ def _conftests(early_config: pytest.Config, tree: list[Path]) -> list[Path]:
             if folder == resolved(early_config.rootpath) or folder.parent == folder:
                 break
         if path.is_dir():
-            found.update(p for p in path.rglob("conftest.py") if ".git" not in p.parts)
+            for folder, subfolders, files in os.walk(path):
+                subfolders[:] = [d for d in subfolders if not d.startswith(".") and d not in SKIPPED_FOLDERS]
+                if "conftest.py" in files:
+                    found.add(Path(folder) / "conftest.py")
     return sorted(p for p in found if inside(p, tree))
 
 
