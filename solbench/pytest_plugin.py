@@ -1,5 +1,8 @@
 """pytest plugin: `pytest --solbench solutions/` grades solution files, one test item per (solution, workload).
 
+The session the user starts hands the gate to a clean pytest session that loads no configuration file,
+conftest or plugin of the tree under test (`gate/clean_session.py`), unless `--solbench-trust-tree`.
+
 Registered through the `pytest11` entry point; inert unless `--solbench` is given (no collection
 changes, no output). Evaluation goes through the same path as `solbench run` (`build`-style jobs and
 `solbench.orchestrator.scheduler.run_jobs`): when the first item runs, the selected (solution, workloads)
@@ -19,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from solbench.gate import integrity
+from solbench.gate import clean_session, integrity
 from solbench.gate.items import NotATestModule, SolutionFile, is_solution_file
 from solbench.gate.state import STATE_KEY, SolbenchState, selected_workloads, state_of
 from solbench.orchestrator.options import add_options
@@ -39,9 +42,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--solbench-max-regression", default="5%", metavar="P",
                     help="with --solbench-baseline: fail when the geometric-mean latency is more than P slower "
                          "(e.g. 5%% or 0.05) and beyond the measured noise (default 5%%)")
+    group.addoption(clean_session.TRUST_FLAG, action="store_true",
+                    help="gate in this pytest session, with the tree's pytest configuration, conftests and plugins "
+                         "(a trusted tree only; by default the gate runs in a clean session that loads none of them)")
     group.addoption("--solbench-require-gpu", action="store_true",
                     help="fail (instead of skip) what cannot run without a GPU, and everything when none is visible")
     add_options(group.addoption, "plugin")  # the run options of `solbench run`, from the one table
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    """After the plugins, before the conftests: hand the gate to a session the tree cannot configure."""
+    if clean_session.wants_clean_session(early_config):
+        clean_session.run_clean_session(early_config)  # never returns
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -80,7 +93,8 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.verbose = 1
     if not config.getoption("solbench_benchmark_json"):
         config.pluginmanager.register(BenchmarkBannerFilter(), "solbench-benchmark-banner")
-    config.pluginmanager.register(integrity, "solbench-integrity")  # no conftest or plugin of the tree
+    if clean_session.in_clean_session():
+        config.pluginmanager.register(integrity, "solbench-integrity")  # no plugin that is not installed
     config.addinivalue_line("markers", "solbench: a (solution, workload) graded by solbench")
 
 
@@ -113,6 +127,15 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector):
     if state is None:
         return None
     return SolutionFile.from_parent(parent, path=file_path) if is_solution_file(state, file_path) else None
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """In the clean session, only solution files are collected: nothing else of the tree (test modules,
+    doctest files) is imported or run."""
+    state = state_of(config)
+    if state is None or not clean_session.in_clean_session() or not collection_path.is_file():
+        return None
+    return True if not is_solution_file(state, collection_path) else None
 
 
 def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector):

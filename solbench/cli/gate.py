@@ -4,8 +4,10 @@
 with `addopts = -p plugin`, or a `pytest_sessionfinish` hook can turn a failed item into a pass or the
 exit status into 0 (solbench/gate/integrity.py refuses the ones it can see, but code in the same process
 can always reach around a check). This command does not start pytest: it evaluates the solution files
-through `solbench run` (worker processes, sandbox, traces signed by this process), writes a fresh trace
-file, and derives its exit status and a verdict file from solbench's own verdicts only. A verdict file
+through `solbench run` (worker processes, sandbox, signed traces) in an isolated interpreter started outside
+the tree (`gate/isolated.py`), after taking the tree off its own `sys.path` and refusing to go on when a
+module was imported from it; it writes a fresh trace file, and derives its exit status and a verdict file
+from solbench's own verdicts only. A verdict file
 already there is removed first, so a gate that dies leaves none for the CI step to read (docs/ci.md).
 """
 
@@ -43,8 +45,8 @@ def register(subparsers) -> None:
     p.add_argument("solutions", nargs="+", type=Path, help="solution files or folders of them (the PR's)")
     p.add_argument("--problems", type=Path, required=True,
                    help="problem folder or dataset, from a trusted checkout (not the PR's tree)")
-    p.add_argument("--verdict", type=Path, default=Path("solbench-verdict.json"),
-                   help="write the verdict here (JSON; default solbench-verdict.json); removed first")
+    p.add_argument("--verdict", type=Path,
+                   help="write the verdict here (JSON; default .solbench/verdict.json); removed first")
     p.add_argument("--traces", type=Path, help="keep the traces here (a new file; default: a temporary one)")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default: auto)")
     p.add_argument("--max-workloads", type=int, help="only the first N workloads of each problem")
@@ -97,24 +99,41 @@ def gated_files(paths: list[Path]) -> tuple[list[Path], list[Path]]:
     return graded, other
 
 
-def run_arguments(args: argparse.Namespace, files: list[Path], traces: Path) -> argparse.Namespace:
-    """The `solbench run` that the gate is: same parser, same defaults."""
-    from solbench.cli import build_parser  # the package imports this module: at call time
-
-    argv = ["run", str(args.problems), "-o", str(traces), "--device", args.device]
+def run_arguments(args: argparse.Namespace, files: list[Path], traces: Path) -> list[str]:
+    """The `solbench run` that the gate is (absolute paths: it runs in another folder)."""
+    argv = ["run", str(args.problems.resolve()), "-o", str(traces.resolve()), "--device", args.device]
     for path in files:
-        argv += ["--solution", str(path)]
+        argv += ["--solution", str(path.resolve())]
     if args.max_workloads is not None:
         argv += ["--max-workloads", str(args.max_workloads)]
     if not args.no_strict:
         argv.append("--strict")
     if args.quick:
         argv += ["--trials", "1", "--iters", "3", "--no-adaptive", "--timing-rounds", "1"]
-    return build_parser().parse_args(argv)
+    return argv
+
+
+def tree_of(solutions: list[Path]) -> list[Path]:
+    """The folders of the tree under test: the paths given, and the working folder when they lie in it."""
+    from solbench.gate.isolated import inside, resolved
+
+    tree = [resolved(p) if p.is_dir() else resolved(p).parent for p in solutions]
+    cwd = resolved(Path.cwd())
+    return tree + ([cwd] if any(inside(path, [cwd]) for path in tree) else [])
+
+
+def default_verdict_path() -> Path:
+    """`.solbench/verdict.json` under the working folder; `.solbench/` git-ignores itself (as .pytest_cache)."""
+    folder = Path(".solbench")
+    folder.mkdir(exist_ok=True)
+    ignore = folder / ".gitignore"
+    if not ignore.exists():
+        ignore.write_text("# written by solbench\n*\n")
+    return folder / "verdict.json"
 
 
 def gate_command(args: argparse.Namespace) -> int:
-    from solbench.cli.run import run_command  # loaded when the command runs (torch and all)
+    from solbench.gate.isolated import run_isolated, tree_modules
     from solbench.report.traces import read_traces
     from solbench.spec.errors import SpecError
 
@@ -122,6 +141,13 @@ def gate_command(args: argparse.Namespace) -> int:
         print(f"solbench gate: {message}", file=sys.stderr)
         return EXIT_BAD_INPUT
 
+    tree = tree_of(args.solutions)
+    shadowing = tree_modules(tree)  # e.g. `python -m solbench` started in a tree that ships a module
+    if shadowing:
+        return bad(f"modules were imported from the tree under test: {', '.join(shadowing[:5])}; "
+                   "start the gate from a folder outside the tree (docs/ci.md)")
+    if args.verdict is None:
+        args.verdict = default_verdict_path()
     if args.verdict.is_dir():
         return bad(f"--verdict {args.verdict} is a folder")
     args.verdict.unlink(missing_ok=True)  # an old (or planted) verdict never outlives a gate that fails to end
@@ -141,12 +167,14 @@ def gate_command(args: argparse.Namespace) -> int:
         print(f"solbench gate: not graded (not solution files): {', '.join(map(str, other))}", file=sys.stderr)
     with tempfile.TemporaryDirectory(prefix="solbench-gate-") as scratch:
         traces_path = args.traces or Path(scratch) / "traces.jsonl"
-        code = run_command(run_arguments(args, files, traces_path))
+        # decided in a process the tree cannot configure, started in a folder outside it (gate/isolated.py)
+        code = run_isolated("solbench", run_arguments(args, files, traces_path), tree, Path(scratch))
         traces = read_traces([traces_path]) if traces_path.exists() else []
     verdict = decide(traces, code, min_score=args.min_score, require_gpu=args.require_gpu)
     args.verdict.write_text(json.dumps(asdict(verdict), indent=2) + "\n")
     summary = ", ".join(f"{n} {status}" for status, n in sorted(verdict.counts.items())) or "nothing evaluated"
-    print(f"solbench gate: {verdict.verdict.upper()} ({summary}); verdict in {args.verdict}", file=sys.stderr)
+    kept = f"verdict in {args.verdict}" + (f", traces in {args.traces}" if args.traces else "")
+    print(f"solbench gate: {verdict.verdict.upper()} ({summary}); {kept}", file=sys.stderr)
     for reason in verdict.reasons[:20]:
         print(f"  {reason}", file=sys.stderr)
     return EXIT_PASS if verdict.verdict == "pass" else (EXIT_BAD_INPUT if code == EXIT_BAD_INPUT else EXIT_FAIL)

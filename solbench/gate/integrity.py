@@ -1,28 +1,27 @@
-"""`pytest --solbench` refuses to gate a tree that brings its own pytest code.
+"""The clean session of `pytest --solbench` refuses to gate with a plugin that is not installed.
 
-In a CI gate for kernel PRs the PR controls every file in its tree: a `conftest.py` next to its solutions
-(hooks that flip failed reports to passed, deselect items, or reset the exit status in
-`pytest_sessionfinish`), or a `pytest.ini` whose `addopts = -p plugin` loads a module of the tree. Any
-such module could rewrite the outcome, so once collection has loaded every conftest, a plugin whose file
-lies in the tree under test (the rootdir, the invocation folder, the paths given) and not in the
-installation (site-packages, the standard library, solbench itself) stops the session with a usage
-error (exit 4) that names it. pytest ends a session on a usage error whatever the hooks set after it.
-
-This is a check inside the process that runs the tree's code, so it can be reached around (a module
-imported from the tree may patch this one); `solbench gate` (solbench/cli/gate.py), which starts no
-pytest at all, is the gate for untrusted trees (docs/ci.md).
+`gate/clean_session.py` runs the gate in a pytest that loads no configuration file, conftest or cache of
+the tree under test, in an isolated interpreter whose `sys.path` holds nothing of the tree. This check is
+the second wall: once collection is done, every registered plugin must be located, by its import spec
+(the spec `sys.modules` holds under the spec's own name, whose origin and loader agree), in a folder of
+that interpreter's `sys.path` (the standard library, site-packages, solbench, the caller's PYTHONPATH
+minus the tree). A plugin that cannot be located (a deleted or rewritten `__file__` or `__spec__`, a
+module that is not the one imported under its name) counts as the tree's. `__file__` is never believed.
+A refusal is a usage error (exit 4) that names the plugin; pytest ends a session on a usage error
+whatever the hooks set after it.
 """
 
 from __future__ import annotations
 
 import inspect
-import site
+import os
+import sys
 import sysconfig
 from pathlib import Path
 
 import pytest
 
-import solbench
+from solbench.gate.isolated import inside, resolved
 
 # The hooks through which a plugin changes what a gate reports (named in the refusal, to say why it matters).
 REPORT_HOOKS = ("pytest_runtest_makereport", "pytest_report_teststatus", "pytest_runtest_logreport",
@@ -30,54 +29,57 @@ REPORT_HOOKS = ("pytest_runtest_makereport", "pytest_report_teststatus", "pytest
                 "pytest_ignore_collect", "pytest_sessionfinish", "pytest_terminal_summary", "pytest_unconfigure")
 
 
-def _installed_dirs() -> list[Path]:
-    dirs = [Path(solbench.__file__).resolve().parent, Path(pytest.__file__).resolve().parent.parent]
-    dirs += [Path(p).resolve() for key in ("stdlib", "platstdlib", "purelib", "platlib")
-             if (p := sysconfig.get_paths().get(key))]
-    dirs += [Path(p).resolve() for p in site.getsitepackages()]
-    if user := site.getusersitepackages():
-        dirs.append(Path(user).resolve())
-    return dirs
+def installed_dirs() -> list[Path]:
+    """The folders this interpreter imports from (in the clean session: chosen by the gate, not the tree)."""
+    return [resolved(entry) for entry in sys.path if entry and os.path.isabs(entry)]
 
 
-def _tree_dirs(config: pytest.Config) -> list[Path]:
-    dirs = [config.rootpath.resolve(), config.invocation_params.dir.resolve()]
-    for arg in config.args:
-        path = (config.invocation_params.dir / str(arg).split("::")[0]).resolve()
-        dirs.append(path if path.is_dir() else path.parent)
-    return dirs
-
-
-def _file_of(plugin) -> Path | None:
-    try:
-        name = plugin.__file__ if inspect.ismodule(plugin) else inspect.getfile(type(plugin))
-    except (TypeError, AttributeError):
+def spec_origin(plugin) -> Path | None:
+    """Where the plugin's module was imported from, by its import spec; None when that cannot be told."""
+    if inspect.ismodule(plugin):
+        module = plugin
+    else:  # a class registered as it is, or an instance: its class's module
+        module = sys.modules.get(getattr(plugin if inspect.isclass(plugin) else type(plugin), "__module__", ""))
+    spec = getattr(module, "__spec__", None)
+    name, origin = getattr(spec, "name", None), getattr(spec, "origin", None)
+    if module is None or not name or sys.modules.get(name) is not module:
+        return None  # not the module imported under its own name
+    if not isinstance(origin, str) or not os.path.isabs(origin) or not os.path.isfile(origin):
+        return None  # built-in, frozen, namespace or made up: not a located file
+    loader_path = getattr(spec.loader, "path", origin)
+    if not isinstance(loader_path, str) or resolved(loader_path) != resolved(origin):
         return None
-    return Path(name).resolve() if name else None
+    return resolved(origin)
 
 
-def _inside(path: Path, dirs: list[Path]) -> bool:
-    return any(path == d or d in path.parents for d in dirs)
+def foreign_plugins(pluginmanager: pytest.PytestPluginManager, tree: list[Path] | None = None) -> list[str]:
+    """Each registered plugin that is not located in an installed folder (or, given the tree's folders,
+    lies in the tree, outside solbench itself), with the report hooks it implements."""
+    import solbench
 
-
-def tree_plugins(config: pytest.Config) -> list[str]:
-    """Each plugin (conftest or module) from the tree under test, with the report hooks it implements."""
-    tree, installed = _tree_dirs(config), _installed_dirs()
+    installed = installed_dirs()
+    own = [resolved(solbench.__file__).parent] + [resolved(p) for key in ("stdlib", "platstdlib", "purelib", "platlib")
+                                                  if (p := sysconfig.get_paths().get(key))]
     found = []
-    for plugin in config.pluginmanager.get_plugins():
-        path = _file_of(plugin)
-        if path is None or not _inside(path, tree) or _inside(path, installed):
+    for plugin in pluginmanager.get_plugins():
+        if plugin is None:
             continue
+        origin = spec_origin(plugin)
+        if (origin is not None and inside(origin, installed)
+                and (not tree or not inside(origin, tree) or inside(origin, own))):
+            continue
+        label = pluginmanager.get_name(plugin) or type(plugin).__name__
+        where = str(origin) if origin is not None else "cannot be located"
         hooks = sorted(name for name in REPORT_HOOKS if hasattr(plugin, name))
-        found.append(f"{path}" + (f" (implements {', '.join(hooks)})" if hooks else ""))
+        found.append(f"{label} ({where})" + (f" (implements {', '.join(hooks)})" if hooks else ""))
     return sorted(found)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """After collection every conftest of the tree is loaded: refuse to go on if any is there."""
-    found = tree_plugins(session.config)
+    """After collection every plugin that could rewrite the outcome is loaded: refuse to go on if one is foreign."""
+    found = foreign_plugins(session.config.pluginmanager)
     if found:
         raise pytest.UsageError(
-            "--solbench: refusing to gate: pytest code from the tree under test could rewrite the outcome: "
-            + "; ".join(found) + ". Remove it, or gate untrusted trees with `solbench gate` (docs/ci.md)")
+            "--solbench: refusing to gate: a pytest plugin that is not installed could rewrite the outcome: "
+            + "; ".join(found) + ". Gate untrusted trees with `solbench gate` (docs/ci.md)")

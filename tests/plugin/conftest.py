@@ -42,7 +42,8 @@ class Recorder:
 
 
 def run_pytest(where: Path, *args: str, capsys=None) -> Outcome:
-    """`pytest -p solbench.pytest_plugin ARGS` in `where`, with no ini file of the project."""
+    """`pytest -p solbench.pytest_plugin ARGS` in `where`, with no ini file of the project, in this process
+    (`--solbench-trust-tree`: the stand-in runner replaces a function of this process)."""
     outcome = Outcome(ret=-1)
     ini = where / "pytest.ini"
     if not ini.exists():
@@ -55,7 +56,7 @@ def run_pytest(where: Path, *args: str, capsys=None) -> Outcome:
         # In-process pytest: the plugin module is already imported, so its assertion rewriting is moot.
         outcome.ret = int(pytest.main(["-p", "solbench.pytest_plugin", "-p", "no:cacheprovider", "-c", str(ini),
                                        "-W", "ignore::pytest.PytestAssertRewriteWarning",
-                                       "--rootdir", str(where), "-rs", *args], plugins=[Recorder(outcome)]))
+                                       "--rootdir", str(where), "-rs", "--solbench-trust-tree", *args], plugins=[Recorder(outcome)]))
     finally:
         os.chdir(cwd)
     if capsys is not None:
