@@ -124,12 +124,9 @@ def tree_of(solutions: list[Path]) -> list[Path]:
 
 def default_verdict_path() -> Path:
     """`.solbench/verdict.json` under the working folder; `.solbench/` git-ignores itself (as .pytest_cache)."""
-    folder = Path(".solbench")
-    folder.mkdir(exist_ok=True)
-    ignore = folder / ".gitignore"
-    if not ignore.exists():
-        ignore.write_text("# written by solbench\n*\n")
-    return folder / "verdict.json"
+    from solbench.report.workdir import solbench_folder  # the one place that makes .solbench/ and its .gitignore
+
+    return solbench_folder() / "verdict.json"
 
 
 def gate_command(args: argparse.Namespace) -> int:
