@@ -4,7 +4,7 @@ Two references that compute the same thing can reach the dispatcher at different
 `scaled_dot_product_attention` against a hand-written `softmax(q @ k^T) @ v`, `F.layer_norm` against
 its mean/var/rsqrt spelled out. `OpSetRecorder` is a dispatch mode that puts every op on one level,
 **core aten** (`torch._decomp.core_aten_decompositions()`, the operator set `torch.export` lowers to
-for backends): an op with a core-aten decomposition is replaced by it (recursively, under the same
+for backends), with normalisations decomposed as well (`NORMALISATIONS`, `RECORDED_AS`): an op with a core-aten decomposition is replaced by it (recursively, under the same
 mode), and only what is left is recorded. The reference runs through the speed-of-light tracer
 (`capture.run_capture`: meta tensors, custom inputs, invented values where data is asked for), so a
 reference `solbench sol` can price is one whose op set can be recorded.
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 # Ops that move or re-label memory, allocate, or read a scalar back: not part of an op set.
@@ -31,6 +32,15 @@ LAYOUT_OPS = frozenset({
     "contiguous", "fill", "zero",
 })
 
+# Recorded as the op they are, not decomposed: `_safe_softmax` (what the math attention path calls) is a
+# softmax whose fully masked rows give 0; its decomposition's guards (`eq`, `any`, `where`) would make a
+# fused attention look unlike a hand-written softmax attention.
+# `var_mean` is both reductions. Normalisations (kept whole by core aten) are decomposed too, so that
+# `F.layer_norm` and a layer norm spelled out in mean / var / rsqrt compare alike.
+RECORDED_AS = {"_safe_softmax": ("_softmax",), "var_mean": ("var", "mean")}
+NORMALISATIONS = frozenset({"native_layer_norm", "native_group_norm", "native_batch_norm", "_fused_rms_norm",
+                            "_native_batch_norm_legit", "_native_batch_norm_legit_no_training"})
+
 _DECOMPOSITIONS: dict | None = None
 
 
@@ -39,7 +49,11 @@ def core_aten_decompositions() -> dict:
     global _DECOMPOSITIONS
     if _DECOMPOSITIONS is None:
         from torch._decomp import core_aten_decompositions as table
+        from torch._decomp import decomposition_table
+
         _DECOMPOSITIONS = dict(table())
+        _DECOMPOSITIONS.update({op: fn for op, fn in decomposition_table.items()
+                                if isinstance(op, torch._ops.OpOverload) and op_name(op) in NORMALISATIONS})
     return _DECOMPOSITIONS
 
 
@@ -62,13 +76,16 @@ class OpSetRecorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        name = op_name(func)
+        if name in RECORDED_AS:
+            self.counts.update(RECORDED_AS[name])
+            return func(*args, **kwargs)
         decomposition = self.table.get(func)
         if decomposition is not None:
             with self:  # the decomposition's own ops come back here, to be recorded or decomposed
                 result = decomposition(*args, **kwargs)
             if result is not NotImplemented:
                 return result
-        name = op_name(func)
         if not (func.is_view or name in LAYOUT_OPS):
             self.counts[name] += 1
         return func(*args, **kwargs)
