@@ -13,7 +13,8 @@ prices), on the workload with the smallest axes. Views, copies, casts and alloca
   direction (a problem is a backward one when its name says `backward`);
 - **same boundary**: the op sets are equal (counted apart; also contained).
 
-Quantised problems (an fp8 or fp4 input or output) are counted apart: extraction emits none yet.
+Quantised problems (the dataset's `Quant` category, or an fp8 / fp4 input or output) are counted apart:
+extraction emits none yet.
 Families come from `solbench/extract/data/models.json`'s `kind` where it has one, else from the family
 column of the official model-config notes (`--families`, a Markdown table with `hf_id | family`).
 """
@@ -78,8 +79,9 @@ def read_problem(path: Path) -> Problem:
     data = json.loads((path / "definition.json").read_text())
     ids = [data.get("hf_id")] + [m.get("hf_id") for m in (data.get("solbench") or {}).get("models", [])]
     dtypes = [t.get("dtype", "") for t in (*data.get("inputs", {}).values(), *data.get("outputs", {}).values())]
-    return Problem(str(path), data["name"], sorted({i.lower() for i in ids if i}),
-                   any(d.startswith(("float8", "float4")) for d in dtypes), "backward" in data["name"].lower())
+    quantized = path.parent.name == "Quant" or any(d.startswith(("float8", "float4")) for d in dtypes)
+    return Problem(str(path), data["name"], sorted({i.lower() for i in ids if i}), quantized,
+                   "backward" in data["name"].lower())
 
 
 def record_ops(problem: Problem) -> Problem:

@@ -82,10 +82,15 @@ class OpSetRecorder(TorchDispatchMode):
             return func(*args, **kwargs)
         decomposition = self.table.get(func)
         if decomposition is not None:
-            with self:  # the decomposition's own ops come back here, to be recorded or decomposed
-                result = decomposition(*args, **kwargs)
+            before = self.counts.copy()
+            try:
+                with self:  # the decomposition's own ops come back here, to be recorded or decomposed
+                    result = decomposition(*args, **kwargs)
+            except Exception:  # noqa: BLE001 - its Python checks refuse the trace's mix of meta and real
+                result = NotImplemented  # tensors: the op is recorded whole, as core aten would not
             if result is not NotImplemented:
                 return result
+            self.counts = before
         if not (func.is_view or name in LAYOUT_OPS):
             self.counts[name] += 1
         return func(*args, **kwargs)
