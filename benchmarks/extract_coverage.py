@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
+import os
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -35,7 +36,9 @@ sys.path.insert(0, str(ROOT))
 
 
 def _shared(*parts: str) -> Path:
-    """`../shared/...` beside the checkout (a worktree one level deeper finds it too)."""
+    """`$SOLBENCH_SHARED/...`, else `../shared/...` beside the checkout (or beside a folder above it)."""
+    if os.environ.get("SOLBENCH_SHARED"):
+        return Path(os.environ["SOLBENCH_SHARED"]).joinpath(*parts)
     for base in ROOT.parents:
         if (base / "shared" / parts[0]).exists():
             return base.joinpath("shared", *parts)
