@@ -20,7 +20,7 @@ from solbench.spec.errors import SpecError
 from solbench.spec.problem import discover_problems, load_problem
 from solbench.spec.solution import load_solution
 
-EXIT_OK, EXIT_BAD_INPUT = 0, 2
+EXIT_OK, EXIT_NO_BOUND, EXIT_BAD_INPUT = 0, 1, 2  # 1: some workload has an operator the analyser cannot price
 CONVENTIONS = ("strict", "solar")  # solbench.sol.analyser.CONVENTIONS, without importing torch to build --help
 
 
@@ -66,10 +66,12 @@ def workload_record(problem, workload, hw: HardwareSpec, use_cache: bool = True)
         bound = sol_time_ms(cost, hw)
         record[convention] = {
             "flops_matmul": cost.flops_matmul, "flops_other": cost.flops_other, "bytes": cost.bytes_min,
-            "t_sol_ms": bound.t_sol_ms, "bound": bound.binding, "intensity": bound.arithmetic_intensity,
+            "t_sol_ms": None if cost.unavailable else bound.t_sol_ms, "bound": bound.binding,
+            "intensity": bound.arithmetic_intensity,
         }
         if convention == "strict":
             record["method"] = cost.method
+            record["unavailable"] = cost.unavailable  # operators not priced: no bound, never a silent zero
             record["unknown_ops"] = cost.unknown_ops
             record["notes"] = cost.notes
             record["t_min_possible_ms"] = min_possible_time_ms(cost, hw)
@@ -94,22 +96,35 @@ def sol_command(args) -> int:
         return EXIT_BAD_INPUT
     tasks = [(path, args.max_workloads, hw, not args.no_cache) for path in paths]
     if args.jobs == 1 or len(tasks) == 1:
-        _emit(args, problems, map(_problem_records, tasks), hw)
+        complete = _emit(args, problems, map(_problem_records, tasks), hw, err)
     else:
         with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-            _emit(args, problems, pool.map(_problem_records, tasks), hw)
-    return EXIT_OK
+            complete = _emit(args, problems, pool.map(_problem_records, tasks), hw, err)
+    return EXIT_OK if complete else EXIT_NO_BOUND
 
 
-def _emit(args, problems, results, hw: HardwareSpec) -> None:
-    """Each problem's records, in problem order, as soon as they are ready."""
+def _emit(args, problems, results, hw: HardwareSpec, err: Console) -> bool:
+    """Each problem's records, in problem order, as soon as they are ready; False when some workload
+    has no bound (one error line per problem names its operators)."""
+    complete = True
     for problem, records in zip(problems, results):
+        missing = sorted({op for r in records if r.get("unavailable") for op in _unpriced(r)})
+        if missing:
+            complete = False
+            err.print(f"[red]error:[/red] {problem.name}: no speed-of-light bound for "
+                      f"{sum(1 for r in records if r.get('unavailable'))} of {len(records)} workloads: "
+                      f"operator(s) not priced: {', '.join(missing)}")
         if args.json:
             for r in records:
                 sys.stdout.write(json.dumps(r) + "\n")
             sys.stdout.flush()
         else:
             print_table(problem, records, hw, args.convention)
+    return complete
+
+
+def _unpriced(record: dict) -> list[str]:
+    return [op.split(" (x")[0] for op in record["unknown_ops"] if not op.startswith("<untraced")]
 
 
 def _problem_records(task: tuple) -> list[dict]:
@@ -131,9 +146,10 @@ def sol_table(title: str, records: list[dict], conv: str, leave_out: frozenset[s
         rows.append({"#": str(i), "uuid": r["uuid"][:8], "axes": ", ".join(f"{k}={v}" for k, v in r["axes"].items()),
                      "matmul GFLOP": f"{sum(c['flops_matmul'].values()) / 1e9:.4g}",
                      "other GFLOP": f"{c['flops_other'] / 1e9:.4g}", "MB": f"{c['bytes'] / 1e6:.4g}",
-                     "T_SOL ms": f"{c['t_sol_ms']:.4g}", "bound": c["bound"],
+                     "T_SOL ms": _ms(c["t_sol_ms"]),
+                     "bound": c["bound"] if c["t_sol_ms"] is not None else "unavailable",
                      "FLOP/B": "-" if c["intensity"] is None else f"{c['intensity']:.1f}",
-                     "other ms": f"{other['t_sol_ms']:.4g}", "method": r["method"]})
+                     "other ms": _ms(other["t_sol_ms"]), "method": r["method"]})
     table = Table(title=title)
     shown = [k for k in ("#", "uuid", "axes", "matmul GFLOP", "other GFLOP", "MB", "T_SOL ms", "bound", "FLOP/B",
                          "other ms", "method") if k not in leave_out]
@@ -155,6 +171,10 @@ def print_table(problem, records: list[dict], hw: HardwareSpec, conv: str) -> No
     unknown = sorted({u for r in records for u in r["unknown_ops"]})
     notes = sorted({n for r in records for n in r["notes"]})
     if unknown:
-        console.print(f"[yellow]ops not understood (counted as 0 FLOPs):[/yellow] {', '.join(unknown)}")
+        console.print(f"[yellow]not priced:[/yellow] {', '.join(unknown)}")
     for note in notes[:10]:
         console.print(f"[yellow]note:[/yellow] {note}")
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}"

@@ -33,6 +33,7 @@ from solbench.spec.definition import Definition
 CONVENTIONS = ("strict", "solar")
 SOLAR_OVERHEAD_MS = 0.0004  # published bounds sit this far above the roofline (inferred, docs/sol.md)
 _CACHE_SIZE = 4096
+UNTRACED = "<untraced reference>"  # the unknown_ops entry of a capture that fell back to declared I/O
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,19 @@ class WorkloadCost:
         return self.method == "meta"
 
     @property
+    def unpriced_ops(self) -> list[str]:
+        """Operators the analyser has no cost for (`opcost`): with any, no bound is given (never a silent
+        zero). A reference that could not be traced at all (`declared-io`) is not one: its bound is the
+        bytes of its declared inputs and outputs, FLOPs unknown, and its method says so."""
+        return [op for op in self.unknown_ops if not op.startswith(UNTRACED)]
+
+    @property
+    def unavailable(self) -> str | None:
+        """Why this workload has no speed-of-light bound, or None when it has one."""
+        ops = self.unpriced_ops
+        return f"no speed-of-light bound: operator(s) not priced: {', '.join(ops)}" if ops else None
+
+    @property
     def flops_matmul_total(self) -> float:
         return float(sum(self.flops_matmul.values()))
 
@@ -64,6 +78,7 @@ class WorkloadCost:
     def to_dict(self) -> dict:
         out = asdict(self)
         out["flops_matmul_total"] = self.flops_matmul_total
+        out["unavailable"] = self.unavailable
         return out
 
 

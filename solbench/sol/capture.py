@@ -25,6 +25,7 @@ masks), `meta_redirect` (the function mode that keeps everything on meta, SDPA a
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import torch
@@ -62,8 +63,11 @@ def compile_reference(source: str, name: str) -> dict:
 
 
 def run_capture(definition, axis_values: dict[str, int], scalars: dict[str, float | int | bool],
-                namespace: dict | None = None, *, max_ops: int | None = None) -> Capture:
-    """Trace `definition.reference` on meta inputs for one workload's axes; raises CaptureError."""
+                namespace: dict | None = None, *, max_ops: int | None = None, recorder=None) -> Capture:
+    """Trace `definition.reference` on meta inputs for one workload's axes; raises CaptureError.
+
+    `recorder`, a dispatch mode (`op_set.OpSetRecorder`), sees the reference's ops before the tracer.
+    """
     namespace = namespace if namespace is not None else compile_reference(definition.reference, definition.name)
     run = namespace["run"]
     tracer = Tracer(max_ops=max_ops)
@@ -90,7 +94,7 @@ def run_capture(definition, axis_values: dict[str, int], scalars: dict[str, floa
         tracer.add_input(name, t, spec.dtype)
         args.append(t)
     try:
-        with redirect, tracer, torch.no_grad(), loops.watching(tracer):
+        with redirect, tracer, torch.no_grad(), loops.watching(tracer), (recorder or contextlib.nullcontext()):
             result = run(*args)
     except CaptureError:
         raise

@@ -66,6 +66,16 @@ def _convolution(args, out) -> float:
     return 2.0 * out.numel() * weight.shape[1] * kernel  # weight [C_out, C_in/groups, k...]
 
 
+def _convolution_backward(args, out) -> float:
+    """grad_input and grad_weight (as `output_mask` asks) each cost what the forward convolution did."""
+    grad_out, inp, weight = args[0], args[1], args[2]
+    transposed = bool(args[7]) if len(args) > 7 else False
+    mask = args[10] if len(args) > 10 else (True, True, True)
+    kernel = _prod(weight.shape[2:])
+    forward = 2.0 * (inp.numel() if transposed else grad_out.numel()) * weight.shape[1] * kernel
+    return forward * (int(bool(mask[0])) + int(bool(mask[1])))
+
+
 def _scaled_mm(args, out) -> float:
     a, b = args[0], args[1]
     return 2.0 * a.shape[0] * _logical_k(a) * b.shape[1]
@@ -88,7 +98,7 @@ def _sdpa_aten(args, out) -> float:
 MATMUL_OPS = {
     "mm": _mm, "addmm": _addmm, "_addmm_activation": _addmm, "bmm": _bmm, "baddbmm": _baddbmm,
     "addbmm": _baddbmm, "mv": _mv, "addmv": _addmv, "dot": _dot, "vdot": _dot, "convolution": _convolution,
-    "_convolution": _convolution, "_scaled_mm": _scaled_mm, "_int_mm": _mm, "_grouped_mm": _grouped_mm,
+    "_convolution": _convolution, "convolution_backward": _convolution_backward, "_scaled_mm": _scaled_mm, "_int_mm": _mm, "_grouped_mm": _grouped_mm,
     "_scaled_grouped_mm": _grouped_mm, "_scaled_dot_product_flash_attention": _sdpa_aten,
     "_scaled_dot_product_efficient_attention": _sdpa_aten, "_scaled_dot_product_cudnn_attention": _sdpa_aten,
     "_scaled_dot_product_flash_attention_for_cpu": _sdpa_aten, "_flash_attention_forward": _sdpa_aten,
@@ -105,7 +115,8 @@ REDUCTION_OPS = frozenset({
     "linalg_vector_norm", "logsumexp", "cumsum", "cumprod", "cummax", "cummin", "logcumsumexp", "argmax",
     "argmin", "any", "all", "count_nonzero", "aminmax", "nansum", "nanmean", "median", "mode", "kthvalue",
     "topk", "sort", "argsort", "_log_softmax_backward_data", "_softmax_backward_data", "histc", "bincount",
-    "special_logsumexp", "renorm", "dist", "cross", "trace", "linalg_norm",
+    "special_logsumexp", "renorm", "dist", "cross", "trace", "linalg_norm", "_cummax_helper", "_cummin_helper",
+    "msort", "nanmedian", "_logcumsumexp",
 })
 
 # Fused multi-step kernels, FLOPs per element of their (first) input.
@@ -114,9 +125,10 @@ PER_ELEMENT_OPS = {
     "native_group_norm": 5, "native_batch_norm": 4, "_native_batch_norm_legit": 4,
     "_native_batch_norm_legit_no_training": 4, "_fused_rms_norm": 4, "rms_norm": 4,
     "native_layer_norm_backward": 8, "native_group_norm_backward": 8, "native_batch_norm_backward": 8,
-    "_fused_rms_norm_backward": 8, "scatter_add": 1, "scatter_reduce": 1, "index_add": 1, "index_reduce": 1,
-    "_embedding_bag": 1, "embedding_dense_backward": 1, "index_put": 0, "_index_put_impl": 0,
-    "_fft_r2c": 0, "_fft_c2r": 0, "_fft_c2c": 0,
+    "_fused_rms_norm_backward": 8, "_batch_norm_with_update": 4, "_batch_norm_no_update": 4,
+    "batch_norm_backward": 8, "scatter_add": 1, "scatter_reduce": 1, "index_add": 1, "index_reduce": 1,
+    "_embedding_bag": 1, "_embedding_bag_forward_only": 1, "embedding_dense_backward": 1, "index_put": 0,
+    "_index_put_impl": 0,
 }
 
 # Data movement, shape and allocation ops: no FLOPs, and understood (not "unknown").
@@ -135,24 +147,40 @@ FREE_OPS = frozenset({
     "bucketize", "im2col", "col2im", "pixel_shuffle", "pixel_unshuffle", "channel_shuffle", "set_",
     "resize_", "_assert_async", "_assert_scalar", "_functional_assert_async", "sym_constrain_range",
     "scalar_tensor", "_pin_memory", "detach_", "_reshape_alias", "upsample_nearest1d", "upsample_nearest2d",
-    "upsample_nearest3d", "_upsample_nearest_exact1d", "_upsample_nearest_exact2d",
+    "upsample_nearest3d", "_upsample_nearest_exact1d", "_upsample_nearest_exact2d", "_upsample_nearest_exact3d",
     "record_stream", "_efficientzerotensor", "native_dropout", "dropout", "view_as_real", "view_as_complex",
-    "_make_per_tensor_quantized_tensor", "_local_scalar", "max_pool1d", "max_pool2d_with_indices",
-    "max_pool3d_with_indices", "nan_to_num", "_fused_dropout", "_sparse_coo_tensor_with_dims_and_tensors",
+    "_make_per_tensor_quantized_tensor", "_local_scalar", "nan_to_num", "take", "put", "_fused_dropout", "_sparse_coo_tensor_with_dims_and_tensors",
     "squeeze_copy", "unsqueeze_copy", "view_copy", "permute_copy", "expand_copy", "t_copy", "sym_size",
     "sym_stride", "sym_numel", "sym_storage_offset", "is_nonzero", "equal", "allclose", "isin",
-    "_has_compatible_shallow_copy_type", "split_with_sizes_copy", "split_copy", "unbind_copy",
+    "_has_compatible_shallow_copy_type", "_linalg_check_errors", "split_with_sizes_copy", "split_copy", "unbind_copy",
 })
 
 # Ops that read only the rows they gather from their first tensor argument (the "table").
 GATHER_OPS = frozenset({"index", "index_select", "gather", "embedding", "_embedding_bag", "take",
-                        "take_along_dim", "masked_select"})
+                        "take_along_dim", "masked_select", "_embedding_bag_forward_only"})
 
-# Pooling / interpolation: a few FLOPs per output element.
-WINDOW_OPS = {"avg_pool1d": 1, "avg_pool2d": 1, "avg_pool3d": 1, "adaptive_avg_pool1d": 1,
-              "_adaptive_avg_pool2d": 1, "_adaptive_avg_pool3d": 1, "adaptive_max_pool2d": 1,
-              "upsample_bilinear2d": 4, "upsample_bicubic2d": 16, "upsample_linear1d": 2,
-              "upsample_trilinear3d": 8, "_upsample_bilinear2d_aa": 8, "grid_sampler_2d": 8}
+# Interpolation: a few FLOPs per output element (the taps' weighted sum, without the multiply-adds'
+# second half: a lower count). Nearest-neighbour upsampling is data movement (FREE_OPS).
+WINDOW_OPS = {"upsample_bilinear2d": 4, "upsample_bicubic2d": 16, "upsample_linear1d": 2,
+              "upsample_trilinear3d": 8, "_upsample_bilinear2d_aa": 8, "_upsample_bicubic2d_aa": 16,
+              "grid_sampler_2d": 8, "grid_sampler_3d": 16}
+# Pooling: one FLOP (add or compare) per window element per output element.
+POOL_OPS = frozenset({"avg_pool1d", "avg_pool2d", "avg_pool3d", "max_pool1d", "max_pool2d", "max_pool3d",
+                      "max_pool1d_with_indices", "max_pool2d_with_indices", "max_pool3d_with_indices"})
+# Adaptive pooling: every input element is added or compared once.
+ADAPTIVE_POOL_OPS = frozenset({"adaptive_avg_pool1d", "_adaptive_avg_pool2d", "_adaptive_avg_pool3d",
+                               "adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d"})
+# Backward of interpolation and pooling: FLOPs per element of grad_output (their first tensor).
+GRAD_WINDOW_OPS = {"upsample_nearest1d_backward": 1, "upsample_nearest2d_backward": 1,
+                   "upsample_nearest3d_backward": 1, "_upsample_nearest_exact1d_backward": 1,
+                   "_upsample_nearest_exact2d_backward": 1, "_upsample_nearest_exact3d_backward": 1,
+                   "upsample_linear1d_backward": 2, "upsample_bilinear2d_backward": 4,
+                   "upsample_trilinear3d_backward": 8, "upsample_bicubic2d_backward": 16,
+                   "avg_pool2d_backward": 1, "avg_pool3d_backward": 1, "max_pool2d_with_indices_backward": 1,
+                   "max_pool3d_with_indices_backward": 1, "_adaptive_avg_pool2d_backward": 1,
+                   "_adaptive_avg_pool3d_backward": 1, "adaptive_max_pool2d_backward": 1,
+                   "adaptive_max_pool3d_backward": 1}
+FFT_OPS = frozenset({"_fft_r2c", "_fft_c2r", "_fft_c2c"})
 
 
 # Pointwise arithmetic not tagged as such in aten.
@@ -169,13 +197,29 @@ def packet_name(func) -> str:
     return name
 
 
-def fft_flops(args, out) -> float:
-    """5 N log2 N per transform of length N (the classic radix-2 count), over all transformed dims."""
+def _split_radix_flops(n: int) -> float:
+    """Real FLOPs of a complex FFT of length n by split radix, 4 n log2 n - 6 n + 8: the lowest
+    published count for power-of-two lengths (the classic radix-2 count, 5 n log2 n, is above it)."""
+    if n < 2:
+        return 0.0
+    return max(0.0, 4.0 * n * math.log2(n) - 6.0 * n + 8.0)
+
+
+def fft_flops(name: str, args, out) -> float:
+    """Complex-to-complex: split radix over each transformed dim of every batch; real input or output
+    (`_fft_r2c`, `_fft_c2r`) half of it (a length-n real transform is one length-n/2 complex one)."""
     inp = args[0]
-    dims = args[1] if len(args) > 1 else list(range(inp.dim()))
-    n = _prod(max(inp.shape[d], out.shape[d]) for d in dims) if dims else 1
-    batch = max(inp.numel(), out.numel()) / max(n, 1)
-    return 5.0 * batch * n * math.log2(max(n, 2))
+    dims = list(args[1]) if len(args) > 1 else list(range(inp.dim()))
+    lengths = [max(inp.shape[d], out.shape[d]) for d in dims]
+    total = _prod(lengths) if lengths else 1
+    batch = max(inp.numel(), out.numel()) / max(total, 1)
+    flops = sum(total / n * _split_radix_flops(n) for n in lengths)  # each 1-D pass over the whole block
+    return float(batch * flops * (0.5 if name != "_fft_c2c" else 1.0))
+
+
+def _window_elements(args) -> int:
+    kernel = args[1] if len(args) > 1 else 1
+    return _prod(kernel) if isinstance(kernel, (list, tuple)) else int(kernel)
 
 
 def other_flops(name: str, func, args, outs: list[torch.Tensor]) -> float | None:
@@ -184,8 +228,8 @@ def other_flops(name: str, func, args, outs: list[torch.Tensor]) -> float | None
     out = outs[0] if outs else None
     if name in FREE_OPS and name not in PER_ELEMENT_OPS:
         return 0.0
-    if name in ("_fft_r2c", "_fft_c2r", "_fft_c2c") and first_in is not None and out is not None:
-        return fft_flops(args, out)
+    if name in FFT_OPS and first_in is not None and out is not None:
+        return fft_flops(name, args, out)
     if name in PER_ELEMENT_OPS:
         base = first_in.numel() if first_in is not None else 0
         if name in ("scatter_add", "scatter_reduce", "index_add", "index_reduce"):
@@ -196,6 +240,12 @@ def other_flops(name: str, func, args, outs: list[torch.Tensor]) -> float | None
         return float(first_in.numel()) if first_in is not None else 0.0
     if name in WINDOW_OPS and out is not None:
         return float(WINDOW_OPS[name] * out.numel())
+    if name in POOL_OPS and out is not None:
+        return float(_window_elements(args) * out.numel())
+    if name in ADAPTIVE_POOL_OPS and first_in is not None:
+        return float(first_in.numel())
+    if name in GRAD_WINDOW_OPS and first_in is not None:
+        return float(GRAD_WINDOW_OPS[name] * first_in.numel())
     if torch.Tag.pointwise in func.tags or name in EXTRA_POINTWISE:
         return float(sum(o.numel() for o in outs))
     return None

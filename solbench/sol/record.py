@@ -11,7 +11,13 @@ from solbench.spec.sol_record import SolRecord
 
 def sol_record(cost: WorkloadCost, bound: SolBound, hw: HardwareSpec, latency_ms: float | None,
                baseline_ms: float | None) -> SolRecord:
-    """Everything a reader needs to re-derive the score: work, bound, achieved rates, scores."""
+    """Everything a reader needs to re-derive the score: work, bound, achieved rates, scores.
+
+    A workload with an operator the analyser cannot price gets no bound and no score (`unavailable`
+    names the operators); the measurement is kept, and rejection still uses what is provable.
+    """
+    if cost.unavailable:
+        return unavailable_record(cost, hw, latency_ms, baseline_ms)
     ok = latency_ms is not None and latency_ms > 0
     seconds = latency_ms / 1e3 if ok else None
     notes = list(cost.notes)
@@ -50,4 +56,15 @@ def sol_record(cost: WorkloadCost, bound: SolBound, hw: HardwareSpec, latency_ms
         "log_score": None if contradicted else log_score(latency_ms, baseline_ms, bound.t_sol_ms),
         "unknown_ops": list(cost.unknown_ops),
         "notes": notes,
+    }
+
+
+def unavailable_record(cost: WorkloadCost, hw: HardwareSpec, latency_ms: float | None,
+                       baseline_ms: float | None) -> SolRecord:
+    """The record of a workload without a bound: what was measured, and which operators stopped the bound."""
+    return {
+        "convention": cost.convention, "hw": hw.name, "hw_measured": hw.measured, "method": cost.method,
+        "unavailable": cost.unavailable, "t_sol_ms": None, "score": None, "log_score": None, "sol_fraction": None,
+        "t_min_possible_ms": min_possible_time_ms(cost, hw), "latency_ms": latency_ms, "t_baseline_ms": baseline_ms,
+        "unknown_ops": list(cost.unknown_ops), "notes": list(cost.notes),
     }

@@ -25,7 +25,7 @@ class SolRecord(TypedDict, total=False):
     flops: Number
     bytes: Number
     bytes_by_tensor: dict[str, Number]
-    t_sol_ms: Number
+    t_sol_ms: Number | None  # None: no bound (see `unavailable`)
     bound: str  # which roof binds: "memory", "tensor" or "simt"
     t_memory_ms: Number
     t_tensor_ms: Number
@@ -42,5 +42,6 @@ class SolRecord(TypedDict, total=False):
     unknown_ops: list[str]
     notes: list[str]
     unscored: str  # without a GPU: why there is no score
+    unavailable: str | None  # why there is no bound at all (operators the analyser cannot price)
     hw_chosen_by: str  # without a GPU: what chose `hw` ("--hw" or "target_hardware")
     baselines_ms: dict[str, Number | None]  # every baseline timed; T_b is the fastest

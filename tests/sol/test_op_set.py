@@ -1,0 +1,87 @@
+"""The core-aten op-set recorder and benchmarks/extract_coverage.py's containment, on hand-made problems.
+
+A fused attention call and a hand-written softmax attention must record the same op set (one
+decomposition level); the benchmark must match an official problem to extracted problems of the same
+model only, and tell "contained" from "same boundary".
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+from solbench.sol.op_set import record_op_set
+from tests.sol.conftest import make_definition
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "extract_coverage.py"
+QKV = {"q": (["B", 4, 16, 8], "float32"), "k": (["B", 4, 16, 8], "float32"), "v": (["B", 4, 16, 8], "float32")}
+OUT = {"o": (["B", 4, 16, 8], "float32")}
+
+
+def _ops(reference: str, inputs=QKV, outputs=OUT) -> frozenset[str]:
+    return record_op_set(make_definition(inputs, outputs, reference, {"B": 2}), {})
+
+
+def test_fused_and_hand_written_attention_record_alike():
+    fused = _ops("import torch.nn.functional as F\n"
+                 "def run(q, k, v):\n    return F.scaled_dot_product_attention(q, k, v)\n")
+    by_hand = _ops("import torch\n"
+                   "def run(q, k, v):\n"
+                   "    p = torch.softmax((q @ k.transpose(-1, -2)) * 8 ** -0.5, dim=-1)\n"
+                   "    return p @ v\n")
+    assert fused == by_hand
+    assert {"bmm", "_softmax", "mul"} <= fused and not {"view", "expand", "clone"} & fused
+    fused = _ops("import torch.nn.functional as F\ndef run(q, k, v):\n    return F.layer_norm(q, (8,))\n")
+    by_hand = _ops("import torch\ndef run(q, k, v):\n"
+                   "    return (q - q.mean(-1, keepdim=True)) * torch.rsqrt(q.var(-1, keepdim=True, unbiased=False) + 1e-5)\n")
+    assert fused == by_hand == {"mean", "var", "sub", "add", "rsqrt", "mul"}
+
+
+def _problem(root: Path, name: str, reference: str, models: list[str], official: bool) -> None:
+    folder = root / name
+    folder.mkdir(parents=True)
+    data = make_definition({"x": (["B", 32], "float32"), "w": ([32, 32], "float32")}, {"y": (["B", 32], "float32")},
+                           reference, {"B": 4}, name=name.split("/")[-1]).to_dict()
+    data["axes"] = {"B": {"type": "var"}}
+    if official:
+        data["hf_id"] = models[0]
+    else:
+        data["solbench"] = {"models": [{"hf_id": m} for m in models]}
+    (folder / "definition.json").write_text(json.dumps(data))
+    (folder / "workload.jsonl").write_text(json.dumps({"uuid": "w", "axes": {"B": 4}}) + "\n")
+
+
+def _coverage_script():
+    spec = importlib.util.spec_from_file_location("extract_coverage", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_containment_by_model(tmp_path, capsys):
+    gelu = "import torch.nn.functional as F\ndef run(x, w):\n    return F.gelu(x @ w)\n"
+    block = "import torch.nn.functional as F\ndef run(x, w):\n    return x + F.gelu(F.layer_norm(x, (32,)) @ w)\n"
+    official, extracted = tmp_path / "official", tmp_path / "hf"
+    _problem(official, "L1/001_gelu_linear", gelu, ["org/model-a"], True)  # inside a's block
+    _problem(official, "L1/002_block", block, ["org/model-a"], True)  # a's block itself
+    _problem(official, "L1/003_gelu_backward", gelu, ["org/model-a"], True)  # no backward extracted
+    _problem(official, "L1/004_gelu_b", gelu, ["org/model-b"], True)  # b's problem is only a matmul
+    _problem(official, "L1/005_unknown", gelu, ["org/model-c"], True)  # c: nothing extracted
+    _problem(extracted, "block_a", block, ["org/model-z", "Org/Model-A"], False)
+    _problem(extracted, "matmul_b", "def run(x, w):\n    return x @ w\n", ["org/model-b"], False)
+    families = tmp_path / "families.md"
+    families.write_text("| hf_id | family |\n|---|---|\n| org/model-a | LLM |\n| org/model-b | MoE |\n")
+    assert _coverage_script().main(["--official", str(official), "--extracted", str(extracted), "--families",
+                                    str(families), "--jobs", "1", "--details", "--save", str(tmp_path / "v.json")]) == 0
+    stdout = capsys.readouterr().out
+    verdicts = {v["problem"]: v for v in json.loads((tmp_path / "v.json").read_text())}
+    assert verdicts["001_gelu_linear"]["contained_in"] == ["block_a"] and not verdicts["001_gelu_linear"]["same_boundary"]
+    assert verdicts["002_block"]["same_boundary"] == ["block_a"]
+    assert not verdicts["003_gelu_backward"]["contained_in"] and "backward" in verdicts["003_gelu_backward"]["reason"]
+    assert not verdicts["004_gelu_b"]["contained_in"] and "lacks" in verdicts["004_gelu_b"]["reason"]
+    assert verdicts["005_unknown"]["reason"] == "no extracted problem of this model"
+    assert "| dense LLM | 3 | 3 | 2 | 1 | 0 of 0 |" in stdout and "| MoE | 1 | 1 | 0 | 0 |" in stdout
+    assert "| unknown | 1 | 0 | 0 | 0 |" in stdout and "contained: 2 of 5" in stdout
