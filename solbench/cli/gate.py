@@ -124,7 +124,9 @@ def tree_of(solutions: list[Path]) -> list[Path]:
 
 def default_verdict_path() -> Path:
     """`.solbench/verdict.json` under the working folder; `.solbench/` git-ignores itself (as .pytest_cache)."""
-    from solbench.report.workdir import solbench_folder  # the one place that makes .solbench/ and its .gitignore
+    from solbench.report.workdir import (
+        solbench_folder,  # the one place that makes .solbench/ and its .gitignore
+    )
 
     return solbench_folder() / "verdict.json"
 
