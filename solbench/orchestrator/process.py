@@ -30,6 +30,7 @@ from solbench.protocol import codec
 from solbench.protocol import messages as msg
 
 LOG_CAP_BYTES = 64 * 1024
+SECRET_ENV = ("SOLBENCH_TOKEN",)  # a service's token: never in a worker's environment (serve/auth.py)
 SANDBOX_OFF = "off"  # SOLBENCH_SANDBOX=off in the orchestrator's environment: workers without the OS sandbox
 _RUN_FOLDER: list[str] = []
 
@@ -172,7 +173,7 @@ class WorkerProcess:
         # path has been subverted, and closing it is visible here (see solbench.worker.guard).
         alarm_parent, alarm_child = socket.socketpair()
         alarm_parent.setblocking(False)
-        env = dict(os.environ)
+        env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV}
         env.update(self.extra_env)
         env["SOLBENCH_CHANNEL_FD"] = str(child_sock.fileno())
         env["SOLBENCH_ALARM_FD"] = str(alarm_child.fileno())
