@@ -129,3 +129,14 @@ def reuse_key(problem: Problem, workload: Workload, kind: str, device: str, cloc
              "device": device_facts(device), "clocks_locked": bool(clocks_locked), "software": software_facts(),
              "settings": settings}
     return _sha256(facts)
+
+
+def may_share_process(session, worker, problem: Problem) -> bool:
+    """Whether a process that ran a trusted load (a reference, or the reference as solution) may take another:
+    always in a run (its problems are the user's own), and in a service (`process_per_problem`) only for the
+    same definition content, since a reference sent by content is anyone's code and could leave the process
+    changed (torch patched) for the next problem, whose reference outputs judge candidates."""
+    if not getattr(session, "process_per_problem", False):
+        return True
+    last = session.reference_job if worker is session.reference else session.candidate_job
+    return last is not None and definition_content_hash(last[0]) == definition_content_hash(problem)

@@ -19,6 +19,7 @@ from solbench.orchestrator.config import RunConfig
 from solbench.orchestrator.devices import compute_capability
 from solbench.orchestrator.lifetime import at_once
 from solbench.orchestrator.process import WorkerDied, WorkerProcess, WorkerProtocolError, WorkerTimeout
+from solbench.orchestrator.reuse_key import may_share_process
 from solbench.protocol import messages as msg
 from solbench.spec.problem import Problem
 from solbench.spec.solution import Solution, is_reference, shadowing_sources
@@ -350,11 +351,9 @@ class DeviceSession:
         self._loaded.pop(id(worker), None)
 
     def load(self, worker: WorkerProcess, problem: Problem, solution: Solution) -> None:
-        """Load a solution into a worker; untrusted code always gets a fresh process.
-
-        References are the problem's own code, so one worker process serves the references of
-        many problems in turn (starting a CUDA process costs seconds per problem otherwise).
-        """
+        """Load a solution into a worker; untrusted code always gets a fresh process. References are the problem's
+        own code, so one process serves many problems' references in turn (a CUDA start costs seconds), unless
+        the session is `process_per_problem` (a service's: a reference sent by content is anyone's code)."""
         self._join_prefetch()  # a worker may be stopped below: not while a request is on its channel
         key = (problem.name, solution.content_hash(), id(problem))
         previous = self._loaded.get(id(worker))
@@ -364,7 +363,8 @@ class DeviceSession:
         reason = None if trusted or worker is self.reference else self.refusal_here(problem, solution)
         if reason:
             raise StepFailed(Status.SKIPPED, reason)
-        reuse = worker.alive and (worker.requests == 0 or (previous is not None and previous[1] and trusted))
+        reuse = worker.alive and (worker.requests == 0 or (previous is not None and previous[1] and trusted
+                                                           and may_share_process(self, worker, problem)))
         if worker.alive and not reuse:
             worker.stop()  # a module cannot be unloaded: a new solution gets a new process
         if not worker.alive and worker is self.candidate:

@@ -139,9 +139,11 @@ def _reuse_eager(run: WorkloadRun, eager: tuple, samples: TimedSamples) -> bool:
     measured = record.get("samples_ms") if isinstance(record, dict) else None
     if not measured or not all(isinstance(t, (int, float)) and math.isfinite(t) for t in measured):
         return False  # none kept, or not a record this service wrote: measured again
+    if not isinstance(record.get("inputs_reused"), bool) or not isinstance(record.get("inputs_fixed"), bool):
+        return False  # the input facts the candidate's blocks follow must be what the reference's blocks found
     samples.reference_ms = [float(t) for t in measured]
-    samples.reference_reused = bool(record.get("inputs_reused"))
-    samples.reference_fixed = record.get("inputs_fixed")
+    samples.reference_reused = record["inputs_reused"]
+    samples.reference_fixed = record["inputs_fixed"]
     run.warnings.append("eager reference time reused from this service's earlier measurement of the same definition "
                         "and workload content on the same GPU, clocks, versions and settings, not interleaved with this solution's blocks (a service started "
                         "with --no-reuse-eager-reference times it again)")

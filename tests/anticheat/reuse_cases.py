@@ -24,7 +24,7 @@ UUID = "w0"  # every problem of a scenario names its one workload so
 @dataclass(frozen=True)
 class Scenario:
     """A device's problem sizes and codes. `reference` takes `{repeat}`: how many times it does the work (1 for
-    the real problem; 10 for the slower-reference poison). On the CPU the work is a sleep per element, so that
+    the real problem). On the CPU the work is a sleep per element, so that
     time follows the batch and every call lands in the same slot band (`orchestrator.timed.SLOTS_BY_CALL_S`)."""
 
     device: str
@@ -68,11 +68,17 @@ class ReuseCase:
 CASES = (
     ReuseCase("hostile", "reuse_same_uuid_larger_batch",
               "the real problem's definition and uuid, a batch 10x larger: its reference time is 10x"),
-    ReuseCase("hostile", "reuse_same_uuid_slower_reference",
-              "the same name, uuid and batch, a reference that does 10x the work"),
+    ReuseCase("hostile", "reuse_reference_process_patched",
+              "a problem whose reference patches torch's addition in its process, for the next problem's reference"),
     ReuseCase("legit", "reuse_same_content_other_folder",
               "the real problem's own content from another folder: the record is shared"),
 )
+
+
+# Loaded into the reference worker, this leaves every later `+` of the process off by one: had the next problem's
+# reference run in the same process, its outputs (which judge candidates) would be wrong, and the honest fail.
+PATCHING = ("import torch\n\n_add = torch.Tensor.__add__\ntorch.Tensor.__add__ = lambda a, b: _add(_add(a, b), 1.0)\n\n"
+            "def run(x, y):\n    return x * 2.0 + y\n")
 
 
 def problem(root: Path, n: int, reference: str) -> Path:
@@ -91,26 +97,27 @@ def reused(trace) -> bool:
 def run_cases(client, root: Path, scenario: Scenario, options: dict) -> dict[str, tuple[bool, str]]:
     """Each case's (held, what was seen), every poisoning first; `client` talks to a fresh service."""
     real = scenario.reference_doing(1)
-    poisons = {"reuse_same_uuid_larger_batch": problem(root / "batch", scenario.poison_n, real),
-               "reuse_same_uuid_slower_reference": problem(root / "slower", scenario.honest_n,
-                                                           scenario.reference_doing(10))}
+    poisons = {"reuse_same_uuid_larger_batch": problem(root / "batch", scenario.poison_n, real)}
     poisoned = {name: client.evaluate(folder, source=scenario.attacker, **options)[0] for name, folder in poisons.items()}
+    client.evaluate(problem(root / "patched", scenario.honest_n, PATCHING), source=scenario.attacker, **options)
     honest = client.evaluate(problem(root / "honest", scenario.honest_n, real),
                              source=scenario.honest, **options)[0]
     again = client.evaluate(problem(root / "again", scenario.honest_n, real),
                             source=scenario.honest.replace("x * 2.0 + y", "2.0 * x + y"), **options)[0]
     performance = honest.evaluation.performance
+    honest_ms = performance.reference_latency_ms if performance is not None else None
     seen = f"honest {honest.status.value} speedup {getattr(performance, 'speedup_factor', None)} reused {reused(honest)}"
-    true_speedup = (honest.status.value == "PASSED" and not reused(honest)
-                    and 1 / 3 < performance.speedup_factor < 3)
+    true_speedup = (honest.status.value == "PASSED" and not reused(honest) and performance is not None
+                    and performance.speedup_factor is not None and 1 / 3 < performance.speedup_factor < 3)
     out = {}
     for name, trace in poisoned.items():
         poison_ms = trace.evaluation.performance.reference_latency_ms if trace.evaluation.performance else None
         held = (trace.status.value == "PASSED" and true_speedup and poison_ms is not None
-                and performance.reference_latency_ms < poison_ms / 3)
-        out[f"hostile/{name}"] = (held, f"{seen}; poison reference {poison_ms} ms vs {performance.reference_latency_ms}")
+                and honest_ms < poison_ms / 3)
+        out[f"hostile/{name}"] = (held, f"{seen}; poison reference {poison_ms} ms vs {honest_ms}")
+    out["hostile/reuse_reference_process_patched"] = (honest.status.value == "PASSED", seen)
     out["legit/reuse_same_content_other_folder"] = (
-        again.status.value == "PASSED" and reused(again)
-        and again.evaluation.performance.reference_latency_ms == performance.reference_latency_ms,
+        again.status.value == "PASSED" and reused(again) and honest_ms is not None
+        and again.evaluation.performance.reference_latency_ms == honest_ms,
         f"again {again.status.value} reused {reused(again)}")
     return out
