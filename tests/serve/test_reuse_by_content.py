@@ -51,3 +51,13 @@ def test_the_key_takes_the_content_of_the_blobs_a_workload_reads(tmp_path):
     first = key_of(folder)
     blob.write_bytes(b"other content, same path and uuid")
     assert key_of(folder) != first
+
+
+def test_a_service_s_reference_processes_keep_their_compiler_caches_private(tmp_path, monkeypatch):
+    from solbench.orchestrator.process import PRIVATE_REFERENCE_CACHE_ENV, worker_cache
+
+    monkeypatch.delenv(PRIVATE_REFERENCE_CACHE_ENV, raising=False)
+    shared = worker_cache("reference", str(tmp_path))
+    assert not shared.startswith(str(tmp_path))  # a run's: kept across runs
+    monkeypatch.setenv(PRIVATE_REFERENCE_CACHE_ENV, "1")  # what a service sets before its workers start
+    assert worker_cache("reference", str(tmp_path)) == str(tmp_path / "cache")
