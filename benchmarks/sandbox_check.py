@@ -25,7 +25,9 @@ import json, os, sys
 from solbench.worker import sandbox
 sandbox.enter_from_env()
 import torch
-results = {"applied": sandbox.APPLIED}
+from solbench.worker import reads
+unenforced = reads.restrict_for_load([])  # the read rules, as at a worker's first load (worker/reads.py)
+results = {"applied": sandbox.APPLIED, "reads_warning": f"FAILED: {unenforced}" if unenforced else "none"}
 
 def check(name, fn):
     try:
@@ -54,6 +56,15 @@ def double(x_ptr, n, BLOCK: tl.constexpr):
 cuda = torch.cuda.is_available()
 check("write_repository", lambda: must_fail(os.path.join(sys.argv[1], "sandbox_probe.txt")))
 check("write_home", lambda: must_fail(os.path.expanduser("~/sandbox_probe.txt")))
+def must_not_read(path):
+    try:
+        open(path, "rb").close()
+    except OSError as exc:
+        return f"refused ({exc.strerror})"
+    raise RuntimeError(f"{path} was readable")
+
+check("read_repository", lambda: must_not_read(os.path.join(sys.argv[1], "pyproject.toml")))
+check("read_parent_cmdline", lambda: must_not_read(f"/proc/{os.getppid()}/cmdline"))
 check("write_dev_full", lambda: must_fail("/dev/full"))  # a device file outside the GPU runtime's list
 from solbench.worker import capabilities
 check("capabilities", lambda: "none effective" if not capabilities.held().get("CapEff") else 1 / 0)

@@ -180,10 +180,10 @@ def render_tables(traces: list, config: pytest.Config) -> str:
     """The workload and summary tables, the reasons and the speed-of-light note, as text for pytest's terminal."""
     from rich.console import Console
 
-    from solbench.report.table import PIPED_WIDTH, print_results
+    from solbench.report.table import piped_width, print_results
 
     writer = config.get_terminal_writer()
-    width = shutil.get_terminal_size().columns if writer.hasmarkup else PIPED_WIDTH
+    width = shutil.get_terminal_size().columns if writer.hasmarkup else piped_width()
     buffer = io.StringIO()
     console = Console(file=buffer, width=width, force_terminal=writer.hasmarkup, color_system="standard"
                       if writer.hasmarkup else None)

@@ -99,3 +99,11 @@ def test_the_t_sol_note_says_why_that_gpu_with_and_without_hw(tmp_path):
         notes[bool(hw)] = " ".join(result.stdout[result.stdout.index("Speed of light:"):].split())
     assert "the GPU named with --hw: this run has no GPU" in notes[True] and "no --hw" not in notes[True]
     assert "because this run has no GPU and no --hw" in notes[False]
+
+
+def test_a_missing_dataset_folder_says_how_to_get_the_dataset(tmp_path, capsys):
+    missing = tmp_path / "sol-execbench"
+    assert cli._main(["run", str(missing)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"{missing} does not exist" in err and "solbench pull nvidia/SOL-ExecBench" in err
+    assert "--from-parquet" in err and "Traceback" not in err

@@ -9,7 +9,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from solbench.report.table import output_console
+from solbench.report.table import fitted, number_column, output_console
 from solbench.sol.hardware import REPO_SPECS_DIR, HardwareSpec, detect_spec, list_specs, load_spec, spec_path
 from solbench.spec.errors import SpecError
 
@@ -58,23 +58,38 @@ def _fmt(x) -> str:
     return "-" if x in (None, 0) else f"{x:g}"
 
 
+HW_DROP_ORDER = ("kind", "fp64", "tf32", "fp32 simt", "L2 MiB", "SMs", "fp4", "fp8")
+
+
+def specs_table(specs: list[HardwareSpec], leave_out: frozenset[str] = frozenset()) -> Table:
+    """One row per hardware spec; the columns in `leave_out` are not shown (`fitted` picks them)."""
+    rows = []
+    for s in specs:
+        rows.append({"name": s.name, "bf16": _fmt(s.bf16_tflops), "fp8": _fmt(s.fp8_tflops), "fp4": _fmt(s.fp4_tflops),
+                     "tf32": _fmt(s.tf32_tflops), "fp32 simt": _fmt(s.fp32_simt_tflops), "fp64": _fmt(s.fp64_tflops),
+                     "HBM GB/s": _fmt(s.hbm_bandwidth_gbps),
+                     "L2 MiB": _fmt(round(s.l2_bytes / 2**20, 1) if s.l2_bytes else None), "SMs": _fmt(s.sm_count),
+                     "kind": "measured" if s.measured else ("locked clocks" if s.clocks_locked else "datasheet")})
+    table = Table(title="hardware specs (dense TFLOP/s, GB/s)")
+    shown = [k for k in ("name", "bf16", "fp8", "fp4", "tf32", "fp32 simt", "fp64", "HBM GB/s", "L2 MiB", "SMs",
+                         "kind") if k not in leave_out]
+    for key in shown:
+        if key in ("name", "kind"):
+            table.add_column(key, justify="left", overflow="fold")
+        else:
+            number_column(table, key, [row[key] for row in rows])
+    for row in rows:
+        table.add_row(*(row[k] for k in shown))
+    return table
+
+
 def _list(console: Console, as_json: bool) -> int:
     specs = list_specs()
     if as_json:
         for spec in specs:
             print(json.dumps(spec.to_dict()))
         return EXIT_OK
-    table = Table(title="hardware specs (dense TFLOP/s, GB/s)")
-    longest = max((len(s.name) for s in specs), default=4)
-    for col in ("name", "bf16", "fp8", "fp4", "tf32", "fp32 simt", "fp64", "HBM GB/s", "L2 MiB", "SMs", "kind"):
-        table.add_column(col, justify="left" if col in ("name", "kind") else "right", no_wrap=col == "name",
-                         min_width=longest if col == "name" else None)
-    for s in specs:
-        kind = "measured" if s.measured else ("locked clocks" if s.clocks_locked else "datasheet")
-        table.add_row(s.name, _fmt(s.bf16_tflops), _fmt(s.fp8_tflops), _fmt(s.fp4_tflops), _fmt(s.tf32_tflops),
-                      _fmt(s.fp32_simt_tflops), _fmt(s.fp64_tflops), _fmt(s.hbm_bandwidth_gbps),
-                      _fmt(round(s.l2_bytes / 2**20, 1) if s.l2_bytes else None), _fmt(s.sm_count), kind)
-    console.print(table)
+    console.print(fitted(console, lambda leave_out: specs_table(specs, leave_out), HW_DROP_ORDER))
     return EXIT_OK
 
 

@@ -52,7 +52,11 @@ def register(subparsers) -> None:
         description="Exit codes: 0 written; 1 written, but some duplicates conflict (listed on stderr); "
                     "2 bad input (missing file, malformed trace lines, no traces).")
     add_trace_arguments(p)
-    p.add_argument("-o", "--output", type=Path, help="write here (default: stdout)")
+    p.add_argument("-o", "--output", type=Path,
+                   help="write here (default: stdout); an existing CSV is merged into: rows of the same solution, "
+                        "problem and hardware are replaced, all others kept")
+    p.add_argument("--replace", action="store_true",
+                   help="overwrite an existing output file as a whole instead of merging into it")
     p.add_argument("--format", help="csv, md or json (default: from the output suffix, else csv)")
     p.set_defaults(func=leaderboard_command)
 
@@ -63,14 +67,31 @@ def leaderboard_command(args: argparse.Namespace) -> int:
 
     try:
         merged, _, _ = load_merged(args)
-        text = render(leaderboard(merged), format_for(args.output, args.format))
+        fmt = format_for(args.output, args.format)
+        frame = leaderboard(merged)
+        if args.output and args.output.exists() and not args.replace:
+            frame, said = _merged_into(args.output, frame, fmt)
+        else:
+            said = f"wrote {args.output}" + (" (replaced the file)" if args.output and args.output.exists() else "")
         if args.output:
             args.output.parent.mkdir(parents=True, exist_ok=True)
-            args.output.write_text(text)
-            print(f"wrote {args.output}", file=sys.stderr)
+            args.output.write_text(render(frame, fmt))
+            print(said, file=sys.stderr)
         else:
-            sys.stdout.write(text)
+            sys.stdout.write(render(frame, fmt))
     except (SpecError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     return EXIT_CONFLICTS if merged.conflicts else EXIT_OK
+
+
+def _merged_into(path: Path, frame, fmt: str):
+    """The new rows merged into the leaderboard CSV at `path` (see report/leaderboard_update.py)."""
+    from solbench.report.leaderboard import read_leaderboard
+    from solbench.report.leaderboard_update import merge_leaderboards
+
+    if fmt != "csv":
+        raise SpecError(f"{path} exists and only a CSV leaderboard can be merged into; pass --replace to "
+                        f"overwrite it, or write to a new file")
+    update = merge_leaderboards(read_leaderboard(path), frame)
+    return update.frame, update.describe(str(path))

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from solbench.cli.leaderboard import EXIT_BAD_INPUT, EXIT_CONFLICTS, EXIT_OK, add_trace_arguments, load_merged
+from solbench.report.workdir import solbench_folder
 from solbench.spec.errors import SpecError
 
 
@@ -15,7 +16,8 @@ def register(subparsers) -> None:
         "report", help="an HTML page (no network needed) with the leaderboard, SOL scores, speedups, rooflines",
         description="Exit codes: 0 written; 1 written, but some duplicates conflict; 2 bad input.")
     add_trace_arguments(p)
-    p.add_argument("-o", "--output", type=Path, default=Path("report.html"), help="default: report.html")
+    p.add_argument("-o", "--output", type=Path,
+                   help="default: .solbench/report.html (a folder git ignores on its own)")
     p.add_argument("--title", default="solbench report")
     p.set_defaults(func=report_command)
 
@@ -26,6 +28,8 @@ def report_command(args: argparse.Namespace) -> int:
     try:
         merged, bad, sources = load_merged(args)
         page = render_report(merged, title=args.title, sources=sources, malformed_lines=bad)
+        if args.output is None:
+            args.output = solbench_folder() / "report.html"
         args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.write_text(page)
     except (SpecError, OSError) as exc:

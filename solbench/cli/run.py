@@ -64,7 +64,9 @@ def job_target(args: argparse.Namespace) -> tuple[Path, list[Path] | None]:
     else:
         target, solutions = args.problem, args.solution
     if not target.exists():
-        raise SpecError(f"{target} does not exist")
+        raise SpecError(f"{target} does not exist; NVIDIA's dataset is fetched with `solbench pull "
+                        f"nvidia/SOL-ExecBench -o {target}` (network), or converted offline from a local copy with "
+                        f"`solbench pull --from-parquet FILE.parquet -o {target}`")
     if target.is_file() and target.suffix in solution_file_suffixes() and target.name != "definition.json":
         raise SpecError(f"{target} is a file, not a problem folder: did you mean `--solution {target}`?")
     return target, solutions

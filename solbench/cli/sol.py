@@ -14,7 +14,7 @@ from rich.table import Table
 
 from solbench.orchestrator.config import DEFAULT_SOL_HW, RunConfig, cuda_available, sol_hardware
 from solbench.orchestrator.jobs import make_job
-from solbench.report.table import output_console
+from solbench.report.table import fitted, number_column, output_console
 from solbench.sol.hardware import HardwareSpec, detect_spec
 from solbench.spec.errors import SpecError
 from solbench.spec.problem import discover_problems, load_problem
@@ -119,20 +119,39 @@ def _problem_records(task: tuple) -> list[dict]:
     return [workload_record(problem, w, hw, use_cache) for w in make_job(problem, None, max_workloads).workloads]
 
 
-def print_table(problem, records: list[dict], hw: HardwareSpec, conv: str) -> None:
-    table = Table(title=f"{problem.name}: speed of light on {hw.name} ({conv} convention)")
-    for col in ("#", "uuid", "axes", "matmul GFLOP", "other GFLOP", "MB", "T_SOL ms", "bound", "FLOP/B",
-                "solar ms" if conv == "strict" else "strict ms", "method"):
-        table.add_column(col, justify="left" if col in ("uuid", "axes", "bound", "method") else "right")
+SOL_DROP_ORDER = ("method", "other ms", "uuid", "FLOP/B", "other GFLOP", "matmul GFLOP", "#", "bound")
+
+
+def sol_table(title: str, records: list[dict], conv: str, leave_out: frozenset[str] = frozenset()) -> Table:
+    """One row per workload; the columns in `leave_out` are not shown (`fitted` picks them)."""
+    other_conv = "solar" if conv == "strict" else "strict"
+    rows = []
     for i, r in enumerate(records):
-        c, other = r[conv], r["solar" if conv == "strict" else "strict"]
-        axes = ", ".join(f"{k}={v}" for k, v in r["axes"].items())
-        intensity = "-" if c["intensity"] is None else f"{c['intensity']:.1f}"
-        table.add_row(str(i), r["uuid"][:8], axes, f"{sum(c['flops_matmul'].values()) / 1e9:.4g}",
-                      f"{c['flops_other'] / 1e9:.4g}", f"{c['bytes'] / 1e6:.4g}", f"{c['t_sol_ms']:.4g}",
-                      c["bound"], intensity, f"{other['t_sol_ms']:.4g}", r["method"])
+        c, other = r[conv], r[other_conv]
+        rows.append({"#": str(i), "uuid": r["uuid"][:8], "axes": ", ".join(f"{k}={v}" for k, v in r["axes"].items()),
+                     "matmul GFLOP": f"{sum(c['flops_matmul'].values()) / 1e9:.4g}",
+                     "other GFLOP": f"{c['flops_other'] / 1e9:.4g}", "MB": f"{c['bytes'] / 1e6:.4g}",
+                     "T_SOL ms": f"{c['t_sol_ms']:.4g}", "bound": c["bound"],
+                     "FLOP/B": "-" if c["intensity"] is None else f"{c['intensity']:.1f}",
+                     "other ms": f"{other['t_sol_ms']:.4g}", "method": r["method"]})
+    table = Table(title=title)
+    shown = [k for k in ("#", "uuid", "axes", "matmul GFLOP", "other GFLOP", "MB", "T_SOL ms", "bound", "FLOP/B",
+                         "other ms", "method") if k not in leave_out]
+    for key in shown:
+        header = f"{other_conv} ms" if key == "other ms" else key
+        if key in ("uuid", "axes", "bound", "method"):
+            table.add_column(header, justify="left", overflow="fold")
+        else:
+            number_column(table, header, [row[key] for row in rows])
+    for row in rows:
+        table.add_row(*(row[k] for k in shown))
+    return table
+
+
+def print_table(problem, records: list[dict], hw: HardwareSpec, conv: str) -> None:
     console = output_console()
-    console.print(table)
+    title = f"{problem.name}: speed of light on {hw.name} ({conv} convention)"
+    console.print(fitted(console, lambda leave_out: sol_table(title, records, conv, leave_out), SOL_DROP_ORDER))
     unknown = sorted({u for r in records for u in r["unknown_ops"]})
     notes = sorted({n for r in records for n in r["notes"]})
     if unknown:

@@ -20,16 +20,15 @@ import sys
 import tempfile
 import threading
 import time
-from collections import deque
 from multiprocessing.connection import Connection
 from pathlib import Path
 
 from solbench.orchestrator import cgroup
+from solbench.orchestrator.output_tail import OutputTail
 from solbench.orchestrator.process_tree import kill_tree
 from solbench.protocol import codec
 from solbench.protocol import messages as msg
 
-LOG_CAP_BYTES = 64 * 1024
 PRIVATE_REFERENCE_CACHE_ENV = "SOLBENCH_PRIVATE_REFERENCE_CACHE"  # set by a service (serve/service.py)
 SECRET_ENV = ("SOLBENCH_TOKEN",)  # a service's token: never in a worker's environment (serve/auth.py)
 SANDBOX_OFF = "off"  # SOLBENCH_SANDBOX=off in the orchestrator's environment: workers without the OS sandbox
@@ -97,43 +96,6 @@ class WorkerProtocolError(RuntimeError):
     """The worker sent something the harness code never writes (forged or out of sequence); it is killed."""
 
 
-class OutputTail:
-    """Keeps the last `cap` bytes written by the worker; counts the rest."""
-
-    def __init__(self, cap: int = LOG_CAP_BYTES):
-        self.cap = cap
-        self._chunks: deque[bytes] = deque()
-        self._size = 0
-        self.total_bytes = 0
-        self._lock = threading.Lock()
-
-    def feed(self, chunk: bytes) -> None:
-        with self._lock:
-            self._chunks.append(chunk)
-            self._size += len(chunk)
-            self.total_bytes += len(chunk)
-            while self._size > self.cap and len(self._chunks) > 1:
-                self._size -= len(self._chunks.popleft())
-
-    def mark(self) -> int:
-        return self.total_bytes
-
-    def since(self, mark: int, limit: int = 8192) -> str:
-        """Text written since `mark`, at most the last `limit` bytes of it."""
-        with self._lock:
-            data = b"".join(self._chunks)
-            new = self.total_bytes - mark
-            if new <= 0:
-                return ""
-            dropped = max(0, new - len(data))
-            text = data[-min(new, len(data)):]
-        if len(text) > limit:
-            dropped += len(text) - limit
-            text = text[-limit:]
-        out = text.decode("utf-8", "replace")
-        return (f"[... {dropped} bytes of output not kept ...]\n" if dropped else "") + out
-
-
 class WorkerProcess:
     """One worker subprocess: start, request with a timeout, kill."""
 
@@ -152,6 +114,7 @@ class WorkerProcess:
         self._alarm_backlog: list[str] = []
         self._alarm_closed = False
         self.requests = 0
+        self.read_roots: list[str] | None = None  # the data roots its read rules allow (worker/reads.py)
         # kill() runs from the device's thread (closing its session) and from the thread that stops a run
         # (Ctrl-C): one at a time, or the second finds the channel half closed
         self._kill_lock = threading.RLock()
@@ -217,8 +180,25 @@ class WorkerProcess:
         self.conn = Connection(parent_sock.detach())
         self.output = OutputTail()
         self.requests = 0  # a worker that has served nothing has seen no solution code
+        self.read_roots = None
         self._reader = threading.Thread(target=self._drain, args=(self.proc.stdout, self.output), daemon=True)
         self._reader.start()
+
+    @staticmethod
+    def readable_roots(problem, data_roots: list) -> list[str]:
+        """What a worker reads of the problem's data roots: all of them when a workload takes safetensors
+        blobs, else none (the definition and workloads travel by content; worker/reads.py)."""
+        blobs = any(src.kind == "safetensors" for w in problem.workloads for src in w.inputs.values())
+        return [str(p) for p in data_roots] if blobs else []
+
+    def may_read(self, roots: list[str]) -> bool:
+        """Whether this process's read rules (fixed at its first load) cover `roots`."""
+        return self.read_roots is None or set(roots) <= set(self.read_roots)
+
+    def granted(self, roots: list[str]) -> list[str]:
+        """`roots`, recorded as this process's read rules when it has none yet (its first load)."""
+        self.read_roots = list(roots) if self.read_roots is None else self.read_roots
+        return roots
 
     def adopt(self, other: WorkerProcess) -> None:
         """Take over `other`'s started process, channel and output (a pre-spawned spare); `other` is left empty."""

@@ -14,8 +14,24 @@ def running(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as f:
             return f.read().rpartition(")")[2].split()[0] != "Z"
+    except PermissionError:  # a GPU worker's read rules hide its children's /proc entries (worker/reads.py)
+        return _alive_child(pid)
     except (OSError, IndexError):
         return False
+
+
+def _alive_child(pid: int) -> bool:
+    """Whether a child of this process runs, asked of the kernel without /proc and without reaping it."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None
+    except ChildProcessError:  # not a child: alive while it can be named
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
 
 
 def children(pid: int | str) -> list[int]:

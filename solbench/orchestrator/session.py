@@ -4,8 +4,7 @@
 channel, and screen what came back from the solution's worker (a failure status it may not claim, an
 implausible timing reply, a reply out of sequence) before anything else looks at it. Worker lifecycle
 lives here too: which code a process has seen, when it must be replaced, and the restart after a
-failed CUDA graph capture (`ask_timed`).
-"""
+failed CUDA graph capture (`ask_timed`)."""
 
 from __future__ import annotations
 
@@ -351,9 +350,8 @@ class DeviceSession:
         self._loaded.pop(id(worker), None)
 
     def load(self, worker: WorkerProcess, problem: Problem, solution: Solution) -> None:
-        """Load a solution into a worker; untrusted code always gets a fresh process. References are the problem's
-        own code, so one process serves many problems' references in turn (a CUDA start costs seconds), unless
-        the session is `process_per_problem` (a service's: a reference sent by content is anyone's code)."""
+        """Load a solution into a worker; untrusted code always gets a fresh process. One process serves the references
+        of many problems whose data it may read (CUDA starts cost seconds), unless `reuse_key.may_share_process`."""
         self._join_prefetch()  # a worker may be stopped below: not while a request is on its channel
         key = (problem.name, solution.content_hash(), id(problem))
         previous = self._loaded.get(id(worker))
@@ -363,9 +361,10 @@ class DeviceSession:
         reason = None if trusted or worker is self.reference else self.refusal_here(problem, solution)
         if reason:
             raise StepFailed(Status.SKIPPED, reason)
-        reuse = worker.alive and (worker.requests == 0 or (previous is not None and previous[1] and trusted
-                                                           and may_share_process(self, worker, problem)))
-        if worker.alive and not reuse:
+        shared = previous is not None and previous[1] and trusted and may_share_process(self, worker, problem)
+        reuse = worker.alive and (worker.requests == 0 or shared)
+        readable = WorkerProcess.readable_roots(problem, self.config.all_data_roots(problem.directory))
+        if worker.alive and not (reuse and worker.may_read(readable)):
             worker.stop()  # a module cannot be unloaded: a new solution gets a new process
         if not worker.alive and worker is self.candidate:
             self._start_candidate(worker)
@@ -377,7 +376,8 @@ class DeviceSession:
         request = msg.Load(definition=problem.definition, solution=solution,
                            work_dir=f"{worker.scratch.name}/load{self._loads}",
                            compile_timeout_s=self.config.compile_timeout_s,
-                           data_roots=[str(p) for p in self.config.all_data_roots(problem.directory)])
+                           data_roots=[str(p) for p in self.config.all_data_roots(problem.directory)],
+                           readable_roots=worker.granted(readable))
         self.ask(worker, request, self.config.compile_timeout_s + 60)
         self._loaded[id(worker)] = (key, trusted)
         if worker is self.reference:

@@ -55,6 +55,8 @@ class Load(Request):
     work_dir: str
     compile_timeout_s: float = 300.0
     data_roots: list[str] = field(default_factory=list)
+    # the folders of those the worker may read (worker/reads.py): the data roots when a workload takes blobs
+    readable_roots: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

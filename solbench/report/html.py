@@ -21,6 +21,7 @@ from solbench.report import svg
 from solbench.report.leaderboard import COLUMNS, LEVEL_PROBLEM, latency_ms, leaderboard, sol_value
 from solbench.report.merge import MergeResult, hardware_of
 from solbench.report.reasons import reason, unscored_bounds
+from solbench.report.table import speedup_verdict
 from solbench.spec.trace import Status, Trace
 
 TABLE_COLUMNS = ("solution", "problem", "workloads", "passed", "failed", "numerics_flagged", "skipped", "conflicts",
@@ -54,15 +55,11 @@ pre { white-space: pre-wrap; font-size: 11px; margin: 2px 0; color: #555; max-he
 
 
 def speedup_class(speedup: float, row: dict) -> str:
-    """"good" or "bad" only where the speedup's confidence interval excludes 1: the latency's CI
-    (latency_ci_low_ms .. latency_ci_high_ms around geomean_latency_ms) carried over to the speedup; a
-    speedup whose interval holds 1 (or has none) is not coloured, whatever its sign."""
-    latency, low, high = (row.get(k) for k in ("geomean_latency_ms", "latency_ci_low_ms", "latency_ci_high_ms"))
-    if not all(isinstance(v, float) and math.isfinite(v) and v > 0 for v in (latency, low, high)):
-        return ""
-    if speedup * latency / high > 1:
-        return "good"
-    return "bad" if speedup * latency / low < 1 else ""
+    """"good" or "bad" only where the speedup's confidence interval excludes 1 (`table.speedup_verdict`, the
+    row's latency CI carried over to the speedup); a speedup whose interval holds 1 (or has none) is not
+    coloured, whatever its sign."""
+    return speedup_verdict(speedup, *(row.get(k) for k in ("geomean_latency_ms", "latency_ci_low_ms",
+                                                            "latency_ci_high_ms")))
 
 
 def _cell(column: str, value, row: dict | None = None) -> str:
@@ -71,8 +68,9 @@ def _cell(column: str, value, row: dict | None = None) -> str:
     if column in PERCENT_COLUMNS:
         return f"<td>{100 * value:.0f}%</td>"
     if column.startswith("geomean_speedup"):
-        css = speedup_class(value, row or {})
-        return f'<td class="{css}">{value:.2f}x</td>'
+        css = (row or {}).get(f"_{column}_class") or speedup_class(value, row or {})
+        why = "" if css else ' title="not coloured: within the measured noise (its interval holds 1), or no interval"'
+        return f'<td class="{css}"{why}>{value:.2f}x</td>'
     if column == "mean_sol_score":
         return f"<td>{value:.3f}</td>"
     if isinstance(value, float):
@@ -83,6 +81,14 @@ def _cell(column: str, value, row: dict | None = None) -> str:
         return f'<td class="flagged">{value}</td>'
     css = ' class="text"' if column in ("solution", "problem") else ""
     return f"<td{css}>{escape(str(value))}</td>"
+
+
+def _summary_speedup_classes(summary: dict, problem_rows: list[dict]) -> None:
+    """A summary row has no latency interval of its own: its speedup is coloured when every problem row's
+    speedup is coloured alike (all faster, or all slower, beyond their noise)."""
+    for column in ("geomean_speedup_vs_reference", "geomean_speedup_vs_baseline"):
+        classes = {speedup_class(r[column], r) if isinstance(r[column], float) else "" for r in problem_rows}
+        summary[f"_{column}_class"] = classes.pop() if len(classes) == 1 else ""
 
 
 def header_label(column: str) -> str:
@@ -98,10 +104,16 @@ def leaderboard_table(frame: pd.DataFrame) -> str:
                    f'title="{escape(c)}: {escape(described[c])}">{escape(header_label(c))}</th>'
                    for c in TABLE_COLUMNS)
     rows = []
-    for row in frame.to_dict(orient="records"):
-        if row["level"] != LEVEL_PROBLEM and row["problems"] == 1:
-            continue  # the summary of a solution of one problem repeats that problem's row
-        css = "summary" if row["level"] != LEVEL_PROBLEM else ""
+    records = frame.to_dict(orient="records")
+    single = {(r["solution"], r["hardware"]) for r in records if r["level"] != LEVEL_PROBLEM and r["problems"] == 1}
+    for row in records:
+        key = (row["solution"], row["hardware"])
+        if row["level"] != LEVEL_PROBLEM:
+            if key in single:
+                continue  # a solution of one problem: that problem's row is its summary, shown bold instead
+            _summary_speedup_classes(row, [r for r in records if r["level"] == LEVEL_PROBLEM
+                                           and (r["solution"], r["hardware"]) == key])
+        css = "summary" if row["level"] != LEVEL_PROBLEM or key in single else ""
         rows.append(f'<tr class="{css}">' + "".join(_cell(c, row[c], row) for c in TABLE_COLUMNS) + "</tr>")
     return (f'<div class="scroll"><table class="leaderboard"><thead><tr>{head}</tr></thead>'
             f'<tbody>{"".join(rows)}</tbody></table></div>')

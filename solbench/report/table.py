@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import sys
 from collections import defaultdict
 from collections.abc import Callable
@@ -16,14 +17,22 @@ from solbench.report.reasons import log_tail, reason, unscored_bounds
 from solbench.spec.trace import Status, Trace
 
 STATUS_STYLE = {Status.PASSED: "green", Status.SKIPPED: "dim", Status.INCORRECT_NUMERICAL: "yellow"}
-PIPED_WIDTH = 320  # columns for a table written to a pipe or file: rich would assume 80 and cut names
 UNBOUNDED_WIDTH = 100_000  # to measure a table's natural width, which rich otherwise caps at the console's
+PIPED_WIDTH = UNBOUNDED_WIDTH  # a pipe or file has no width: every column is kept (see piped_width)
+
+
+def piped_width() -> int:
+    """Columns for output written to a pipe or a file: `COLUMNS` when it is set (a CI log read in a window of
+    that width), else as wide as the tables are. A log is read later, when the reason column matters most,
+    so no column is dropped for a width nobody asked for (rich would assume 80 and cut names)."""
+    columns = os.environ.get("COLUMNS", "").strip()
+    return int(columns) if columns.isdigit() and int(columns) >= 20 else PIPED_WIDTH
 
 
 def output_console() -> Console:
-    """The console tables go to (stdout): the terminal's width on a terminal; piped or redirected, wide
-    enough that no name or figure is cut short (a pipe has no width)."""
-    return Console() if sys.stdout.isatty() else Console(width=PIPED_WIDTH)
+    """The console tables go to (stdout): the terminal's width on a terminal (rich reads `COLUMNS` there
+    too); piped or redirected, `piped_width`."""
+    return Console() if sys.stdout.isatty() else Console(width=piped_width())
 
 
 def fmt_ms(value: float | None) -> str:
@@ -34,6 +43,29 @@ def fmt_ms(value: float | None) -> str:
 
 def fmt_err(value: float | None) -> str:
     return "-" if value is None else f"{value:.2e}"
+
+
+def speedup_verdict(speedup: float, latency_ms: float | None, ci_low_ms: float | None,
+                    ci_high_ms: float | None) -> str:
+    """"good" or "bad" only where the speedup's interval (the latency's confidence interval carried over to
+    it) excludes 1; "" where it holds 1 or there is none: a 1.02x inside 3% noise is no speed-up."""
+    if not all(isinstance(v, float) and math.isfinite(v) and v > 0 for v in (latency_ms, ci_low_ms, ci_high_ms)):
+        return ""
+    if speedup * latency_ms / ci_high_ms > 1:
+        return "good"
+    return "bad" if speedup * latency_ms / ci_low_ms < 1 else ""
+
+
+def speedup_text(trace: Trace) -> str:
+    """The speedup, green or red where it is beyond the noise (`speedup_verdict`), plain otherwise."""
+    perf = trace.evaluation.performance
+    if not perf or not perf.speedup_factor:
+        return "-"
+    stats = perf.latency
+    verdict = speedup_verdict(float(perf.speedup_factor), perf.latency_ms, stats.ci_low_ms if stats else None,
+                              stats.ci_high_ms if stats else None)
+    style = {"good": "green", "bad": "red"}.get(verdict)
+    return f"[{style}]{perf.speedup_factor:.2f}x[/{style}]" if style else f"{perf.speedup_factor:.2f}x"
 
 
 def status_text(status: Status) -> str:
@@ -85,7 +117,7 @@ def workload_table(traces: list[Trace], title: str = "Results", leave_out: froze
                  "latency ms": fmt_ms(perf.latency_ms) if perf else "-",
                  "±ci %": f"{100 * ci:.1f}" if ci is not None else "-",
                  "ref ms": fmt_ms(perf.reference_latency_ms) if perf else "-",
-                 "speedup": f"{perf.speedup_factor:.2f}x" if perf and perf.speedup_factor else "-",
+                 "speedup": speedup_text(t),
                  "max abs err": fmt_err(corr.max_absolute_error) if corr else "-",
                  "flags": flags_text(t.numerics_flags),
                  "T_SOL": (f"{bound[0]:.4g}" + ("" if len(hardware) == 1 else f" ({bound[1]})")) if bound else "-",
@@ -97,6 +129,13 @@ def workload_table(traces: list[Trace], title: str = "Results", leave_out: froze
 
 def axes_text(trace: Trace) -> str:
     return " ".join(f"{k}={v}" for k, v in trace.workload.axes.items())
+
+
+def number_column(table: Table, header: str, cells: list[str]) -> None:
+    """A right-aligned column of figures that is never squeezed: rich cuts a squeezed cell with an
+    ellipsis (`181…` for 1811.3); `fitted` drops whole columns instead, and the caption says which."""
+    width = max([len(header), *(len(c) for c in cells)], default=1)
+    table.add_column(header, justify="right", no_wrap=True, min_width=min(width, 24), overflow="fold")
 
 
 def fitted(console: Console, build: Callable[[frozenset[str]], Table], drop_order: tuple[str, ...]) -> Table:

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from solbench.report import signing
+from solbench.report.workdir import solbench_folder
 from solbench.spec.errors import SpecError
 from solbench.spec.trace import Trace
 
@@ -22,7 +23,7 @@ def default_trace_path(root: Path | None = None) -> Path:
     in `.solbench/runs/` under the working directory (git-ignored in a checkout), never inside the
     installed package."""
     named = os.environ.get(RUNS_DIR_VARIABLE)
-    folder = Path(named) if named and root is None else (root or Path.cwd()) / RUNS_DIR
+    folder = Path(named) if named and root is None else solbench_folder(root) / RUNS_DIR.name
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     path, n = folder / f"{stamp}.jsonl", 2
     while path.exists():

@@ -69,6 +69,7 @@ async def _serve_until_stopped(service: Service, host: str, port: int) -> None:
     from aiohttp import web  # inner: the `serve` extra, needed only here and in app
 
     from solbench.serve.app import make_app
+    from solbench.worker import reads  # what a worker here cannot read, said at start (issue 47)
 
     runner = web.AppRunner(make_app(service), access_log=None)
     await runner.setup()
@@ -80,7 +81,7 @@ async def _serve_until_stopped(service: Service, host: str, port: int) -> None:
         loop.add_signal_handler(signum, stopped.set)
     bound = runner.addresses[0]
     print(f"solbench serve: listening on http://{host}:{bound[1]} (devices: {', '.join(service.devices)}; "
-          f"folder: {service.folder})", flush=True)
+          f"folder: {service.folder}; {reads.enforced_here()})", flush=True)
     try:
         await stopped.wait()
         # Submissions told to stop first (their workers killed, their state final), so open streams end now

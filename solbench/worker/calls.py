@@ -21,7 +21,7 @@ from solbench.protocol import messages as msg
 from solbench.protocol.descriptors import is_received
 from solbench.spec.solution import Solution, shadowing_sources
 from solbench.timing.timer import integrity_violations
-from solbench.worker import transfer
+from solbench.worker import reads, transfer
 from solbench.worker.guard import installation_roots
 from solbench.worker.inputs_cache import changed_tensors, make_call_inputs
 from solbench.worker.state import Failure, WorkerState, format_exception, harness_native
@@ -34,6 +34,12 @@ def handle_load(state: WorkerState, request: msg.Load) -> msg.Loaded:
     state.definition = request.definition
     state.timed_block, state.timed_call_ms = None, 0.0  # another solution: nothing timed before carries over
     solution = request.solution
+    if not reads.covers(request.readable_roots):  # the orchestrator starts a fresh process for other roots
+        raise Failure("RUNTIME_ERROR", "this worker's read rules do not cover the problem's data roots")
+    with harness_native(state):
+        unenforced = reads.restrict_for_load(request.readable_roots)  # before the reference or the solution runs
+    if unenforced and state.guard is not None:
+        state.guard.note(unenforced)
     state.data_roots = [Path(p) for p in request.data_roots]
     if state.guard is not None:  # the audit hook reports writes below these (and the harness package)
         state.guard.protect([str(p) for p in state.data_roots] + installation_roots())

@@ -15,7 +15,7 @@ code is imported, as far as this machine's kernel allows:
   `cgroup.kill` then ends everything it started, whatever its parentage;
 * `PR_SET_NO_NEW_PRIVS`, then Landlock: writes only below the worker's private folders (its scratch
   folder, the run's compiler caches) and to the GPU runtime's device files (`device_files`); reading
-  stays allowed everywhere; no ptrace, and (ABI 6) no signal, to processes outside the worker's own domain;
+  is limited at the worker's first load (worker/reads.py); no ptrace, and (ABI 6) no signal, to processes outside the worker's own domain;
 * every capability dropped (worker/capabilities.py): a worker started as root keeps none of root's powers;
 * seccomp: no `ptrace`, `process_vm_readv/writev` or `pidfd_getfd`, no `clone(CLONE_PARENT)` (a sibling
   outside the worker's tree), `clone3` made unavailable (its flags are out of a filter's reach).
@@ -57,6 +57,7 @@ SECCOMP_DENY = {"x86_64": (0xC000003E, {"ptrace": 101, "process_vm_readv": 310, 
                                           "pidfd_getfd": 438})}
 CLONE_NR, CLONE3_NR, CLONE_PARENT, X32_SYSCALL_BIT = {"x86_64": 56, "aarch64": 220}, 435, 0x8000, 0x40000000
 APPLIED: dict[str, object] = {}  # mechanism -> True, or why not (a string); read by worker/environment.py
+WRITABLE: list[str] = []  # the worker's private folders (enter); worker/reads.py lets it read them too
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -257,6 +258,7 @@ def enter(parent_pid: int, writable: list[str], namespaces: bool = True, cgroup:
     """Apply every mechanism this machine allows; may fork (a supervisor stays outside the namespace),
     and returns only in the process that goes on as the worker. `cgroup`: the worker's own group, or
     "denied: why" where the orchestrator could not make one."""
+    WRITABLE[:] = writable
     _step("pdeathsig", lambda: die_with_parent(parent_pid))
     if cgroup.startswith("/"):
         _step("cgroup", lambda: join_cgroup(cgroup))

@@ -57,3 +57,42 @@ def test_report_writes_one_self_contained_file(tmp_path):
     assert main(["report", str(traces), "-o", str(out), "--title", "nightly"]) == 0
     page = out.read_text()
     assert "<title>nightly</title>" in page and page.count("<svg") >= 4 and list(out.parent.iterdir()) == [out]
+
+
+def test_leaderboard_merges_into_an_existing_csv_and_keeps_other_hardware(tmp_path, capsys):
+    """The README's leaderboard line once replaced the shipped GPU rows with two CPU rows, silently."""
+    board = tmp_path / "lb.csv"
+    gpu = write_traces(tmp_path / "gpu.jsonl", sample_traces())
+    assert main(["leaderboard", str(gpu), "-o", str(board)]) == 0
+    before = pd.read_csv(board)
+    cpu = write_traces(tmp_path / "cpu.jsonl", [make_trace("rmsnorm_h4096", "triton_fast", "c0", hardware="cpu"),
+                                                make_trace("rmsnorm_h4096", "triton_fast", "c1", hardware="cpu")])
+    capsys.readouterr()
+    assert main(["leaderboard", str(cpu), "-o", str(board)]) == 0
+    assert "1 row(s) added, 0 replaced, 5 kept" in capsys.readouterr().err
+    after = pd.read_csv(board)
+    gpu_rows = after[after["hardware"] != "cpu"].reset_index(drop=True)
+    pd.testing.assert_frame_equal(gpu_rows, before)  # every GPU row, summaries included, untouched
+    cpu_rows = after[after["hardware"] == "cpu"]
+    assert sorted(cpu_rows["level"]) == ["problem", "solution"] and set(cpu_rows["workloads"]) == {2}
+    # the same solution, problem and hardware measured again replaces its row and its summary
+    again = write_traces(tmp_path / "again.jsonl", [make_trace("rmsnorm_h4096", "triton_fast", "c0",
+                                                               hardware="cpu", latency_ms=4.0)])
+    assert main(["leaderboard", str(again), "-o", str(board)]) == 0
+    assert "0 row(s) added, 1 replaced, 5 kept" in capsys.readouterr().err
+    final = pd.read_csv(board)
+    row = final[(final["hardware"] == "cpu") & (final["level"] == "problem")]
+    assert len(final) == len(after) and row["workloads"].item() == 1 and row["geomean_latency_ms"].item() == 4.0
+    # --replace overwrites the whole file
+    assert main(["leaderboard", str(again), "-o", str(board), "--replace"]) == 0
+    assert set(pd.read_csv(board)["hardware"]) == {"cpu"}
+
+
+def test_leaderboard_refuses_to_merge_into_a_non_csv_file(tmp_path, capsys):
+    traces = write_traces(tmp_path / "t.jsonl", sample_traces())
+    out = tmp_path / "lb.md"
+    out.write_text("kept\n")
+    assert main(["leaderboard", str(traces), "-o", str(out)]) == 2
+    assert "--replace" in capsys.readouterr().err and out.read_text() == "kept\n"
+    assert main(["leaderboard", str(traces), "-o", str(out), "--replace"]) == 0
+    assert out.read_text().startswith("| level |")

@@ -187,7 +187,7 @@ def test_no_chart_label_or_title_is_clipped_in_a_browser(tmp_path, width):
     assert probe["clipped"] == [], probe
 
 
-def test_speedups_are_coloured_only_where_their_interval_excludes_one_and_single_problem_summaries_go():
+def test_speedups_are_coloured_only_where_their_interval_excludes_one_and_single_problem_rows_are_bold():
     def row(speedup: float, low: float, high: float) -> dict:
         return {"geomean_speedup_vs_reference": speedup, "geomean_latency_ms": 1.0, "latency_ci_low_ms": low,
                 "latency_ci_high_ms": high}
@@ -198,6 +198,12 @@ def test_speedups_are_coloured_only_where_their_interval_excludes_one_and_single
     assert speedup_class(1.5, {"geomean_latency_ms": 1.0}) == ""  # no interval: no colour
     page = render_report(merge(sample_traces()))
     board = page[page.index('<table class="leaderboard"'):page.index("</table>")]
-    # sample_traces: triton_fast solves both problems (a summary row); the others one each (none)
+    # sample_traces: triton_fast solves both problems (a summary row); the others one each (their one row,
+    # bold, is their summary: none repeated)
     summaries = re.findall(r'<tr class="summary"><td class="text">([^<]*)</td>', board)
-    assert summaries == ["triton_fast"] and board.count("<tr") > 5
+    assert sorted(summaries) == ["cuda_broken", "reference_gemm_bf16", "reference_rmsnorm_h4096", "triton_fast"]
+    assert board.count("<tr") == 1 + 5 + 1  # header, 5 problem rows, triton_fast's summary
+    assert 'title="not coloured: within the measured noise' in board
+    # triton_fast is faster beyond the noise on both of its problems: its summary's speedup is green too
+    summary = re.search(r'<tr class="summary"><td class="text">triton_fast</td>.*?</tr>', board).group(0)
+    assert '<td class="good">3.12x</td>' in summary

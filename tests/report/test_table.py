@@ -136,3 +136,12 @@ def test_the_note_names_hw_as_the_reason_when_hw_was_given():
     assert "bound on H100_SXM, the GPU named with --hw" in note and "no --hw" not in note
     note = sol_note([make_trace(sol={**unscored(0.1), "hw_chosen_by": "target_hardware"})])
     assert "bound on B200 (the solution's target GPU" in note and "no --hw" in note
+
+
+def test_a_speedup_beyond_the_noise_is_coloured_in_the_terminal_and_one_inside_it_is_not():
+    from solbench.report.table import speedup_text
+
+    assert speedup_text(make_trace(latency_ms=1.0, reference_ms=1.12, rel_ci=0.02)) == "[green]1.12x[/green]"
+    assert speedup_text(make_trace(latency_ms=1.0, reference_ms=0.5, rel_ci=0.02)) == "[red]0.50x[/red]"
+    assert speedup_text(make_trace(latency_ms=1.0, reference_ms=1.01, rel_ci=0.02)) == "1.01x"  # within 2% noise
+    assert speedup_text(make_trace(latency_ms=1.0, reference_ms=1.5, rel_ci=None)) == "1.50x"  # no interval
