@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
 from solbench.orchestrator.config import choose_devices, configure
-from solbench.serve.auth import TOKEN_ENV, bind_refusal
+from solbench.serve.auth import TOKEN_ENV, bind_refusal, read_token
 from solbench.spec.errors import SpecError
 
 DEFAULT_PORT = 8470
@@ -26,7 +25,10 @@ def register(subparsers) -> None:
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0: any free one)")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default: auto, every visible GPU)")
     p.add_argument("--devices", help="comma-separated CUDA device indices to serve (default: all visible)")
-    p.add_argument("--token", help=f"the token clients must send (default: ${TOKEN_ENV}; required beyond localhost)")
+    p.add_argument("--token-file", help=f"a file whose first line is the token clients must send (-: stdin; "
+                                        f"default: ${TOKEN_ENV}; required beyond localhost)")
+    p.add_argument("--token", help="deprecated: the token on the command line, readable by every process of the "
+                                   "host; use --token-file or $" + TOKEN_ENV)
     p.add_argument("--folder", type=Path, default=Path(".solbench/serve"),
                    help="the service's own folder: submissions' traces, problems sent by content, the reference's "
                         "timings (default .solbench/serve)")
@@ -40,7 +42,11 @@ def register(subparsers) -> None:
 
 
 def serve_command(args: argparse.Namespace) -> int:
-    token = args.token or os.environ.get(TOKEN_ENV) or None
+    try:
+        token = read_token(args.token, args.token_file, warn=lambda text: print(f"warning: {text}", file=sys.stderr))
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     refusal = bind_refusal(args.host, token)
     if refusal:
         print(f"error: {refusal}", file=sys.stderr)

@@ -34,7 +34,10 @@ def register(subparsers) -> None:
             action.help = argparse.SUPPRESS  # the service's, not a submission's
     p.add_argument("--server", default=None, help="the service's URL (default: $SOLBENCH_SERVER, else "
                                                   "http://127.0.0.1:8470)")
-    p.add_argument("--token", help="the service's token (default: $SOLBENCH_TOKEN)")
+    p.add_argument("--token-file", help="a file whose first line is the service's token (-: stdin; default: "
+                                        "$SOLBENCH_TOKEN)")
+    p.add_argument("--token", help="deprecated: the token on the command line, readable by every process of the "
+                                   "host; use --token-file or $SOLBENCH_TOKEN")
     p.set_defaults(func=submit_command)
 
 
@@ -56,7 +59,14 @@ def submit_command(args: argparse.Namespace) -> int:
     if len(args.solution or []) > 1 or (args.solution and args.solution[0].is_dir()):
         console.print("[red]error:[/red] solbench submit takes one solution file (--solution FILE)")
         return run.EXIT_BAD_INPUT
-    client = Client(args.server, args.token)
+    from solbench.serve.auth import read_token
+
+    try:
+        token = read_token(args.token, args.token_file, warn=lambda text: console.print(f"warning: {text}"))
+    except ValueError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        return run.EXIT_BAD_INPUT
+    client = Client(args.server, token)
     submission = None
     try:
         config = run.config_from_args(args)

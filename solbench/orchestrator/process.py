@@ -29,6 +29,8 @@ from solbench.orchestrator.process_tree import kill_tree
 from solbench.protocol import codec
 from solbench.protocol import messages as msg
 
+PRIVATE_REFERENCE_CACHE_ENV = "SOLBENCH_PRIVATE_REFERENCE_CACHE"  # set by a service (serve/service.py)
+SECRET_ENV = ("SOLBENCH_TOKEN",)  # a service's token: never in a worker's environment (serve/auth.py)
 SANDBOX_OFF = "off"  # SOLBENCH_SANDBOX=off in the orchestrator's environment: workers without the OS sandbox
 _RUN_FOLDER: list[str] = []
 
@@ -47,8 +49,10 @@ def worker_cache(role: str, scratch: str) -> str:
     """The compiler caches and temporary folder of one worker. The reference role's are kept across runs
     (Triton kernels, Inductor's precompiled headers: seconds to minutes to rebuild) and only the trusted
     reference worker may write them. A solution's live in its own scratch folder and go with it: a cache
-    shared by solutions would let one plant compiled kernels that a later solution, or a later run, loads."""
-    if role != "reference":
+    shared by solutions would let one plant compiled kernels that a later solution, or a later run, loads.
+    A service sets PRIVATE_REFERENCE_CACHE_ENV: its references may be sent by content (anyone's code), so each
+    reference process keeps its caches in its scratch folder, and serves one definition (`reuse_key`)."""
+    if role != "reference" or os.environ.get(PRIVATE_REFERENCE_CACHE_ENV) == "1":
         return os.path.join(scratch, "cache")
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "solbench", "workers", role)
@@ -135,7 +139,7 @@ class WorkerProcess:
         # path has been subverted, and closing it is visible here (see solbench.worker.guard).
         alarm_parent, alarm_child = socket.socketpair()
         alarm_parent.setblocking(False)
-        env = dict(os.environ)
+        env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV}
         env.update(self.extra_env)
         env["SOLBENCH_CHANNEL_FD"] = str(child_sock.fileno())
         env["SOLBENCH_ALARM_FD"] = str(alarm_child.fileno())

@@ -4,8 +4,7 @@
 channel, and screen what came back from the solution's worker (a failure status it may not claim, an
 implausible timing reply, a reply out of sequence) before anything else looks at it. Worker lifecycle
 lives here too: which code a process has seen, when it must be replaced, and the restart after a
-failed CUDA graph capture (`ask_timed`).
-"""
+failed CUDA graph capture (`ask_timed`)."""
 
 from __future__ import annotations
 
@@ -19,6 +18,7 @@ from solbench.orchestrator.config import RunConfig
 from solbench.orchestrator.devices import compute_capability
 from solbench.orchestrator.lifetime import at_once
 from solbench.orchestrator.process import WorkerDied, WorkerProcess, WorkerProtocolError, WorkerTimeout
+from solbench.orchestrator.reuse_key import may_share_process
 from solbench.protocol import messages as msg
 from solbench.spec.problem import Problem
 from solbench.spec.solution import Solution, is_reference, shadowing_sources
@@ -350,9 +350,8 @@ class DeviceSession:
         self._loaded.pop(id(worker), None)
 
     def load(self, worker: WorkerProcess, problem: Problem, solution: Solution) -> None:
-        """Load a solution into a worker; untrusted code always gets a fresh process. One process serves the
-        references of many problems whose data it may read (a CUDA process costs seconds to start).
-        """
+        """Load a solution into a worker; untrusted code always gets a fresh process. One process serves the references
+        of many problems whose data it may read (CUDA starts cost seconds), unless `reuse_key.may_share_process`."""
         self._join_prefetch()  # a worker may be stopped below: not while a request is on its channel
         key = (problem.name, solution.content_hash(), id(problem))
         previous = self._loaded.get(id(worker))
@@ -362,7 +361,8 @@ class DeviceSession:
         reason = None if trusted or worker is self.reference else self.refusal_here(problem, solution)
         if reason:
             raise StepFailed(Status.SKIPPED, reason)
-        reuse = worker.alive and (worker.requests == 0 or (previous is not None and previous[1] and trusted))
+        shared = previous is not None and previous[1] and trusted and may_share_process(self, worker, problem)
+        reuse = worker.alive and (worker.requests == 0 or shared)
         readable = WorkerProcess.readable_roots(problem, self.config.all_data_roots(problem.directory))
         if worker.alive and not (reuse and worker.may_read(readable)):
             worker.stop()  # a module cannot be unloaded: a new solution gets a new process

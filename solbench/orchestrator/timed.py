@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 
 from solbench.check.anticheat import input_sets_reused, timed_call_seed
 from solbench.inputs.seeds import derive_seed, new_run_seed
+from solbench.orchestrator.reuse_key import reuse_key
 from solbench.orchestrator.session import StepFailed
 from solbench.orchestrator.sizes import declared_set_bytes, expected_outputs, required_checks
 from solbench.orchestrator.trials import judge, view_flags
@@ -125,8 +126,8 @@ def _service_cache(run: WorkloadRun, kind: str, settings: str) -> tuple | None:
     cache = getattr(run.session, "reference_timings", None)
     if cache is None:
         return None
-    return cache, cache.key(run.problem, run.workload.uuid, kind, run.session.environment, run.session.device,
-                            run.config.lock_clocks, settings)
+    return cache, reuse_key(run.problem, run.workload, kind, run.session.device, run.config.lock_clocks, settings,
+                            run.config.all_data_roots(run.problem.directory))
 
 
 def _reuse_eager(run: WorkloadRun, eager: tuple, samples: TimedSamples) -> bool:
@@ -138,11 +139,13 @@ def _reuse_eager(run: WorkloadRun, eager: tuple, samples: TimedSamples) -> bool:
     measured = record.get("samples_ms") if isinstance(record, dict) else None
     if not measured or not all(isinstance(t, (int, float)) and math.isfinite(t) for t in measured):
         return False  # none kept, or not a record this service wrote: measured again
+    if not isinstance(record.get("inputs_reused"), bool) or not isinstance(record.get("inputs_fixed"), bool):
+        return False  # the input facts the candidate's blocks follow must be what the reference's blocks found
     samples.reference_ms = [float(t) for t in measured]
-    samples.reference_reused = bool(record.get("inputs_reused"))
-    samples.reference_fixed = record.get("inputs_fixed")
-    run.warnings.append("eager reference time reused from this service's earlier measurement on the same GPU, "
-                        "clocks, torch and settings, not interleaved with this solution's blocks (a service started "
+    samples.reference_reused = record["inputs_reused"]
+    samples.reference_fixed = record["inputs_fixed"]
+    run.warnings.append("eager reference time reused from this service's earlier measurement of the same definition "
+                        "and workload content on the same GPU, clocks, versions and settings, not interleaved with this solution's blocks (a service started "
                         "with --no-reuse-eager-reference times it again)")
     return True
 
@@ -212,8 +215,8 @@ def _reused(run: WorkloadRun, kind: str, timing: TimingConfig, measure) -> float
     cache, key = kept
     found = cache.get(key)
     if isinstance(found, (int, float)):
-        run.warnings.append(f"{kind} baseline time reused from this service's earlier measurement on the same "
-                            f"GPU, clocks, torch and settings")
+        run.warnings.append(f"{kind} baseline time reused from this service's earlier measurement of the same "
+                            f"definition and workload content on the same GPU, clocks, versions and settings")
         return found
     measured = measure()
     if measured is not None:

@@ -53,8 +53,8 @@ async def submit(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
     try:
         body = await request.json()
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise BadRequest("the body is not JSON", ["body"]) from None
+    except (ValueError, RecursionError):  # JSONDecodeError, UnicodeDecodeError, too many digits, too deep
+        raise BadRequest("the body is not JSON (or nests or numbers beyond what the service reads)", ["body"]) from None
     loop = asyncio.get_running_loop()
     parsed = await loop.run_in_executor(None, parse_submit, body, service.config, service.problems_folder)
     submission = service.submit(parsed)

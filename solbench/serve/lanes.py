@@ -32,6 +32,7 @@ class DeviceLane:
         for session in self.pool.sessions:
             session.reference_timings = timings  # read by orchestrator.timed when it times the baselines
             session.reuse_eager_reference = reuse_eager_reference  # and the eager reference (unless turned off)
+            session.process_per_problem = True  # a reference sent by content never shares a process (reuse_key)
         self.current: Submission | None = None
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._serve, name=f"solbench-serve-{device}", daemon=True)

@@ -18,18 +18,22 @@ READY_MARK = "listening on "  # what service.serve prints once the port is open,
 
 class ServiceProcess:
     """`solbench serve --port 0 --folder FOLDER ARGS...` as a child; `url` once it listens (up to `start_wait_s`,
-    else RuntimeError with its stderr's end). The token, if any, goes by the environment, never the command line."""
+    else RuntimeError with its stderr's end). The token, if any, goes by its stdin, never the command line or
+    the environment (both readable in /proc)."""
 
     def __init__(self, folder: str | Path, *args: str, token: str | None = None, start_wait_s: float = 300.0,
                  env: dict[str, str] | None = None, cwd: str | Path | None = None):
         self.folder = Path(folder)
         env = dict(env if env is not None else os.environ)
         env.pop(TOKEN_ENV, None)
-        if token:
-            env[TOKEN_ENV] = token
-        command = [sys.executable, "-m", "solbench", "serve", "--port", "0", "--folder", str(self.folder), *args]
+        token_args = ["--token-file", "-"] if token else []
+        command = [sys.executable, "-m", "solbench", "serve", "--port", "0", "--folder", str(self.folder),
+                   *token_args, *args]
         self.proc = subprocess.Popen(command, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True, start_new_session=True)
+                                     stdin=subprocess.PIPE, text=True, start_new_session=True)
+        if token:
+            self.proc.stdin.write(token + "\n")  # by a pipe: neither its command line nor its environment
+        self.proc.stdin.close()
         lines: queue.Queue[str] = queue.Queue()
         self.stderr: list[str] = []
         threading.Thread(target=lambda: [lines.put(line) for line in self.proc.stdout], daemon=True).start()

@@ -2,10 +2,12 @@
 
 Every candidate of a problem is timed against the same baselines (the problem's shipped optimised baseline,
 torch.compile of the reference), measured in the trusted reference worker. A one-off run measures them again
-for every candidate; the service measures each once per (definition hash, workload, GPU, clocks, torch
-version, timing settings) and reuses it. The file lives in the service's own folder, which no worker can
-write (each worker writes only its scratch folder: worker/sandbox.py), and a trace that got a reused time
-says so in its warnings.
+for every candidate; the service measures each once per content key (`orchestrator.reuse_key`: the
+definition's and the workload's content with its blobs, the baseline's content, the GPU model, clocks,
+versions, settings) and reuses it: a same-uuid problem of other content gets a key of its own. Only the
+orchestrator computes keys and writes entries, from its own requests' replies; the file lives in the
+service's own folder, which no worker can write (each worker writes only its scratch folder:
+worker/sandbox.py), and a trace that got a reused time says so in its warnings.
 
 The eager reference's timed samples are kept too (with the facts its blocks reported about their inputs), and
 the candidates after the first are timed alone: on an H200 this took an agent's verdict from 15.3 s (one
@@ -16,20 +18,9 @@ the reference's outputs, which never leave the reference worker.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import threading
 from pathlib import Path
-
-from solbench.spec.errors import SpecError
-from solbench.spec.problem import Problem, baseline_solution
-from solbench.spec.trace import Environment
-
-
-def definition_hash(problem: Problem) -> str:
-    """What the reference computes: the definition (with its reference code), not its folder."""
-    payload = json.dumps(problem.definition.to_dict(), sort_keys=True, default=str)
-    return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
 class ReferenceTimings:
@@ -53,22 +44,6 @@ class ReferenceTimings:
                 continue  # cut short: measured again
             if isinstance(entry, dict) and isinstance(entry.get("key"), str) and "value" in entry:
                 self._times[entry["key"]] = entry["value"]
-
-    @staticmethod
-    def key(problem: Problem, workload_uuid: str, kind: str, environment: Environment | None, device: str,
-            clocks_locked: bool, settings: str) -> str:
-        """The facts a baseline time depends on, hashed; `kind` is "shipped", "compile" or "eager", `settings`
-        the timing settings and input sets the block ran with."""
-        baseline = ""
-        if kind == "shipped":
-            try:
-                solution = baseline_solution(problem)
-            except SpecError:  # unusable: measuring it says why, and nothing is stored
-                solution = None
-            baseline = solution.content_hash() if solution is not None else ""
-        machine = [getattr(environment, name, None) for name in ("hardware", "torch", "cuda")]
-        facts = [definition_hash(problem), workload_uuid, kind, baseline, device, *machine, clocks_locked, settings]
-        return hashlib.sha256(json.dumps(facts, default=str).encode()).hexdigest()
 
     def get(self, key: str) -> float | dict | None:
         with self._lock:

@@ -49,6 +49,26 @@ def _fits(value: Any, declared: str) -> bool:
     return any(checks.get(kind, False) for kind in kinds)
 
 
+MAX_OPTION_NUMBER = 10**9  # a trial count, a timeout in seconds: beyond it a submission would hold its lane for ever
+SIGNED_OPTIONS = {"seed"}
+
+
+def _out_of_range(name: str, value: Any) -> bool:
+    """Whether a numeric option is negative (except a seed), not finite, or too large to be meant."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    if name in SIGNED_OPTIONS:
+        return abs(value) >= 2**63
+    return not 0 <= value <= MAX_OPTION_NUMBER  # False for NaN too: `not` of a failed comparison
+
+
+def unsafe_name(name: Any) -> bool:
+    """Whether a name (a problem's, a workload's uuid, a solution's) could be read as a path: a separator, a
+    NUL or other control character, or only dots. Names key files and folders across the harness."""
+    return (not isinstance(name, str) or not name.strip() or set(name) <= {"."} or "/" in name or "\\" in name
+            or any(ord(c) < 32 or ord(c) == 127 for c in name))
+
+
 class BadRequest(Exception):
     """A request the service refuses: a one-line reason and the fields it names."""
 
@@ -89,7 +109,28 @@ def parse_submit(body: Any, base: RunConfig, problems_folder: Path) -> SubmitReq
         raise BadRequest(f"workloads not in problem {problem.name}: {missing[:5]}", ["workloads"])
     if not job.workloads:
         raise BadRequest(f"problem {problem.name} has no workloads to run", ["workloads"])
+    _check_names(problem, solution)
     return SubmitRequest(problem, solution, job.workloads, config)
+
+
+def _check_names(problem, solution: Solution | None) -> None:
+    """Names that could be read as paths, and blob paths that leave their data root, refused before queueing."""
+    named = [("problem.definition.name", problem.name)] + [("problem.workloads.uuid", w.uuid) for w in problem.workloads]
+    named += [("solution.name", solution.name)] if solution is not None else []
+    bad = [(where, name) for where, name in named if unsafe_name(name)]
+    blobs = [(w.uuid, source.path) for w in problem.workloads for source in w.inputs.values()
+             if source.kind == "safetensors" and source.path]
+    bad += [("problem.workloads.inputs.path", path) for _, path in blobs if _leaves_root(path)]
+    if bad:
+        raise BadRequest(f"{bad[0][0]} {bad[0][1][:80]!r} could name a file outside its place (a separator, a control "
+                         f"character, '..', only dots, or an absolute path)", sorted({where for where, _ in bad}))
+
+
+def _leaves_root(path: str) -> bool:
+    """Whether a blob path sent by content is absolute, climbs ('..'), or names no file (the published data's
+    paths are relative to a data root)."""
+    parts = path.replace("\\", "/").split("/")
+    return path.startswith(("/", "\\")) or ".." in parts or set(path) <= {".", "/"} or "\x00" in path
 
 
 def _problem(value: Any, folder: Path):
@@ -196,6 +237,10 @@ def _config(options: Any, base: RunConfig) -> RunConfig:
     if wrong:
         raise BadRequest(f"option(s) of the wrong type: {', '.join(f'{k} ({OPTION_TYPES[k]})' for k in wrong)}",
                          [f"options.{k}" for k in wrong])
+    outside = sorted(k for k, v in options.items() if _out_of_range(k, v))
+    if outside:
+        raise BadRequest(f"option(s) out of range (0 to {MAX_OPTION_NUMBER}, finite): {outside}",
+                         [f"options.{k}" for k in outside])
     try:
         return configure(base, **{k: v for k, v in options.items() if k not in SERVICE_OPTIONS})
     except (SpecError, TypeError, ValueError) as exc:

@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import sys
 from pathlib import Path
 
 from solbench.orchestrator.config import RunConfig
 from solbench.orchestrator.lifetime import at_once
+from solbench.orchestrator.process import PRIVATE_REFERENCE_CACHE_ENV
 from solbench.serve.lanes import DeviceLane
 from solbench.serve.reference_cache import ReferenceTimings
 from solbench.serve.requests import SubmitRequest
@@ -28,6 +30,8 @@ class Service:
         self.problems_folder = self.folder / "problems"
         self.book = SubmissionBook(self.folder / "submissions")
         self.timings = ReferenceTimings(self.folder / "reference_timings.jsonl")
+        # Before any worker starts: references sent by content must not share compiler caches (process.worker_cache)
+        os.environ[PRIVATE_REFERENCE_CACHE_ENV] = "1"
         self.lanes: list[DeviceLane] = []
         started: dict[str, DeviceLane] = {}
         failures: list[BaseException] = []

@@ -197,12 +197,13 @@ class SubmissionBook:
     def stored(self, submission_id: str) -> tuple[dict, list[dict]] | None:
         """A submission of an earlier run of the service, from its files: (summary, traces); None if unknown.
         One that was queued or running when that service stopped is reported interrupted."""
-        if not all(c in "0123456789abcdef" for c in submission_id) or not submission_id:
-            return None
+        if not all(c in "0123456789abcdef" for c in submission_id) or not 0 < len(submission_id) <= 64:
+            return None  # ids are 16 hex digits: anything else names no file of the folder
         path = self.folder / f"{submission_id}.json"
-        if not path.is_file():
+        try:
+            summary = json.loads(path.read_text())
+        except (OSError, ValueError):
             return None
-        summary = json.loads(path.read_text())
         if summary.get("state") not in FINAL_STATES:
             summary["state"] = INTERRUPTED
         traces_path = self.folder / f"{submission_id}.jsonl"
