@@ -26,8 +26,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
+_terminated: list[int] = []  # SIGTERM/SIGHUP received (Ctrl-C is Python's own KeyboardInterrupt)
+
+
 def _interrupt(signum, frame) -> None:
+    _terminated.append(signum)
     raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def after_interrupt(exc: BaseException) -> bool:
+    """Whether `exc` is an interrupt, or was raised while one was being handled (an import cut short by Ctrl-C
+    leaves a module half-initialised, and the clean-up that follows may trip over it): either way the user
+    asked to stop, and gets one line, not a traceback."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        seen.add(id(exc))
+        exc = exc.__context__
+    return False
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,6 +55,14 @@ def main(argv: list[str] | None = None) -> int:
     previous = {s: signal.signal(s, _interrupt) for s in (signal.SIGTERM, signal.SIGHUP)} if main_thread else {}
     try:
         return _main(argv)
+    except Exception as exc:  # noqa: BLE001 - only what an interrupt caused; anything else is re-raised
+        if not after_interrupt(exc):
+            raise
+        print("interrupted", file=sys.stderr)
+        return EXIT_TERMINATED if _terminated else EXIT_INTERRUPTED
+    except KeyboardInterrupt:  # before a command could catch it (its options still being read)
+        print("interrupted", file=sys.stderr)
+        return EXIT_TERMINATED if _terminated else EXIT_INTERRUPTED
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
@@ -49,7 +75,10 @@ def console_main() -> None:
     flushed, then `os._exit`. Tearing down torch's and triton's modules took about 1 s after every run on a
     GPU host (`--timeline`'s exit against the wall time), and freezing the objects instead left triton's
     nanobind printing pages of "leaked instance" warnings. A command that raises exits the usual way."""
-    code = main()
+    try:
+        code = main()
+    except KeyboardInterrupt:  # a second Ctrl-C while the first one's clean-up ran
+        code = EXIT_INTERRUPTED
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -69,7 +98,7 @@ def _main(argv: list[str] | None) -> int:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)  # before a run started: no trace file to speak of
-        return 130
+        return EXIT_TERMINATED if _terminated else EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

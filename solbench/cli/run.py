@@ -269,9 +269,10 @@ def report_results(traces: list, as_json: bool, console: Console, trace_file: Tr
         print_results(output_console(), traces)
     failed = sum(t.status.failed for t in traces)
     passed = sum(not t.status.failed for t in traces)
-    where = f"traces in {shown_path(trace_file.path)}" if trace_file else "no traces kept"
+    written = trace_file is not None and Path(trace_file.path).is_file()  # never name a file that was not made
+    where = f"traces in {shown_path(trace_file.path)}" if written else "no traces kept"
     if interrupted:
-        resume = f"; re-run with -o {shown_path(trace_file.path)} to resume" if trace_file else ""
+        resume = f"; re-run with -o {shown_path(trace_file.path)} to resume" if written else ""
         console.print(f"interrupted: {new} finished workload(s) kept ({where}){resume}")
         return EXIT_INTERRUPTED
     resumed = f" ({len(traces) - new} from before this run)" if len(traces) > new else ""
