@@ -52,7 +52,7 @@ def test_prepare_is_outside_the_window():
 def test_call_order_prepare_flush_run_and_indices():
     flusher = L2Flusher("cpu", size_bytes=4096)
     log = []
-    config = TimingConfig.cpu(iters=5, adaptive=False, warmup=3, min_warmup_ms=0.0)
+    config = TimingConfig.cpu(iters=5, adaptive=False, warmup=3, min_warmup_ms=0.0, l2_flush=True)  # off by default
     result = time_iterations(lambda i: log.append(("run", i, flusher.flush_count)),
                              lambda i: log.append(("prepare", i, flusher.flush_count)), "cpu", config,
                              flusher=flusher)
