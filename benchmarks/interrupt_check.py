@@ -1,11 +1,11 @@
-"""Interrupt `solbench run`, `serve` and `submit` at random moments and check that each ends cleanly.
+"""Interrupt `solbench run`, `serve`, `submit`, `gate` and `extract` at random moments and check that each ends cleanly.
 
-    python benchmarks/interrupt_check.py                    # 50 runs, 10 serves, 10 submits (issue 48)
-    python benchmarks/interrupt_check.py --runs 5 --serves 0 --submits 0 --seed 7
+    python benchmarks/interrupt_check.py       # 50 runs, 10 serves, 10 submits, 5 gates, 5 extracts (issue 48)
+    python benchmarks/interrupt_check.py --runs 5 --serves 0 --submits 0 --gates 0 --extracts 0 --seed 7
 
 Each interruption is Ctrl-C (SIGINT to the command's whole process group, as a terminal sends it) or SIGTERM (to the
 command's process), after a random delay. Checked every time: no traceback in what it printed; exit 130 or 143
-(or 0 where it had finished; `serve` exits 0: a service stopped on request stops cleanly; killed by the signal
+(or 0 where it had finished, `gate` also 1 (its verdict); `serve` exits 0: a service stopped on request stops cleanly; killed by the signal
 before Python could handle it counts as the shell's 128 + N); no process it started left running (found by a marker in their
 environment); every line of the traces file parses and, for `run`, as many as the command said it kept; every
 `traces in FILE` it printed names a file that exists. `tests/test_interrupts.py` runs a few of the same.
@@ -151,6 +151,26 @@ def check_run(folder: Path, delay_s: float, signum: int, max_workloads: int = 3)
     return outcome
 
 
+def check_command(kind: str, folder: Path, delay_s: float, signum: int) -> Outcome:
+    """`solbench gate` (the layernorm reference, on the CPU) or `solbench extract` (one model, offline facts),
+    interrupted after `delay_s`."""
+    outcome = Outcome(kind, signal.Signals(signum).name, delay_s)
+    marker = uuid.uuid4().hex
+    out = folder / marker
+    if kind == "gate":
+        args = ["gate", str(reference_solution(folder)), "--problems", str(PROBLEM), "--device", "cpu",
+                "--max-workloads", "1", "--verdict", str(out.with_suffix(".json")), "--traces", str(out) + ".jsonl"]
+    else:
+        args = ["extract", "--model", "Qwen/Qwen3-8B", "-o", str(out)]
+    proc = start(args, marker, folder)
+    time.sleep(delay_s)
+    interrupt(proc, signum)
+    text = finish(proc, outcome, marker, (0, 1, 130, 143) if kind == "gate" else (0, 130, 143))
+    if kind == "gate":
+        check_traces(Path(str(out) + ".jsonl"), text, outcome, kept_count=False)
+    return outcome
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -218,6 +238,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--serves", type=int, default=10)
     parser.add_argument("--submits", type=int, default=10)
+    parser.add_argument("--gates", type=int, default=5)
+    parser.add_argument("--extracts", type=int, default=5)
     parser.add_argument("--max-delay-s", type=float, default=12.0, help="delays are uniform in 0..this")
     parser.add_argument("--seed", type=int, default=None)
     args = parser.parse_args(argv)
@@ -227,11 +249,16 @@ def main(argv: list[str] | None = None) -> int:
     outcomes = []
     with tempfile.TemporaryDirectory(prefix="interrupt_check_") as name:
         folder = Path(name)
-        plan = [("run", None)] * args.runs + [("serve", False)] * args.serves + [("submit", True)] * args.submits
-        for kind, on_submit in plan:
+        plan = (["run"] * args.runs + ["serve"] * args.serves + ["submit"] * args.submits + ["gate"] * args.gates
+                + ["extract"] * args.extracts)
+        for kind in plan:
             delay_s, signum = rng.uniform(0.0, args.max_delay_s), rng.choice(SIGNALS)
-            outcome = (check_run(folder, delay_s, signum) if kind == "run"
-                       else check_serve(folder, delay_s, signum, bool(on_submit)))
+            if kind == "run":
+                outcome = check_run(folder, delay_s, signum)
+            elif kind in ("serve", "submit"):
+                outcome = check_serve(folder, delay_s, signum, kind == "submit")
+            else:
+                outcome = check_command(kind, folder, delay_s, signum)
             outcomes.append(outcome)
             print(outcome.line(), flush=True)
     failed = [o for o in outcomes if o.problems]
