@@ -92,7 +92,7 @@ def interrupt(proc: subprocess.Popen, signum: int) -> None:
         pass
 
 
-def finish(proc: subprocess.Popen, outcome: Outcome, marker: str, codes: tuple[int, ...]) -> str:
+def finish(proc: subprocess.Popen, outcome: Outcome, marker: str, codes: tuple[int, ...], cwd: Path) -> str:
     """Wait for the command, then check its exit, its output and what it left running; its output."""
     try:
         out, err = proc.communicate(timeout=120)
@@ -120,8 +120,12 @@ def finish(proc: subprocess.Popen, outcome: Outcome, marker: str, codes: tuple[i
             except OSError:
                 pass
     for named in NAMED_RE.findall(text + " "):
-        if not Path(named).exists():
+        if not (cwd / named).exists():  # relative to the command's folder
             outcome.problems.append(f"names {named}, which does not exist")
+    if outcome.problems:  # the whole output, for whoever reads the failure
+        log = Path(tempfile.gettempdir()) / f"interrupt_check_{marker}.log"
+        log.write_text(f"exit {outcome.code}\n--- stdout ---\n{out}\n--- stderr ---\n{err}")
+        outcome.problems.append(f"output in {log}")
     return text
 
 
@@ -146,7 +150,7 @@ def check_run(folder: Path, delay_s: float, signum: int, max_workloads: int = 3)
                   "-o", str(traces)], marker, folder)
     time.sleep(delay_s)
     interrupt(proc, signum)
-    text = finish(proc, outcome, marker, (0, 130, 143))  # 0: it had finished before the signal
+    text = finish(proc, outcome, marker, (0, 130, 143), folder)  # 0: it had finished before the signal
     check_traces(traces, text, outcome, kept_count=True)
     return outcome
 
@@ -165,7 +169,7 @@ def check_command(kind: str, folder: Path, delay_s: float, signum: int) -> Outco
     proc = start(args, marker, folder)
     time.sleep(delay_s)
     interrupt(proc, signum)
-    text = finish(proc, outcome, marker, (0, 1, 130, 143) if kind == "gate" else (0, 130, 143))
+    text = finish(proc, outcome, marker, (0, 1, 130, 143) if kind == "gate" else (0, 130, 143), folder)
     if kind == "gate":
         check_traces(Path(str(out) + ".jsonl"), text, outcome, kept_count=False)
     return outcome
@@ -204,16 +208,16 @@ def check_serve(folder: Path, delay_s: float, signum: int, interrupt_submit: boo
         time.sleep(delay_s)
         if interrupt_submit:
             interrupt(submit, signum)
-            finish(submit, outcome, marker + "s", (0, 130, 143))
+            finish(submit, outcome, marker + "s", (0, 130, 143), folder)
             time.sleep(1.0)  # the service notices the client went away
             interrupt(serve, signal.SIGINT)
             (sub_problems, code), outcome.problems = (outcome.problems, outcome.code), []
-            finish(serve, outcome, marker, (0, 130, 143))
+            finish(serve, outcome, marker, (0, 130, 143), folder)
             outcome.problems = sub_problems + [f"serve: {p}" for p in outcome.problems]
             outcome.code = code
         else:
             interrupt(serve, signum)
-            finish(serve, outcome, marker, (0, 130, 143))
+            finish(serve, outcome, marker, (0, 130, 143), folder)
             submit.kill()
             submit.communicate()
     finally:

@@ -27,12 +27,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
-_terminated: list[int] = []  # SIGTERM/SIGHUP received (Ctrl-C is Python's own KeyboardInterrupt)
+_received: list[int] = []  # the interrupting signals received (SIGINT, SIGTERM, SIGHUP)
+# Set by any of them: a KeyboardInterrupt can be lost (C code that clears every error while a module
+# imports), the event is not; a run polls it (`run_jobs(stop=...)`) and stops as on Ctrl-C.
+stop_requested = threading.Event()
 
 
 def _interrupt(signum, frame) -> None:
-    _terminated.append(signum)
+    _received.append(signum)
+    stop_requested.set()
     raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def _exit_code() -> int:
+    return EXIT_TERMINATED if any(s != signal.SIGINT for s in _received) else EXIT_INTERRUPTED
 
 
 def after_interrupt(exc: BaseException) -> bool:
@@ -52,17 +60,20 @@ def main(argv: list[str] | None = None) -> int:
     # A terminal hang-up or a `kill` ends a run as Ctrl-C does: workers killed, finished traces kept.
     # (A SIGKILL leaves no say: the workers then die with the orchestrator, worker/sandbox.py.)
     main_thread = threading.current_thread() is threading.main_thread()
-    previous = {s: signal.signal(s, _interrupt) for s in (signal.SIGTERM, signal.SIGHUP)} if main_thread else {}
+    stop_requested.clear()
+    del _received[:]
+    signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {s: signal.signal(s, _interrupt) for s in signals} if main_thread else {}
     try:
         return _main(argv)
     except Exception as exc:  # noqa: BLE001 - only what an interrupt caused; anything else is re-raised
-        if not after_interrupt(exc):
+        if not (after_interrupt(exc) or _received):
             raise
         print("interrupted", file=sys.stderr)
-        return EXIT_TERMINATED if _terminated else EXIT_INTERRUPTED
+        return _exit_code()
     except KeyboardInterrupt:  # before a command could catch it (its options still being read)
         print("interrupted", file=sys.stderr)
-        return EXIT_TERMINATED if _terminated else EXIT_INTERRUPTED
+        return _exit_code()
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
@@ -98,7 +109,7 @@ def _main(argv: list[str] | None) -> int:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)  # before a run started: no trace file to speak of
-        return EXIT_TERMINATED if _terminated else EXIT_INTERRUPTED
+        return _exit_code()
 
 
 if __name__ == "__main__":

@@ -235,6 +235,7 @@ def run_and_report(args: argparse.Namespace, config: RunConfig, jobs: list[Job],
         progress.update(task, description=f"{job.problem.name[:40]} on {device}")
 
     # Imported once the options are known to be good (a local run's scheduler imports torch when it runs).
+    from solbench.cli import stop_requested
     from solbench.orchestrator.scheduler import run_jobs
     from solbench.timing.clock_lock import ClockLockError
 
@@ -242,7 +243,7 @@ def run_and_report(args: argparse.Namespace, config: RunConfig, jobs: list[Job],
         with progress:
             traces = run_jobs(jobs, config, devices, trace_file=trace_file, on_trace=on_trace,
                               on_job_start=on_job_start, launch=launch, timeline=timeline,
-                              workers=workers)
+                              workers=workers, stop=stop_requested)
     except ClockLockError as exc:
         console.print(f"[red]error:[/red] --lock-clocks: {exc}")
         return EXIT_BAD_INPUT
@@ -252,6 +253,9 @@ def run_and_report(args: argparse.Namespace, config: RunConfig, jobs: list[Job],
         console.print(f"[red]error:[/red] {escape(str(exc))}")
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
+        report_results(finished, args.json, console, trace_file, interrupted=True, earlier=earlier)
+        return EXIT_INTERRUPTED
+    if stop_requested.is_set():  # a signal whose KeyboardInterrupt was lost on the way (cli.stop_requested)
         report_results(finished, args.json, console, trace_file, interrupted=True, earlier=earlier)
         return EXIT_INTERRUPTED
     code = report_results(traces, args.json, console, trace_file, earlier=earlier)
