@@ -26,17 +26,54 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
+_received: list[int] = []  # the interrupting signals received (SIGINT, SIGTERM, SIGHUP)
+# Set by any of them: a KeyboardInterrupt can be lost (C code that clears every error while a module
+# imports), the event is not; a run polls it (`run_jobs(stop=...)`) and stops as on Ctrl-C.
+stop_requested = threading.Event()
+
+
 def _interrupt(signum, frame) -> None:
+    _received.append(signum)
+    stop_requested.set()
     raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def _exit_code() -> int:
+    return EXIT_TERMINATED if any(s != signal.SIGINT for s in _received) else EXIT_INTERRUPTED
+
+
+def after_interrupt(exc: BaseException) -> bool:
+    """Whether `exc` is an interrupt, or was raised while one was being handled (an import cut short by Ctrl-C
+    leaves a module half-initialised, and the clean-up that follows may trip over it): either way the user
+    asked to stop, and gets one line, not a traceback."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        seen.add(id(exc))
+        exc = exc.__context__
+    return False
 
 
 def main(argv: list[str] | None = None) -> int:
     # A terminal hang-up or a `kill` ends a run as Ctrl-C does: workers killed, finished traces kept.
     # (A SIGKILL leaves no say: the workers then die with the orchestrator, worker/sandbox.py.)
     main_thread = threading.current_thread() is threading.main_thread()
-    previous = {s: signal.signal(s, _interrupt) for s in (signal.SIGTERM, signal.SIGHUP)} if main_thread else {}
+    stop_requested.clear()
+    del _received[:]
+    signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {s: signal.signal(s, _interrupt) for s in signals} if main_thread else {}
     try:
         return _main(argv)
+    except Exception as exc:  # noqa: BLE001 - only what an interrupt caused; anything else is re-raised
+        if not (after_interrupt(exc) or _received):
+            raise
+        print("interrupted", file=sys.stderr)
+        return _exit_code()
+    except KeyboardInterrupt:  # before a command could catch it (its options still being read)
+        print("interrupted", file=sys.stderr)
+        return _exit_code()
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
@@ -49,7 +86,10 @@ def console_main() -> None:
     flushed, then `os._exit`. Tearing down torch's and triton's modules took about 1 s after every run on a
     GPU host (`--timeline`'s exit against the wall time), and freezing the objects instead left triton's
     nanobind printing pages of "leaked instance" warnings. A command that raises exits the usual way."""
-    code = main()
+    try:
+        code = main()
+    except KeyboardInterrupt:  # a second Ctrl-C while the first one's clean-up ran
+        code = EXIT_INTERRUPTED
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -69,7 +109,7 @@ def _main(argv: list[str] | None) -> int:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)  # before a run started: no trace file to speak of
-        return 130
+        return _exit_code()
 
 
 if __name__ == "__main__":

@@ -237,6 +237,7 @@ def run_and_report(args: argparse.Namespace, config: RunConfig, jobs: list[Job],
         progress.update(task, description=f"{job.problem.name[:40]} on {device}")
 
     # Imported once the options are known to be good (a local run's scheduler imports torch when it runs).
+    from solbench.cli import stop_requested
     from solbench.orchestrator.scheduler import run_jobs
     from solbench.timing.clock_lock import ClockLockError
 
@@ -244,7 +245,7 @@ def run_and_report(args: argparse.Namespace, config: RunConfig, jobs: list[Job],
         with progress:
             traces = run_jobs(jobs, config, devices, trace_file=trace_file, on_trace=on_trace,
                               on_job_start=on_job_start, launch=launch, timeline=timeline,
-                              workers=workers)
+                              workers=workers, stop=stop_requested)
     except ClockLockError as exc:
         console.print(f"[red]error:[/red] --lock-clocks: {exc}")
         return EXIT_BAD_INPUT
@@ -254,6 +255,9 @@ def run_and_report(args: argparse.Namespace, config: RunConfig, jobs: list[Job],
         console.print(f"[red]error:[/red] {escape(str(exc))}")
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
+        report_results(finished, args.json, console, trace_file, interrupted=True, earlier=earlier)
+        return EXIT_INTERRUPTED
+    if stop_requested.is_set():  # a signal whose KeyboardInterrupt was lost on the way (cli.stop_requested)
         report_results(finished, args.json, console, trace_file, interrupted=True, earlier=earlier)
         return EXIT_INTERRUPTED
     code = report_results(traces, args.json, console, trace_file, earlier=earlier)
@@ -271,9 +275,10 @@ def report_results(traces: list, as_json: bool, console: Console, trace_file: Tr
         print_results(output_console(), traces)
     failed = sum(t.status.failed for t in traces)
     passed = sum(not t.status.failed for t in traces)
-    where = f"traces in {shown_path(trace_file.path)}" if trace_file else "no traces kept"
+    written = trace_file is not None and Path(trace_file.path).is_file()  # never name a file that was not made
+    where = f"traces in {shown_path(trace_file.path)}" if written else "no traces kept"
     if interrupted:
-        resume = f"; re-run with -o {shown_path(trace_file.path)} to resume" if trace_file else ""
+        resume = f"; re-run with -o {shown_path(trace_file.path)} to resume" if written else ""
         console.print(f"interrupted: {new} finished workload(s) kept ({where}){resume}")
         return EXIT_INTERRUPTED
     resumed = f" ({len(traces) - new} from before this run)" if len(traces) > new else ""

@@ -24,7 +24,7 @@ import threading
 from collections.abc import Iterable
 from concurrent.futures import Future, ProcessPoolExecutor
 
-from solbench.orchestrator.lifetime import pool_process_start
+from solbench.orchestrator.lifetime import pool_process_start, sigint_blocked
 from solbench.sol.cache import entry_file, entry_key, read_entry
 from solbench.spec.definition import Definition
 from solbench.spec.workload import Workload
@@ -84,7 +84,8 @@ class AnalysisPool:
                     future = Future()
                     future.set_result(cost)
             if future is None:  # not cached, or an entry that did not read: the pool computes (and rewrites) it
-                future = self._pool.submit(_analyse, definition.to_dict(), axes, scalars)
+                with sigint_blocked():  # a submit may start the pool's process
+                    future = self._pool.submit(_analyse, definition.to_dict(), axes, scalars)
             self._futures[key] = future
             return future
 
@@ -97,7 +98,8 @@ class AnalysisPool:
         (a cluster actor gets its problems one at a time): on a host with cores to spare, so that the first
         problem's analysis does not wait for it."""
         if (os.cpu_count() or 1) >= 8:
-            self._pool.submit(_import_analyser)
+            with sigint_blocked():
+                self._pool.submit(_import_analyser)
 
     def close(self) -> None:
         """Drop what is still queued and end the processes now: an analysis in progress is of no use once the

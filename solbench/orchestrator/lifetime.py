@@ -8,11 +8,12 @@ imported by those processes before anything heavy: keep it light. `at_once` ends
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 PARENT_POLL_S = 0.5
 
@@ -31,6 +32,18 @@ def pool_process_start(parent_pid: int) -> None:
     if os.getppid() != parent_pid:
         os._exit(0)
     threading.Thread(target=_watch, args=(parent_pid,), name="solbench-parent-watch", daemon=True).start()
+
+
+@contextlib.contextmanager
+def sigint_blocked() -> Iterator[None]:
+    """SIGINT blocked in this thread while processes are started inside: they inherit the mask, so a Ctrl-C
+    during their start-up, before `pool_process_start` ignores it, prints no traceback of theirs. This
+    process still gets it (another thread takes delivery; Python raises it in the main thread as ever)."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def at_once(steps: list[Callable[[], None]]) -> None:

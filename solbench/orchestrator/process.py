@@ -165,6 +165,10 @@ class WorkerProcess:
             env["SOLBENCH_WORKER_DEVICE"] = "cuda:0"
         else:
             env["SOLBENCH_WORKER_DEVICE"] = "cpu"
+            # docs/timing.md, "CPU timings": one intra-op thread; freed memory kept for the next call (glibc
+            # otherwise maps and unmaps large blocks: a page fault per 4 KiB touched, 2-3x a call's CPU time)
+            env["OMP_NUM_THREADS"] = env.get("SOLBENCH_CPU_THREADS", "1")
+            env["MALLOC_MMAP_THRESHOLD_"] = env["MALLOC_TRIM_THRESHOLD_"] = str(1 << 30)
             env["TRITON_INTERPRET"] = "1"  # Triton kernels run in the interpreter on CPU
             env["CUDA_VISIBLE_DEVICES"] = ""
         self.proc = subprocess.Popen(
@@ -225,12 +229,14 @@ class WorkerProcess:
             raise WorkerDied(f"worker exited after its last reply ({describe_exit(code)})", code)
         if not self.alive:
             self.start()
-        assert self.conn is not None and self.proc is not None
+        # Local names: another thread (Ctrl-C's clean-up) may kill this worker and clear them meanwhile.
+        conn, proc = self.conn, self.proc
+        assert conn is not None and proc is not None
         self.requests += 1
         self._request_id += 1
         request_id = self._request_id
         try:
-            framing.send(self.conn, codec.encode(request, request_id))
+            framing.send(conn, codec.encode(request, request_id))
         except (BrokenPipeError, ConnectionResetError, OSError):
             code = self._reap()
             raise WorkerDied(f"worker exited before the request ({describe_exit(code)})", code) from None
@@ -241,28 +247,28 @@ class WorkerProcess:
                 self.kill()
                 raise WorkerTimeout(f"no reply within {timeout_s:.0f} s")
             try:
-                if self.conn.poll(min(remaining, 0.5)):
-                    return self._receive(request, request_id, deadline)
+                if conn.poll(min(remaining, 0.5)):
+                    return self._receive(conn, request, request_id, deadline)
             except (EOFError, ConnectionResetError, OSError):
                 code = self._reap()
                 raise WorkerDied(f"worker exited ({describe_exit(code)})", code) from None
-            if self.proc.poll() is not None:
+            if proc.poll() is not None:
                 # Replies already in the socket are still readable after the process ended.
                 try:
-                    if self.conn.poll(0):
-                        return self._receive(request, request_id, deadline)
+                    if conn.poll(0):
+                        return self._receive(conn, request, request_id, deadline)
                 except (EOFError, OSError):
                     pass
                 code = self._reap()
                 raise WorkerDied(f"worker exited ({describe_exit(code)})", code)
 
-    def _receive(self, request: msg.Request, request_id: int, deadline: float) -> msg.Reply:
+    def _receive(self, conn, request: msg.Request, request_id: int, deadline: float) -> msg.Reply:
         """One reply, decoded without running code; it must answer `request_id`, arrive whole before
         `deadline` and be a well-formed reply to `request`."""
         from solbench.protocol import framing  # inner: torch, as in `request`
 
         try:
-            data = framing.recv(self.conn, deadline)
+            data = framing.recv(conn, deadline)
         except framing.WireError as exc:  # the harness never writes a malformed message
             self.kill()
             raise WorkerProtocolError(f"malformed reply: {exc}") from None
@@ -349,11 +355,12 @@ class WorkerProcess:
             self.scratch = None
 
     def stop(self, timeout_s: float = 10) -> None:
-        """Ask politely, then kill."""
-        if self.alive:
+        """Ask politely, then kill. Only where the channel's module (and torch) is imported already: importing
+        torch again after Ctrl-C cut its first import short crashed the process (SIGSEGV)."""
+        if self.alive and "solbench.protocol.framing" in sys.modules:
             try:
                 self.request(msg.Shutdown(), timeout_s)
-            except (WorkerDied, WorkerTimeout):
+            except Exception:  # noqa: BLE001 - no polite answer (died, killed meanwhile, an import cut short): killed
                 pass
         self.kill()
 

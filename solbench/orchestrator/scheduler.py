@@ -144,7 +144,11 @@ def drive_sessions(jobs: list[Job], config: RunConfig, sessions: list[DeviceSess
                 errors.append(exc)
         finally:
             if not kept:
-                session.close()
+                try:
+                    session.close()
+                except Exception as exc:  # noqa: BLE001 - surfaced like the loop's own errors, never in a thread
+                    if not stop.is_set():
+                        errors.append(exc)
 
     interrupted = run_device_threads(sessions, device_loop, stop, lock, start_loop=start_loop)
     if interrupted is not None:

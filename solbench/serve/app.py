@@ -93,16 +93,19 @@ async def stream(request: web.Request) -> web.StreamResponse:
     response.enable_chunked_encoding()
     await response.prepare(request)
     sent = 0
-    while True:
-        final = submission.state in FINAL_STATES  # read before the traces: none finished after it is missed
-        traces = list(submission.traces)
-        if len(traces) > sent:
-            await response.write("".join(json.dumps(t) + "\n" for t in traces[sent:]).encode())
-            sent = len(traces)
-        if final:
-            break
-        await asyncio.sleep(STREAM_POLL_S)
-    await response.write_eof()
+    try:
+        while True:
+            final = submission.state in FINAL_STATES  # read before the traces: none finished after it is missed
+            traces = list(submission.traces)
+            if len(traces) > sent:
+                await response.write("".join(json.dumps(t) + "\n" for t in traces[sent:]).encode())
+                sent = len(traces)
+            if final:
+                break
+            await asyncio.sleep(STREAM_POLL_S)
+        await response.write_eof()
+    except ConnectionResetError:  # the client went away (an interrupted `submit`): no one to send the rest to
+        pass
     return response
 
 

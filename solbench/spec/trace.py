@@ -108,6 +108,7 @@ class Environment(FormatModel):
     hostname: str | None = None
     clocks_start: dict[str, Any] | None = None
     clocks_end: dict[str, Any] | None = None
+    cpu_threads: int | None = None  # CPU runs: torch's intra-op threads the calls were timed with (docs/timing.md)
     sandbox: dict[str, Any] | None = None  # mechanism -> applied (True or a note) or why not (worker/sandbox.py)
 
     @computed_field

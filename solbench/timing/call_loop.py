@@ -22,6 +22,7 @@ from solbench.timing.captured import (
     _event_record,
     _event_synchronize,
     _perf_counter_ns,
+    _process_cpu_ns,
 )
 
 HOLD_MIN_MS = 0.02
@@ -76,6 +77,7 @@ class CallSession:
         self.starts: list[Any] = []
         self.ends: list[Any] = []
         self.host_ms: list[float] = []
+        self.wall_ms: list[float] = []  # CPU: each timed call's wall time (its sample is the CPU time, if less)
         self.exposed = 0
 
     def sync(self) -> None:
@@ -180,14 +182,19 @@ class CallSession:
         return [_event_elapsed_time(starts[j], ends[j]) for j in range(count)]
 
     def _timed_cpu(self, count: int) -> list[float]:
-        run, begin, clock = self.run, self.begin_call, _perf_counter_ns
-        t0s = [0] * count
-        t1s = [0] * count
+        """Each sample is the call's CPU time (every thread of this process), or its wall time if less:
+        time spent waiting for a core (preempted by another process) is not the call's, and a call that
+        runs on several threads counts its latency, not the sum of its threads' work (docs/timing.md)."""
+        run, begin, clock, cpu = self.run, self.begin_call, _perf_counter_ns, _process_cpu_ns
+        marks = [(0, 0, 0, 0)] * count
         for j in range(count):
             i = begin()
+            c0 = cpu()
             t0 = clock()
             run(i)
             t1 = clock()
-            t0s[j] = t0
-            t1s[j] = t1
-        return [(b - a) / 1e6 for a, b in zip(t0s, t1s)]
+            c1 = cpu()
+            marks[j] = (t0, t1, c0, c1)
+        wall_ms = [(t1 - t0) / 1e6 for t0, t1, _, _ in marks]
+        self.wall_ms.extend(wall_ms)
+        return [min(wall, (c1 - c0) / 1e6) for wall, (_, _, c0, c1) in zip(wall_ms, marks)]

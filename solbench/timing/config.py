@@ -110,10 +110,13 @@ class TimingConfig:
         """CPU defaults: fewer and cheaper iterations, no NVML clock warm-up, looser CI target.
 
         CPU timings are a smoke test of the pipeline (CI, laptops), not kernel measurements, so the
-        budget per block is kept small enough for a whole shipped-problem run to take a minute or two.
+        budget per block is kept small enough for a whole shipped-problem run to take a minute or two. No
+        cache flush: on a CPU it evicts the interpreter's and torch's own state with the data, and short
+        calls then measure the harness (docs/timing.md, "CPU timings").
         """
         base = cls(warmup=2, iters=10, short_call_iters=10, min_block_ms=0.0, max_iters=100, target_rel_ci=0.03,
-                   max_time_s=0.5, min_warmup_ms=5.0, clock_warmup=False, settle_ms=0.0, cuda_graphs=False)
+                   max_time_s=0.5, min_warmup_ms=5.0, clock_warmup=False, settle_ms=0.0, cuda_graphs=False,
+                   l2_flush=False)
         return replace(base, **overrides)
 
     @classmethod

@@ -18,7 +18,9 @@ import torch
 
 SYSFS_CACHE_DIR = Path("/sys/devices/system/cpu/cpu0/cache")
 CPU_FALLBACK_BYTES = 64 << 20  # when sysfs says nothing (containers, non-Linux)
-CPU_CAP_BYTES = 512 << 20  # large server L3s: thrash up to this much, no more
+# CPU: a cheap sweep (a few ms) that clears the private caches and more; a shared server L3 of hundreds of
+# MiB is not ours to clear, and sweeping 512 MiB cost ~100 ms per call on a loaded 2-core VM (docs/timing.md)
+CPU_CAP_BYTES = 32 << 20
 CUDA_FALLBACK_L2_BYTES = 128 << 20  # if the driver does not report an L2 size
 MIN_FLUSH_BYTES = 1 << 20
 FLUSH_MODES = ("write", "read", "write_read")  # CUDA: fill, sum, or both (CPU always writes)

@@ -66,6 +66,10 @@ STOP_MAX_ITERS = "max_iters"
 STOP_MAX_TIME = "max_time"
 STOP_POWER_CAP = "power_cap"  # long calls on a board held at its power or thermal limit: the floor met, the CI waived
 FLAG_POWER_CAPPED = "power_capped"
+# CPU: the calls' median wall time was over CONTENDED_RATIO x their median sample (CPU time): they waited for a
+# core, another process had it. The samples leave the wait out, not the caches and memory bandwidth shared.
+FLAG_CPU_CONTENDED = "cpu_contended"
+CONTENDED_RATIO = 1.5
 
 
 @dataclass
@@ -180,6 +184,11 @@ def power_capped_reader(telemetry: Telemetry | None, before: dict[str, Any] | No
     return capped
 
 
+def cpu_contended(wall_ms: list[float], median_ms: float) -> bool:
+    """CPU: whether the calls' median wall time exceeded their median sample (CPU time) by CONTENDED_RATIO."""
+    return bool(wall_ms) and statistics.median(wall_ms) > CONTENDED_RATIO * median_ms
+
+
 WARMUP_CHUNK_MS = 10.0  # after the first `warmup` calls, warm-up goes on in chunks of about this long
 
 
@@ -290,6 +299,7 @@ def time_iterations(run: Callable[[int], object], prepare: Callable[[int], None]
     if is_throttled(clocks_before) or is_throttled(clocks_after):
         stats.flags.append(FLAG_THROTTLED)
     stats.flags += [FLAG_POWER_CAPPED] if stop_reason == STOP_POWER_CAP else []
+    stats.flags += [FLAG_CPU_CONTENDED] if not is_cuda and cpu_contended(session.wall_ms, stats.median_ms) else []
     host_ms = session.host_ms if is_cuda else None
     if host_ms and stats.median_ms > 0:
         if hold is not None and session.exposed > EXPOSED_FRACTION * len(samples):

@@ -15,7 +15,7 @@ def collect_environment(device: str) -> dict:
     env = {"device": "cuda" if device.startswith("cuda") else "cpu", "hardware": platform.processor() or platform.machine(),
            "driver": None, "cuda": torch.version.cuda, "torch": torch.__version__, "triton": None,
            "python": sys.version.split()[0], "hostname": socket.gethostname(),
-           "sandbox": dict(sandbox.APPLIED)}
+           "sandbox": dict(sandbox.APPLIED), "cpu_threads": None if device.startswith("cuda") else torch.get_num_threads()}
     try:
         import triton  # optional dependency
 

@@ -6,6 +6,7 @@ Shared by the request handlers (`calls`, `timed_block`, `baselines`, `transfer`)
 from __future__ import annotations
 
 import contextlib
+import os
 import traceback
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,17 @@ class Failure(Exception):
         self.capture_failed = capture_failed
 
 
+CPU_THREADS_DEFAULT = 1
+
+
+def cpu_threads() -> int:
+    """torch's intra-op threads in a CPU worker: `SOLBENCH_CPU_THREADS` (set by the orchestrator), else 1."""
+    try:
+        return max(1, int(os.environ.get("SOLBENCH_CPU_THREADS", CPU_THREADS_DEFAULT)))
+    except ValueError:
+        return CPU_THREADS_DEFAULT
+
+
 class WorkerState:
     def __init__(self, device: str):
         self.torch = torch
@@ -32,6 +44,8 @@ class WorkerState:
         self.is_cuda = device.startswith("cuda")
         if self.is_cuda:
             torch.cuda.set_device(0)
+        else:  # one intra-op thread: a second one waits on a core another process holds (docs/timing.md)
+            torch.set_num_threads(cpu_threads())
         self.function = None
         self.destination_passing = True
         self.definition = None

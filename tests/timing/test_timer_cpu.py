@@ -52,7 +52,7 @@ def test_prepare_is_outside_the_window():
 def test_call_order_prepare_flush_run_and_indices():
     flusher = L2Flusher("cpu", size_bytes=4096)
     log = []
-    config = TimingConfig.cpu(iters=5, adaptive=False, warmup=3, min_warmup_ms=0.0)
+    config = TimingConfig.cpu(iters=5, adaptive=False, warmup=3, min_warmup_ms=0.0, l2_flush=True)  # off by default
     result = time_iterations(lambda i: log.append(("run", i, flusher.flush_count)),
                              lambda i: log.append(("prepare", i, flusher.flush_count)), "cpu", config,
                              flusher=flusher)
@@ -299,3 +299,32 @@ def test_launch_hold_without_nvml_assumes_a_clock_above_any_gpu():
 def test_cpu_timing_reports_no_host_launch_figures():
     result = time_iterations(lambda i: None, None, "cpu", TimingConfig.cpu(iters=5, adaptive=False))
     assert result.host_ms is None and result.hold_ms == 0.0 and result.exposed == 0
+
+
+def spin_cpu_ms(ms: float) -> None:
+    """Busy for `ms` of this thread's CPU time (however long a loaded machine makes that in wall time)."""
+    end = time.thread_time() + ms / 1e3
+    while time.thread_time() < end:
+        pass
+
+
+def test_cpu_samples_leave_out_time_without_a_core_and_say_so():
+    """A call that holds no core (here: asleep, as a preempted call waits) is not charged for it: CPU samples
+    are the process's CPU time (docs/timing.md, "CPU timings"), and the block is flagged `cpu_contended`."""
+    config = TimingConfig.cpu(iters=5, adaptive=False, **FAST)
+    result = time_iterations(lambda i: time.sleep(0.02), None, "cpu", config)
+    assert result.stats.median_ms < 10.0  # 20 ms asleep per call, a few us of CPU
+    assert timer.FLAG_CPU_CONTENDED in result.stats.flags
+
+
+def test_cpu_samples_count_work_on_the_call_s_other_threads():
+    """Work a call hands to another thread of the process and waits for is the call's, and is counted."""
+    import threading
+
+    def run(i):
+        helper = threading.Thread(target=spin_cpu_ms, args=(20.0,))
+        helper.start()
+        helper.join()
+
+    result = time_iterations(run, None, "cpu", TimingConfig.cpu(iters=5, adaptive=False, **FAST))
+    assert result.stats.median_ms >= 15.0

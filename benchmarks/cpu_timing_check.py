@@ -1,0 +1,162 @@
+"""Are solbench's CPU latencies the kernel's? The reference timed against itself, beside a plain `timeit`.
+
+    python benchmarks/cpu_timing_check.py                      # problem_defs/core, idle then busy
+    python benchmarks/cpu_timing_check.py --modes idle --max-workloads 3 problem_defs/core/rmsnorm_h4096
+
+For each mode ("idle"; "busy": beside one `while True: pass` process this script starts, which ends itself after
+`--busy-limit-s` at the latest and is killed when the mode ends), it runs `solbench run PROBLEMS --device cpu`
+(the reference as the solution, timed against itself), then times the same reference call on the same
+workload with `timeit` in this process (torch with as many intra-op threads as solbench's workers:
+`SOLBENCH_CPU_THREADS`, default 1; the best of 5 repeats, warm caches), by the wall clock (`timeit`, checked)
+and by the process's CPU clock (`ti cpu`, shown: on a loaded machine the wall clock counts the other work). Per workload it prints solbench's median,
+the reference's, the speedup (reference vs itself), `timeit`'s time and solbench / timeit; at the end the checks
+of issue 48 (idle speedup 0.8-1.25x; busy speedup 0.5-2x and busy medians within 2x of idle; solbench within 2x
+of timeit). Exit 1 when a check fails. Numbers from a machine shared with other work say little: run it idle.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import timeit
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BUSY_CODE = "import time\nend = time.monotonic() + {limit}\nwhile time.monotonic() < end:\n    pass\n"
+
+
+@dataclass
+class Row:
+    problem: str
+    axes: str
+    solbench_ms: float | None = None
+    reference_ms: float | None = None
+    flags: list[str] = field(default_factory=list)
+    timeit_ms: float | None = None
+    timeit_cpu_ms: float | None = None  # the same, by this process's CPU clock (what load does not inflate)
+
+    @property
+    def speedup(self) -> float | None:
+        return self.reference_ms / self.solbench_ms if self.solbench_ms and self.reference_ms else None
+
+
+def run_solbench(problems: list[str], max_workloads: int | None, folder: Path, timeout_s: float) -> dict:
+    """(problem, axes) -> Row from one `solbench run` of the problems on the CPU."""
+    traces = folder / "traces.jsonl"
+    command = [sys.executable, "-m", "solbench", "run", *problems, "--device", "cpu", "-o", str(traces)]
+    command += ["--max-workloads", str(max_workloads)] if max_workloads else []
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run(command, env=env, cwd=folder, capture_output=True, text=True, timeout=timeout_s)
+    if done.returncode != 0:
+        print(done.stdout[-2000:], done.stderr[-2000:], file=sys.stderr)
+    rows: dict = {}
+    for line in traces.read_text().splitlines() if traces.exists() else []:
+        trace = json.loads(line)
+        axes = ",".join(f"{k}={v}" for k, v in trace["workload"]["axes"].items())
+        row = Row(trace["definition"], axes)
+        perf = (trace.get("evaluation") or {}).get("performance") or {}
+        row.solbench_ms, row.reference_ms = perf.get("latency_ms"), perf.get("reference_latency_ms")
+        row.flags = sorted(set((perf.get("latency") or {}).get("flags", []))
+                           | set((perf.get("reference_latency") or {}).get("flags", [])))
+        rows[(row.problem, axes)] = row
+    return rows
+
+
+def time_with_timeit(problems: list[str], rows: dict) -> None:
+    """Each row's reference call, timed with `timeit` on inputs of seed 0 (the best of 5 repeats)."""
+    import torch
+
+    from solbench.inputs.generate import make_inputs
+    from solbench.spec.problem import check_workload, discover_problems, load_problem
+    from solbench.worker.calls import load_reference_module
+    from solbench.worker.state import cpu_threads
+
+    torch.set_num_threads(cpu_threads())
+    for directory in [d for p in problems for d in discover_problems(p)]:
+        problem = load_problem(directory)
+        run = load_reference_module(problem.definition.reference).run
+        for workload in problem.workloads:
+            axes = check_workload(problem.definition, workload)
+            key = (problem.definition.name, ",".join(f"{k}={v}" for k, v in workload.axes.items()))
+            if key not in rows:
+                continue
+            inputs = make_inputs(problem.definition, workload, axes, seed=0, device="cpu",
+                                 data_roots=[problem.directory])
+            timer = timeit.Timer(lambda run=run, inputs=inputs: run(*inputs))
+            number, _ = timer.autorange()
+            rows[key].timeit_ms = min(timer.repeat(5, number)) / number * 1e3
+            cpu_timer = timeit.Timer(lambda run=run, inputs=inputs: run(*inputs), timer=time.process_time)
+            rows[key].timeit_cpu_ms = min(cpu_timer.repeat(5, number)) / number * 1e3
+
+
+def measure(mode: str, args) -> dict:
+    busy = None
+    if mode == "busy":
+        busy = subprocess.Popen([sys.executable, "-c", BUSY_CODE.format(limit=args.busy_limit_s)])
+    try:
+        rows: dict = {}
+        for problem in args.problems:  # `solbench run` takes one problem, or one folder of them
+            with tempfile.TemporaryDirectory(prefix="cpu_timing_check_") as folder:
+                rows.update(run_solbench([problem], args.max_workloads, Path(folder), args.busy_limit_s))
+        time_with_timeit(args.problems, rows)
+    finally:
+        if busy is not None:
+            busy.kill()
+            busy.wait()
+    return rows
+
+
+def fmt(value: float | None, spec: str = ".4f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def checks(mode: str, rows: dict, idle: dict | None) -> list[str]:
+    """What fails issue 48's acceptance in this mode's rows."""
+    failures = []
+    low, high = (0.8, 1.25) if mode == "idle" else (0.5, 2.0)
+    for key, row in rows.items():
+        name = f"{mode} {key[0]} {key[1]}"
+        if row.speedup is None or not low <= row.speedup <= high:
+            failures.append(f"{name}: speedup {fmt(row.speedup, '.2f')} outside {low}-{high}x")
+        if row.solbench_ms and row.timeit_ms and not 0.5 <= row.solbench_ms / row.timeit_ms <= 2.0:
+            failures.append(f"{name}: solbench {row.solbench_ms:.4f} ms vs timeit {row.timeit_ms:.4f} ms")
+        before = (idle or {}).get(key)
+        if mode == "busy" and before is not None and before.solbench_ms and row.solbench_ms:
+            if not 0.5 <= row.solbench_ms / before.solbench_ms <= 2.0:
+                failures.append(f"{name}: median {row.solbench_ms:.4f} ms vs {before.solbench_ms:.4f} ms idle")
+    return failures
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("problems", nargs="*", default=[str(ROOT / "problem_defs" / "core")])
+    parser.add_argument("--modes", default="idle,busy", help="comma-separated: idle, busy")
+    parser.add_argument("--max-workloads", type=int, default=None)
+    parser.add_argument("--busy-limit-s", type=float, default=1800.0,
+                        help="the busy process ends itself after this long; also each solbench run's timeout")
+    args = parser.parse_args(argv)
+    args.problems = [str(Path(p).resolve()) for p in args.problems]  # solbench runs in a scratch folder
+    results: dict[str, dict] = {}
+    failures: list[str] = []
+    print(f"{'mode':5} {'problem':34} {'axes':24} {'solbench':>9} {'ref':>9} {'speedup':>7} {'timeit':>9} "
+          f"{'sb/ti':>6} {'ti cpu':>9}  flags")
+    for mode in [m.strip() for m in args.modes.split(",") if m.strip()]:
+        rows = results[mode] = measure(mode, args)
+        for (problem, axes), row in rows.items():
+            ratio = row.solbench_ms / row.timeit_ms if row.solbench_ms and row.timeit_ms else None
+            print(f"{mode:5} {problem[:34]:34} {axes[:24]:24} {fmt(row.solbench_ms):>9} {fmt(row.reference_ms):>9} "
+                  f"{fmt(row.speedup, '.2f'):>7} {fmt(row.timeit_ms):>9} {fmt(ratio, '.2f'):>6} {fmt(row.timeit_cpu_ms):>9}  "
+                  f"{','.join(row.flags) or '-'}", flush=True)
+        failures += checks(mode, rows, results.get("idle")) if rows else [f"{mode}: solbench timed nothing"]
+    print("\n".join(["", f"{len(failures)} check(s) failed:"] + failures) if failures else "\nall checks passed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
