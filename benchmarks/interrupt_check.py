@@ -5,7 +5,7 @@
 
 Each interruption is Ctrl-C (SIGINT to the command's whole process group, as a terminal sends it) or SIGTERM (to the
 command's process), after a random delay. Checked every time: no traceback in what it printed; exit 130 or 143
-(or 0 where it had finished, `gate` also 1 (its verdict); `serve` exits 0: a service stopped on request stops cleanly; killed by the signal
+(or 0 where it had finished, `gate` also 1 (its verdict); `serve` too exits 130 or 143 after a clean stop; killed by the signal
 before Python could handle it counts as the shell's 128 + N); no process it started left running (found by a marker in their
 environment); every line of the traces file parses and, for `run`, as many as the command said it kept; every
 `traces in FILE` it printed names a file that exists. `tests/test_interrupts.py` runs a few of the same.

@@ -101,7 +101,7 @@ def run_serve(dataset: Path, gpus: int, device: str, max_workloads: int, traces:
                          "requeued": sum(a > 1 for a in result["attempts"]), "stderr_tail": ""})
     finally:
         code = service.stop()
-        if rows and code not in (0, None):
+        if rows and code not in (0, 130, 143, None):  # 130/143: stopped by its signal, cleanly
             rows[-1]["rc"] = code
             rows[-1]["stderr_tail"] = "".join(service.stderr)[-600:]
     return rows

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 
@@ -73,10 +74,10 @@ def serve_command(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
-        serve(service, args.host, args.port)
+        signum = serve(service, args.host, args.port)
     except OSError as exc:  # the port is taken, the address is not this host's
         print(f"error: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
-        pass
-    return 0
+        return 128 + signal.SIGINT
+    return 128 + signum  # stopped by SIGINT or SIGTERM, as every command: 130 or 143

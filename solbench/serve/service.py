@@ -65,7 +65,7 @@ class Service:
         at_once([lane.close for lane in self.lanes])
 
 
-async def _serve_until_stopped(service: Service, host: str, port: int) -> None:
+async def _serve_until_stopped(service: Service, host: str, port: int, received: list[int]) -> None:
     from aiohttp import web  # inner: the `serve` extra, needed only here and in app
 
     from solbench.serve.app import make_app
@@ -78,7 +78,7 @@ async def _serve_until_stopped(service: Service, host: str, port: int) -> None:
     stopped = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stopped.set)
+        loop.add_signal_handler(signum, _stop_on(signum, received, stopped))
     bound = runner.addresses[0]
     print(f"solbench serve: listening on http://{host}:{bound[1]} (devices: {', '.join(service.devices)}; "
           f"folder: {service.folder}; {reads.enforced_here()})", flush=True)
@@ -91,10 +91,20 @@ async def _serve_until_stopped(service: Service, host: str, port: int) -> None:
         await runner.cleanup()
 
 
-def serve(service: Service, host: str, port: int) -> None:
-    """Answer requests until SIGINT/SIGTERM; then stop the service."""
+def _stop_on(signum: int, received: list[int], stopped: asyncio.Event):
+    def handler() -> None:
+        received.append(signum)
+        stopped.set()
+    return handler
+
+
+def serve(service: Service, host: str, port: int) -> int:
+    """Answer requests until SIGINT/SIGTERM; then stop the service. Returns the signal that stopped it, so
+    the command exits 130 or 143 as any interrupted command does."""
+    received: list[int] = []
     try:
-        asyncio.run(_serve_until_stopped(service, host, port))
+        asyncio.run(_serve_until_stopped(service, host, port, received))
+        return received[0] if received else signal.SIGINT
     finally:
         print("solbench serve: stopping (finished traces are kept)", file=sys.stderr, flush=True)
         service.close()
