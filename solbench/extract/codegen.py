@@ -90,7 +90,8 @@ def generate(ep, capture_dtype: torch.dtype, user_names: list[str]) -> Generated
     for spec in ep.graph_signature.output_specs:
         if spec.kind != OutputKind.USER_OUTPUT:
             raise Unsupported(f"the block {spec.kind.name.lower().replace('_', ' ')}s {spec.target}")
-    first = next((i for i in inputs if i.value.is_floating_point()), None)
+    first = next((i for i in inputs if i.value.dtype == capture_dtype), None) or \
+        next((i for i in inputs if i.value.is_floating_point()), None)
     if first is None:
         raise Unsupported("no floating-point input to take the device and dtype from")
     results = [(expr, value) for expr, value in writer.body(graph) if value is not None]

@@ -98,9 +98,9 @@ def shape_names(value: torch.Tensor, axes: dict[str, Axis], extra: dict[str, tup
         elif expr.is_number:
             out.append(str(int(expr)))
         else:
-            text = str(expr.subs({s: _sym(axes[str(s)].name) for s in expr.free_symbols if str(s) in axes}))
             if any(str(s) not in axes for s in expr.free_symbols):
                 raise ValueError(f"size {expr} depends on a size no input has")
+            text = python_expression(expr, {str(s): axes[str(s)].name for s in expr.free_symbols})
             name = next((n for n, spec in extra.items() if spec[1] == text), None)
             if name is None:
                 name = f"dim_{len(extra)}"
@@ -109,10 +109,27 @@ def shape_names(value: torch.Tensor, axes: dict[str, Axis], extra: dict[str, tup
     return tuple(out)
 
 
-def _sym(name: str):
+def python_expression(expr, names: dict[str, str]) -> str:
+    """A sympy size expression as the definition format's arithmetic (+, *, //, %), axis names for symbols."""
     import sympy
 
-    return sympy.Symbol(name)
+    func = type(expr).__name__
+    if expr.is_Symbol:
+        return names[str(expr)]
+    if expr.is_Integer:
+        return str(int(expr))
+    parts = [python_expression(a, names) for a in expr.args]
+    if isinstance(expr, sympy.Add):
+        return "(" + " + ".join(parts) + ")"
+    if isinstance(expr, sympy.Mul):
+        return "(" + " * ".join(parts) + ")"
+    if func in ("Mod", "PythonMod"):
+        return f"({parts[0]} % {parts[1]})"
+    if func == "FloorDiv":
+        return f"({parts[0]} // {parts[1]})"
+    if func == "CeilDiv":
+        return f"(-(-{parts[0]} // {parts[1]}))"
+    raise ValueError(f"size expression {expr} uses {func}")
 
 
 def make_draft(block: Block, gen: Generated, model_id: str, model_points: list[dict[str, int]],

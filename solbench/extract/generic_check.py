@@ -17,6 +17,7 @@ from solbench.extract.codegen import Generated
 from solbench.extract.draft import Draft
 from solbench.extract.generic import Block
 from solbench.extract.validate import Validation, one_thread
+from solbench.spec import axes as axes_eval
 
 DTYPES = (torch.float32, torch.bfloat16)
 
@@ -51,11 +52,12 @@ def check(draft: Draft, block: Block, gen: Generated) -> Validation:
 
 def _compare_once(namespace: dict, draft: Draft, block: Block, gen: Generated, module, params: dict,
                   axes: dict[str, int], index: int, dtype: torch.dtype) -> bool:
+    block_dtype = getattr(torch, draft.dtype)
     consts = {n: s[1] for n, s in draft.axes.items() if s[0] == "const"}
     values = consts | axes
     for name, spec in draft.axes.items():
         if spec[0] == "expr":
-            values[name] = int(eval(spec[1], {}, dict(values)))  # noqa: S307 - our own expressions
+            values[name] = int(axes_eval.evaluate(spec[1], dict(values)))
     torch.manual_seed(index)
     drawn = namespace["get_inputs"](values, "cpu")
     call = block.calls[index]
@@ -65,10 +67,10 @@ def _compare_once(namespace: dict, draft: Draft, block: Block, gen: Generated, m
     inputs = {}
     for inp in gen.inputs:
         value = drawn[inp.name]
-        if value.is_floating_point():
-            value = value.to(dtype)
         if inp.kind == "user":
             want = leaves[tensor_at[inp.target]]
+            if value.is_floating_point() and (dtype == torch.float32 or want.dtype == block_dtype):
+                value = value.to(dtype)  # an input the model passes in another dtype (fp32 residual) stays so
             if tuple(value.shape) != tuple(want.shape):
                 raise ValueError(f"get_inputs gives {inp.name} {tuple(value.shape)}, the model passes "
                                  f"{tuple(want.shape)}")
