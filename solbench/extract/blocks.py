@@ -40,7 +40,9 @@ def extract_blocks(built: BuiltModel, dtype: torch.dtype = torch.bfloat16, *, va
     start = time.perf_counter()
     tell = progress or (lambda step: None)
     result = BlocksResult()
-    model = built.module.to(dtype)
+    model = built.module
+    if next(model.parameters()).dtype != dtype:  # built in another dtype: one capture per dtype
+        model.to(dtype)
     points = capture.axis_points(built)
     tell(f"recording module calls at {len(points)} sizes")
     calls = [capture.record_calls(built, p, dtype) for p in points]

@@ -156,7 +156,9 @@ def input_names(module: nn.Module, call: Call) -> list[str]:
 
 def cpu_copy(module: nn.Module, dtype: torch.dtype) -> nn.Module:
     """A CPU copy of a meta module, parameters and buffers filled at realistic scales (seeded)."""
-    block = copy.deepcopy(module).to_empty(device="cpu").to(dtype).eval()
+    block = copy.deepcopy(module).to_empty(device="cpu").eval()
+    if dtype == torch.float32:  # else keep the dtypes the model was built with (float32 buffers stay so)
+        block.to(dtype)
     gen = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for name, tensor in [*block.named_parameters(), *block.named_buffers()]:

@@ -36,6 +36,13 @@ HIGHER_ORDER_INLINE = {"wrap_with_set_grad_enabled": 1, "wrap_with_autocast": 4}
 RESERVED = {"torch", "F", "math", "device", "dtype", "run", "inputs", "get_inputs", "a"}
 
 
+@dataclass(frozen=True)
+class _Raw:
+    """Source text spliced into a call as one argument."""
+
+    text: str
+
+
 class Unsupported(Exception):
     """The block's graph has something no standalone reference can express; the message says what."""
 
@@ -90,10 +97,12 @@ def generate(ep, capture_dtype: torch.dtype, user_names: list[str]) -> Generated
     for spec in ep.graph_signature.output_specs:
         if spec.kind != OutputKind.USER_OUTPUT:
             raise Unsupported(f"the block {spec.kind.name.lower().replace('_', ' ')}s {spec.target}")
-    first = next((i for i in inputs if i.value.dtype == capture_dtype), None) or \
-        next((i for i in inputs if i.value.is_floating_point()), None)
+    first = next((i for i in inputs if i.value.dtype == capture_dtype), None)
+    if first is None:  # no input carries the capture dtype: dtypes stay literal, the device still follows
+        writer.capture_dtype = None
+        first = next((i for i in inputs if isinstance(i.value, torch.Tensor)), None)
     if first is None:
-        raise Unsupported("no floating-point input to take the device and dtype from")
+        raise Unsupported("no tensor input to take the device from")
     results = [(expr, value) for expr, value in writer.body(graph) if value is not None]
     text = "\n".join(writer.lines)
     header = [f"{var} = {first.name}.{var}" for var in ("device", "dtype") if re.search(rf"\b{var}\b", text)]
@@ -113,7 +122,7 @@ def generate(ep, capture_dtype: torch.dtype, user_names: list[str]) -> Generated
 
 
 class _Writer:
-    def __init__(self, gm: fx.GraphModule, capture_dtype: torch.dtype):
+    def __init__(self, gm: fx.GraphModule, capture_dtype: torch.dtype | None):
         self.gm = gm
         self.capture_dtype = capture_dtype
         self.names: dict[fx.Node, str] = {}
@@ -201,6 +210,10 @@ class _Writer:
         if op in ("to", "_to_copy"):
             kwargs = {k: v for k, v in kwargs.items() if k not in ("layout", "pin_memory")}
             return self.call(f"{self.arg(args[0])}.to", args[1:], kwargs)
+        if op == "histc" and not args[0].meta["val"].is_floating_point():
+            # traced on meta, a model takes its GPU branch (histc on integers); CPU has only the float one,
+            # which counts the same
+            return self.call("torch.histc", (_Raw(f"{self.arg(args[0])}.float()"), *args[1:]), kwargs)
         if op in FUNCTIONAL and hasattr(torch.nn.functional, op):
             return self.call(f"F.{op}", args, kwargs)
         if op in METHODS and hasattr(torch.Tensor, op):
@@ -229,6 +242,8 @@ class _Writer:
         return f"{fn}({', '.join(parts)})"
 
     def arg(self, value) -> str:
+        if isinstance(value, _Raw):
+            return value.text
         if isinstance(value, fx.Node):
             if value not in self.names:
                 raise Unsupported(f"value {value.name} used before it is defined")

@@ -63,7 +63,7 @@ def _compare_once(namespace: dict, draft: Draft, block: Block, gen: Generated, m
     call = block.calls[index]
     leaves, tree = pytree.tree_flatten((call.args, call.kwargs))
     tensor_at = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
-    real = [_fill(x, dtype) if isinstance(x, torch.Tensor) else x for x in leaves]
+    real = [_fill(x) if isinstance(x, torch.Tensor) else x for x in leaves]
     inputs = {}
     for inp in gen.inputs:
         value = drawn[inp.name]
@@ -87,8 +87,7 @@ def _compare_once(namespace: dict, draft: Draft, block: Block, gen: Generated, m
                                          for g, w in zip(got, want))
 
 
-def _fill(meta: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """A CPU tensor for an input the reference does not read (the module may still need it)."""
-    if meta.is_floating_point():
-        return torch.zeros(meta.shape, dtype=dtype)
+def _fill(meta: torch.Tensor) -> torch.Tensor:
+    """A CPU tensor for an input the reference does not read, in its recorded dtype: the module may still
+    read its shape or dtype (a rotary table is returned in the dtype of the activations passed beside it)."""
     return torch.zeros(meta.shape, dtype=meta.dtype)

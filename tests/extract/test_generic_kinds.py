@@ -37,3 +37,17 @@ def test_siglip_vision_layer_is_captured_once_for_both_layers():
     assert draft.hints["module_paths"] == ["encoder.layers.0", "encoder.layers.1"]
     assert result.validations[0].passed and result.validations[0].exact == {"float32": True, "bfloat16": True}
     assert "F.scaled_dot_product_attention" in draft.code
+
+
+QWEN3_MOE = {"model_type": "qwen3_moe", "hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4,
+             "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 128, "moe_intermediate_size": 32,
+             "num_experts": 8, "num_experts_per_tok": 2, "vocab_size": 128}
+
+
+def test_moe_block_is_captured_on_its_cpu_path():
+    """Traced on meta, the experts take their GPU branch (histc on integers); the emitted code counts in
+    float as the CPU branch does, and matches the module bit for bit."""
+    result = _extract(QWEN3_MOE, ("Qwen3MoeSparseMoeBlock",))
+    (draft,) = result.drafts
+    assert "torch.histc(" in draft.code and ".float()" in draft.code
+    assert result.validations[0].exact == {"float32": True, "bfloat16": True}
