@@ -62,7 +62,7 @@ def record_calls(built: BuiltModel, axes: dict[str, int], dtype: torch.dtype) ->
         return hook
 
     model = built.module
-    handles = [m.register_forward_pre_hook(hook_for(p), with_kwargs=True) for p, m in model.named_modules() if p]
+    handles = [m.register_forward_pre_hook(hook_for(p), with_kwargs=True) for p, m in model.named_modules()]
     try:
         with quiet(), FakeTensorMode(allow_non_fake_inputs=True), torch.device("meta"), torch.no_grad():
             args, kwargs = built.make_call(axes, dtype)

@@ -70,10 +70,12 @@ def _name_axis(values: tuple[int, ...], model_points: list[dict[str, int]], used
         model = [p[axis] for p in model_points[: len(values)]]
         ratio = Fraction(values[0], model[0])
         if all(Fraction(v, m) == ratio for v, m in zip(values, model)):
-            name = axis if ratio == 1 else f"{axis}_x{ratio}".replace("/", "_div")
-            if name not in used:
-                used.add(name)
-                return Axis(name, (axis, ratio), values)
+            base = axis if ratio == 1 else f"{axis}_x{ratio}".replace("/", "_div")
+            name, k = base, 2
+            while name in used:  # a second symbol moving with the same model axis (an image's width)
+                name, k = f"{base}_{k}", k + 1
+            used.add(name)
+            return Axis(name, (axis, ratio), values)
     name = f"size_{len(used)}"
     used.add(name)
     return Axis(name, None, values)
@@ -217,4 +219,4 @@ def _snake(name: str) -> str:
     """WhisperEncoderLayer -> whisper_encoder_layer, RMSNorm -> rms_norm."""
     import re
 
-    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
+    return re.sub(r"(?<=[a-z])(?=[A-Z])|(?<=[0-9A-Z])(?=[A-Z][a-z])", "_", name).lower()

@@ -54,6 +54,10 @@ def blocks(model: nn.Module, calls: list[dict[str, Call]]) -> tuple[list[Block],
             kinds[key] = Block(path, name, module, recorded, [path])
         else:
             block.members.append(path)
+    library_kinds = [b for b in kinds.values() if not isinstance(b.module, NORMS)]
+    if not library_kinds and calls and "" in calls[0]:  # the model is itself one block (`--module pkg:Block`)
+        left = [item for item in left if item.path]
+        kinds = {(): Block("", type(model).__name__, model, [c[""] for c in calls], [""])} | kinds
     return list(kinds.values()), left
 
 

@@ -3,9 +3,11 @@ an SSM mixer and a vision encoder layer, each exported, emitted and validated bi
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from solbench.extract import blocks, build
+from solbench.extract.built import BuiltModel
 
 MAMBA2 = {"model_type": "mamba2", "hidden_size": 64, "num_hidden_layers": 1, "num_heads": 4, "head_dim": 32,
           "state_size": 16, "n_groups": 1, "chunk_size": 8, "vocab_size": 64, "expand": 2}
@@ -51,3 +53,25 @@ def test_moe_block_is_captured_on_its_cpu_path():
     (draft,) = result.drafts
     assert "torch.histc(" in draft.code and ".float()" in draft.code
     assert result.validations[0].exact == {"float32": True, "bfloat16": True}
+
+
+def test_a_diffusers_block_as_a_built_model_with_a_variable_resolution():
+    """Any library plugs in through BuiltModel; a model that is one block is emitted whole."""
+    resnet = pytest.importorskip("diffusers.models.resnet")
+    with torch.device("meta"):
+        block = resnet.ResnetBlock2D(in_channels=32, out_channels=32, temb_channels=64, groups=8)
+    block = block.to(torch.bfloat16).eval()
+
+    def make_call(axes, dtype):
+        size = axes["height"]
+        return (torch.randn(axes["batch_size"], 32, size, size, dtype=dtype),
+                torch.randn(axes["batch_size"], 64, dtype=dtype)), {}
+    built = BuiltModel("test/resnet", block, "diffusers", make_call,
+                       {"batch_size": (2, 3, 4), "height": (8, 16, 12)}, {"batch_size": (1, 4), "height": (64,)})
+    result = blocks.extract_blocks(built)
+    names = sorted(d.op_type for d in result.drafts)
+    assert names == ["group_norm", "resnet_block2d"]
+    resnet_draft = next(d for d in result.drafts if d.op_type == "resnet_block2d")
+    assert resnet_draft.axes["height"][0] == "var" and "F.conv2d" in resnet_draft.code
+    assert {"batch_size": 4, "height": 64, "height_2": 64} in resnet_draft.workload_points
+    assert all(v.exact == {"float32": True, "bfloat16": True} for v in result.validations)
