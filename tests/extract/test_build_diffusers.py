@@ -206,3 +206,16 @@ def test_every_shipped_diffusers_component_runs_under_fake_tensors():
             except Exception as error:  # collect every failing component, not just the first
                 failures.append(f"{built.model_id}: {type(error).__name__}: {error}")
     assert not failures, "\n".join(failures)
+
+
+def test_rope_tables_cached_under_one_mode_are_not_reused_under_another():
+    """Qwen-Image caches its rope tables per grid (an lru_cache): a table made under fake tensors must not
+    reach a later call on meta tensors with the same grid (it fails in view_as_complex when it does)."""
+    (built,) = build_component("Qwen/Qwen-Image-Edit", "transformer", "QwenImageTransformer2DModel",
+                               TINY["QwenImageTransformer2DModel"][0], torch.bfloat16)
+    axes = {axis: sizes[0] for axis, sizes in built.capture_axes.items()}
+    fake_forward(built, axes)
+    with torch.no_grad(), torch.device("meta"):
+        args, kwargs = built.make_call(axes, torch.bfloat16)
+        out = built.module(*args, **kwargs)[0]
+    assert out.shape == (2, axes["latent_height"] * axes["latent_width"] // 4 * 2, 16)  # Edit: two grids

@@ -25,10 +25,14 @@ from solbench.extract.build_diffusers.dit import (
     wan_recipe,
 )
 from solbench.extract.build_diffusers.flux import fibo_recipe, flux2_recipe, flux_recipe
-from solbench.extract.build_diffusers.meta_module import DiffusersBuildError, build_on_meta
+from solbench.extract.build_diffusers.meta_module import (
+    DiffusersBuildError,
+    build_on_meta,
+    tensor_cache_clearers,
+)
 from solbench.extract.build_diffusers.unet import unet_recipe
 from solbench.extract.build_diffusers.vae import VAE_RECIPES
-from solbench.extract.built import BuiltModel
+from solbench.extract.built import BuiltModel, CallMaker
 
 Recipe = Callable[[nn.Module, str], list[ComponentCall]]
 
@@ -70,6 +74,19 @@ def _is_transformers_component(component: dict[str, Any]) -> bool:
     return not hasattr(diffusers, name) and hasattr(transformers, name)
 
 
+def _fresh_caches(make_call: CallMaker, clearers: list[Callable[[], None]]) -> CallMaker:
+    """`make_call` that first empties the module's tensor caches, so each call computes its own tables."""
+    if not clearers:
+        return make_call
+
+    def fresh(axes: dict[str, int], dtype: torch.dtype):
+        for clear in clearers:
+            clear()
+        return make_call(axes, dtype)
+
+    return fresh
+
+
 def build_component(model_id: str, name: str, class_name: str, config: dict[str, Any],
                     dtype: torch.dtype) -> list[BuiltModel]:
     """One component (`name`, e.g. "transformer" or "vae") as one BuiltModel per path through it."""
@@ -79,11 +96,12 @@ def build_component(model_id: str, name: str, class_name: str, config: dict[str,
                                   f"(known: {', '.join(sorted(RECIPES))})")
     module = build_on_meta(class_name, config, dtype)
     versions = diffusers_versions()
+    clearers = tensor_cache_clearers(module)
     built = []
     for call in recipe(module, model_id):
         label = f"{name}.{call.path}" if call.path else name
         built.append(BuiltModel(model_id=f"{model_id}:{label}", module=call.module, library="diffusers",
-                                make_call=call.make_call, capture_axes=call.capture_axes,
+                                make_call=_fresh_caches(call.make_call, clearers), capture_axes=call.capture_axes,
                                 workload_axes=call.workload_axes, versions=versions, family="diffusion"))
     return built
 

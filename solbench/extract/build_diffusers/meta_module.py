@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -76,3 +77,22 @@ def build_on_meta(class_name: str, config: dict[str, Any], dtype: torch.dtype) -
     if dtype != torch.float32:
         _keep_in_fp32(module)
     return module.eval()
+
+
+def tensor_cache_clearers(module: nn.Module) -> list[Callable[[], None]]:
+    """The `cache_clear` of every functools.lru_cache behind a method of the module's classes.
+
+    diffusers caches rope tables per grid size (`lru_cache_unless_export`, e.g. Qwen-Image's
+    `_compute_video_freqs`); outside torch.export a table made under one fake or meta mode would be handed to
+    the next call under another mode. Recipes clear them before every call."""
+    clearers = {}
+    for cls in {type(submodule) for submodule in module.modules()}:
+        for attribute in vars(cls).values():
+            for cell in getattr(attribute, "__closure__", None) or ():
+                try:
+                    contents = cell.cell_contents
+                except ValueError:  # an empty cell
+                    continue
+                if callable(getattr(contents, "cache_clear", None)):
+                    clearers[id(contents)] = contents.cache_clear
+    return list(clearers.values())
