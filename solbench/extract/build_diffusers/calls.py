@@ -20,7 +20,7 @@ from solbench.extract.built import CallMaker
 BATCH_CAPTURE = (2, 3)
 BATCH_WORKLOAD = (1, 2)  # one prompt; two with classifier-free guidance run as one batch
 TEXT_CAPTURE = (7, 11)
-FRAMES_CAPTURE = (3, 5)
+FRAMES_CAPTURE = (3, 7)
 
 
 @dataclass
