@@ -12,6 +12,7 @@ from solbench.extract.draft import Draft
 from solbench.extract.families import drafts_for
 from solbench.extract.trace import trace
 from solbench.extract.validate import Validation, Validator
+from solbench.spec.errors import SpecError
 
 
 @dataclass
@@ -19,6 +20,7 @@ class ModelResult:
     config: configs.ModelConfig
     drafts: list[Draft]
     skipped: list[str] = field(default_factory=list)
+    not_emitted: list[str] = field(default_factory=list)  # generic capture: module classes left out, why
     validations: list[Validation] = field(default_factory=list)
     layer_kinds: int = 0
     layers: int = 0
@@ -32,18 +34,28 @@ class ModelResult:
 
 
 def extract_model(model_id: str, config_path: str | Path | None = None, *, validate: bool = True,
-                  use_hub: bool = True, dtype: str = "bfloat16",
+                  use_hub: bool = True, dtype: str = "bfloat16", generic: bool = False,
                   progress: Callable[[str], None] | None = None) -> ModelResult:
     """Trace one model and draft its problems; with `validate`, compare each with its module on CPU.
 
-    `progress` hears each step (config, trace, every problem compared) as it starts."""
+    Models no family template knows go through the generic capture (`blocks.py`); with `generic`, the
+    blocks outside the templates' layer stack do too. `progress` hears each step (config, trace, every problem compared) as it starts."""
     start = time.perf_counter()
     tell = progress or (lambda step: None)
     tell("reading its config")
     config = configs.resolve(model_id, config_path, use_hub=use_hub)
     tell(f"tracing {config.model_type} on meta tensors")
-    traced = trace(config)
-    found = drafts_for(traced, dtype)
+    try:
+        traced = trace(config)
+        found = drafts_for(traced, dtype)
+        why = "" if _templates_apply(found.drafts) else "no family template recognises its layers"
+    except SpecError as exc:
+        why = str(exc)
+    if why:  # every block goes through the generic capture
+        result = ModelResult(config, [], [f"family templates: {why}"])
+        _generic(result, config, dtype, validate, tell)
+        result.seconds = time.perf_counter() - start
+        return result
     result = ModelResult(config, found.drafts, found.skipped, layer_kinds=len(traced.kinds),
                          layers=len(traced.layers))
     result.trace_seconds = time.perf_counter() - start
@@ -57,8 +69,55 @@ def extract_model(model_id: str, config_path: str | Path | None = None, *, valid
         failed = {v.problem for v in result.validations if not v.passed}
         result.drafts = [d for d in found.drafts if d.name not in failed]  # never emit a mismatch
         result.validate_seconds = time.perf_counter() - t0
+    if generic:
+        _generic(result, config, dtype, validate, tell, covered=_family_paths(traced, result.drafts))
     result.seconds = time.perf_counter() - start
     return result
+
+
+def _generic(result: ModelResult, config: configs.ModelConfig, dtype: str, validate: bool,
+             tell: Callable[[str], None], covered: Callable[[str], str] | None = None) -> None:
+    """Add generic drafts for the blocks no family template covered; report every module left out."""
+    import torch
+
+    from solbench.extract import blocks, build
+
+    built = build.build_transformers(config.model_id, config.facts, config.family or "")
+    found = blocks.extract_blocks(built, getattr(torch, dtype), validate=validate, covered=covered, progress=tell)
+    known = {d.name for d in result.drafts}
+    result.drafts += [d for d in found.drafts if d.name not in known]
+    result.validations += found.validations
+    result.not_emitted = summarise(found.not_emitted)
+    result.skipped += [f"not emitted: {line}" for line in result.not_emitted]
+
+
+def _templates_apply(drafts: list[Draft]) -> bool:
+    """Whether the family templates recognised a layer's attention or feed-forward (not only norms,
+    the embedding and the head)."""
+    return any(d.check is not None and d.check.module.startswith("layer") and d.op_type != "norm"
+               for d in drafts)
+
+
+def summarise(left: list) -> list[str]:
+    """One line per (class, reason): how many modules, and the first path."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for item in left:
+        groups.setdefault((item.class_name, item.reason), []).append(item.path)
+    return [f"{cls} x{len(paths)} (e.g. {paths[0] or 'the model'}): {reason}"
+            for (cls, reason), paths in groups.items()]
+
+
+def _family_paths(traced, drafts: list[Draft]) -> Callable[[str], str]:
+    """Blocks inside the layer stack the family templates traced are theirs; the rest is generic."""
+    stack = next((p for p, m in traced.model.named_modules() if m is traced.layers), None)
+
+    def covered(path: str) -> str:
+        if stack is not None and (path == stack or path.startswith(stack + ".")):
+            return "covered by the family templates (attention, MLP, MoE, norms, fused layer)"
+        if drafts and path in ("", "model.embed_tokens", "lm_head", "model.norm"):
+            return "covered by the family templates (embedding, final norm, LM head)"
+        return ""
+    return covered
 
 
 def collect(results: list[ModelResult]) -> dict[str, emit.Problem]:
