@@ -4,8 +4,9 @@ Axes are model-level and in latent units where the model sees latents: `latent_h
 the VAE latent's spatial size (before any patching), `latent_frames` its frame count, `text_len` the text
 encoder's sequence length, `image_height`/`image_width` pixels (a VAE encoder's input).
 
-Capture sizes are small, >= 2, and chosen so that no two variable sizes of one call coincide, patched sizes
-included: torch.export gives equal sizes one symbol (duck sizing) and would tie unrelated axes together.
+Capture sizes are small, >= 2, three per axis (the capture traces at the first and validates at the others),
+and chosen so that no two variable sizes of one call coincide, patched sizes included: torch.export gives
+equal sizes one symbol (duck sizing) and would tie unrelated axes together.
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ from torch import nn
 
 from solbench.extract.built import CallMaker
 
-BATCH_CAPTURE = (2, 3)
+BATCH_CAPTURE = (2, 3, 4)
 BATCH_WORKLOAD = (1, 2)  # one prompt; two with classifier-free guidance run as one batch
-TEXT_CAPTURE = (7, 11)
-FRAMES_CAPTURE = (3, 7)
+TEXT_CAPTURE = (7, 11, 13)
+FRAMES_CAPTURE = (3, 7, 5)
 
 
 @dataclass
@@ -36,8 +37,9 @@ class ComponentCall:
 
 def spatial_capture(factor: int) -> dict[str, tuple[int, ...]]:
     """Latent height/width capture sizes that are multiples of `factor` (patch size or the UNet's downsampling),
-    with patched sizes 4/5 and 6/9: distinct from each other and from the batch, text and frame sizes."""
-    return {"latent_height": (4 * factor, 5 * factor), "latent_width": (6 * factor, 9 * factor)}
+    with patched sizes 4/5/6 and 6/9/8: at each capture point (every axis at its i-th size) distinct from each
+    other and from the batch (2/3/4), text (7/11/13) and frame (3/7/5) sizes."""
+    return {"latent_height": (4 * factor, 5 * factor, 6 * factor), "latent_width": (6 * factor, 9 * factor, 8 * factor)}
 
 
 def latent_sizes(pixels: tuple[int, ...], vae_factor: int) -> tuple[int, ...]:

@@ -21,7 +21,7 @@ from solbench.extract.build_diffusers.calls import (
     spatial_capture,
 )
 
-VIDEO_FRAMES_CAPTURE = (5, 9)  # 1 + 4k frames: 2 and 3 latent frames
+VIDEO_FRAMES_CAPTURE = (5, 9, 13)  # 1 + 4k frames: 2, 3 and 4 latent frames
 VIDEO_FRAMES_WORKLOAD = (81,)  # Wan's default clip: 21 latent frames
 
 
