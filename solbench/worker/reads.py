@@ -123,7 +123,11 @@ def restrict_reads(paths: list[str]) -> int:
         raise OSError("Landlock is not available in this kernel")
     sandbox._prctl(sandbox.PR_SET_NO_NEW_PRIVS, 1)
     libc, check = sandbox._libc, sandbox._check
-    attr = (sandbox.ctypes.c_uint64 * 1)(READ_RIGHTS)
+    # Landlock denies linking or renaming across folders (EXDEV) in every layer that does not grant REFER,
+    # handled or not: Triton and Inductor publish their caches by rename. This layer grants it wherever it
+    # grants reads; the write layer still limits it to the writable folders.
+    refer = sandbox.REFER if abi >= 2 else 0
+    attr = (sandbox.ctypes.c_uint64 * 1)(READ_RIGHTS | refer)
     ruleset = check(libc.syscall(sandbox.LANDLOCK_CREATE_RULESET, sandbox.ctypes.byref(attr),
                                  sandbox.ctypes.c_size_t(8), sandbox.ctypes.c_uint32(0)), "landlock_create_ruleset")
     try:
@@ -133,7 +137,7 @@ def restrict_reads(paths: list[str]) -> int:
             except OSError:
                 continue  # gone since it was listed (a /proc entry)
             try:
-                access = READ_RIGHTS if os.path.isdir(path) else EXECUTE | READ_FILE
+                access = READ_RIGHTS | refer if os.path.isdir(path) else EXECUTE | READ_FILE
                 rule = sandbox._PathBeneath(access, fd)
                 check(libc.syscall(sandbox.LANDLOCK_ADD_RULE, ruleset, sandbox.LANDLOCK_RULE_PATH_BENEATH,
                                    sandbox.ctypes.byref(rule), sandbox.ctypes.c_uint32(0)), f"landlock_add_rule {path}")

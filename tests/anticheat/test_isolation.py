@@ -189,6 +189,18 @@ out["data_blob"] = attempt(os.path.join(args["data"], "blob.bin"))
 with open(os.path.join(args["scratch"], "mine.txt"), "w") as f:
     f.write("ok")
 out["scratch"] = attempt(os.path.join(args["scratch"], "mine.txt"))
+# Triton and Inductor publish a cache entry by renaming it from a temporary folder (Landlock says EXDEV to a
+# rename across folders in any layer that does not grant it: seen on the GPU before the read layer did)
+os.makedirs(os.path.join(args["scratch"], "tmp.1"), exist_ok=True)
+os.makedirs(os.path.join(args["scratch"], "cache"), exist_ok=True)
+with open(os.path.join(args["scratch"], "tmp.1", "kernel.so"), "w") as f:
+    f.write("ok")
+try:
+    os.replace(os.path.join(args["scratch"], "tmp.1"), os.path.join(args["scratch"], "cache", "entry"))
+    os.replace(os.path.join(args["scratch"], "mine.txt"), os.path.join(args["scratch"], "cache", "mine.txt"))
+    out["rename_across_folders"] = "ok"
+except OSError as exc:
+    out["rename_across_folders"] = errno.errorcode.get(exc.errno, str(exc.errno))
 out["cpuinfo"] = attempt("/proc/cpuinfo")[:5]
 # the checkout solbench runs from: its package is readable, the rest of it (where a service folder may sit) not
 out["checkout_file"] = attempt(os.path.join(args["repo"], "pyproject.toml"))
@@ -242,6 +254,7 @@ def test_read_rules_hold_for_each_user(tmp_path, uid, namespaces):
     assert not seen["parent_cmdline"].startswith("read"), seen
     assert seen["own_status"] == "read:" and seen["own_thread"] == "read:" and seen["cpuinfo"] == "read:", seen
     assert seen["data_blob"] == "read: blob" and seen["scratch"] == "read: ok", seen
+    assert seen["rename_across_folders"] == "ok", seen
     assert applied["proc"].startswith("private" if namespaces else "landlock"), applied
     assert seen["checkout_file"] in ("EACCES", "EPERM") and seen["harness_file"] == "read:", seen
     assert uid != 0 or seen["late_import"] == "ok", seen
