@@ -61,5 +61,14 @@ def extract_model(model_id: str, config_path: str | Path | None = None, *, valid
     return result
 
 
+# Libraries whose models this pipeline can build from shipped facts; the others are listed, not extracted.
+LIBRARIES = ("transformers",)
+
+
+def extractable_model_ids() -> list[str]:
+    """The shipped models `--all` and `--check` extract: those a library here can build."""
+    return [m for lib in LIBRARIES for m in configs.buildable_model_ids(lib)]
+
+
 def collect(results: list[ModelResult]) -> dict[str, emit.Problem]:
     return emit.merge([(r.config, r.drafts) for r in results])

@@ -70,6 +70,11 @@ class Validator:
                 if key in facts:
                     overrides[key] = min(facts[key], keep)
                     self.axis_overrides["num_experts"] = overrides[key]
+        # per-layer lists (layer_types, ...) follow the shortened stack: transformers checks their lengths
+        total = facts.get("num_hidden_layers")
+        for key, value in facts.items():
+            if isinstance(value, list) and len(value) == total and key not in overrides:
+                overrides[key] = value[: overrides["num_hidden_layers"]]
         self.overrides = overrides
         self._model: nn.Module | None = None
         self._initialised: set[int] = set()
