@@ -29,7 +29,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             "ids up to a word boundary, e.g. Qwen/Qwen3 (every known Qwen3 size, dense and MoE)")
     which.add_argument("--all", action="store_true", help="every model solbench ships config facts for")
     which.add_argument("--list", action="store_true", help="list the models solbench knows offline and exit")
-    parser.add_argument("--config", type=Path, help="a config.json to use instead of the cache/hub/shipped facts")
+    parser.add_argument("--config", type=Path, help="a config.json to use instead of the cache/hub/shipped facts "
+                                                    "(with --module: the constructor's arguments, a JSON object)")
+    parser.add_argument("--module", metavar="PKG.MOD:CLASS",
+                        help="extract any importable nn.Module (built on meta, captured generically); name it "
+                             "with --model, give its arguments with --config/--config-kw and its call with --input")
+    parser.add_argument("--config-kw", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
+                        help="--module: constructor arguments (values read as JSON when they parse)")
+    parser.add_argument("--input", action="append", default=[], metavar="SPEC",
+                        help="--module: one forward argument, NAME=DIM,DIM,...[:DTYPE]; DIM is a size (1024) or a "
+                             "variable axis with its capture sizes (seq:64|96); DTYPE float32|bfloat16|float16|"
+                             "int64[HIGH]|int32[HIGH]|bool (see docs/extract.md)")
     parser.add_argument("-o", "--output", type=Path,
                         help="problem root; problems go to OUTPUT/hf/<name>/ and, unless --references says "
                              "otherwise, reference sources to OUTPUT/reference_impls/hf/: everything under OUTPUT "
@@ -70,6 +80,8 @@ def _run(args: argparse.Namespace, console) -> int:
         _print_list(console)
         return 0
     started = time.perf_counter()
+    if args.module:
+        return _run_module(args, console, started)
     models = _selected_models(args.model, console) if args.model else []
     if args.config is not None and len(models) != 1:
         console.print("[red]error:[/red] --config needs exactly one --model (the id it belongs to)")
@@ -111,6 +123,28 @@ def _run(args: argparse.Namespace, console) -> int:
     written = emit.write(problems, args.output, args.references)
     console.print(f"wrote {summary} ({len(written)} files) under {args.output}/{emit.SUBDIR} and "
                   f"{args.references}/{emit.SUBDIR} in {time.perf_counter() - started:.1f} s")
+    return 1 if failed else 0
+
+
+def _run_module(args: argparse.Namespace, console, started: float) -> int:
+    """--module: one nn.Module built from the user's arguments, through the generic capture, written."""
+    from solbench.extract import emit, pipeline, user_module
+    from solbench.spec.errors import SpecError
+
+    if args.all or args.check or len(args.model) > 1:
+        raise SpecError("--module extracts one module: name it with at most one --model, without --all/--check")
+    config = user_module.read_config_file(args.config) if args.config is not None else {}
+    config |= user_module.parse_config_kw(args.config_kw)
+    built = user_module.build_user_module(args.module, config, args.input, args.model[0] if args.model else None)
+    facts = {"module": args.module, "config": config, "inputs": list(args.input)}
+    with console.status(f"{built.model_id}: starting") as status:
+        result = pipeline.extract_built(built, facts, validate=not args.no_validate, dtype=DTYPES[args.dtype],
+                                        progress=lambda step: status.update(f"{built.model_id}: {step}"))
+    failed = _report(result, built.model_id, not args.no_validate, console)
+    problems = pipeline.collect([result])
+    written = emit.write(problems, args.output, args.references)
+    console.print(f"wrote {len(problems)} problems ({len(written)} files) under {args.output}/{emit.SUBDIR} in "
+                  f"{time.perf_counter() - started:.1f} s")
     return 1 if failed else 0
 
 

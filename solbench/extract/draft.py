@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 TORCH_DTYPES = {"bfloat16": "torch.bfloat16", "float16": "torch.float16", "float32": "torch.float32",
-                "int64": "torch.int64", "int32": "torch.int32", "bool": "torch.bool"}
+                "int64": "torch.int64", "int32": "torch.int32", "bool": "torch.bool", "float64": "torch.float64",
+                "int8": "torch.int8", "uint8": "torch.uint8"}
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,9 @@ class Draft:
     tolerance_scale: float = 1.0
     check: Check | None = field(default=None, compare=False)
     hints: dict[str, Any] = field(default_factory=dict)
+    # generic drafts: the workloads' axis values, listed (instead of a named shape set); None = `shapes`
+    workload_points: list[dict[str, int]] | None = None
+    versions: dict[str, str] = field(default_factory=dict)  # libraries beyond transformers (diffusers, ...)
 
     def const(self, axis: str) -> int:
         return self.axes[axis][1]
@@ -88,6 +92,8 @@ class Draft:
         for name, spec in self.axes.items():
             if spec[0] == "const":
                 axes[name] = {"type": "const", "value": spec[1], "description": spec[2]}
+            elif spec[0] == "expr":
+                axes[name] = {"type": "expr", "expression": spec[1], "description": spec[2]}
             else:
                 axes[name] = {"type": "var", "description": spec[1]}
         out: dict[str, Any] = {
@@ -146,6 +152,8 @@ def _init_expr(arg: Arg) -> str:
         return f"(1.0 + 0.1 * torch.randn({dims}, device=device)).to({dt})"
     if arg.init == "offset_norm_weight":
         return f"(0.1 * torch.randn({dims}, device=device)).to({dt})"
+    if arg.init in ("zeros", "ones"):
+        return f"torch.{arg.init}(({dims},), dtype={dt}, device=device)"
     if arg.init == "bias":
         return f"(0.1 * torch.randn({dims}, device=device)).to({dt})"
     if arg.init == "token_ids":

@@ -40,8 +40,12 @@ class Problem:
         import solbench
 
         models = [{"hf_id": m, "config_sha256": self.models[m].config_hash} for m in sorted(self.models)]
-        return {"extracted_by": "solbench extract", "solbench_version": solbench.__version__,
-                "transformers_version": transformers.__version__, "models": models}
+        out = {"extracted_by": "solbench extract", "solbench_version": solbench.__version__,
+               "transformers_version": transformers.__version__, "models": models}
+        for library, version in sorted(self.draft.versions.items()):  # generic drafts: diffusers, torch
+            if library != "transformers":
+                out[f"{library}_version"] = version
+        return out
 
     def files(self) -> dict[str, str]:
         """Relative path -> content, for the problem folder and the reference file."""
@@ -121,7 +125,7 @@ class Drift:
 
 # Provenance that names the library versions, not what was extracted: a newer transformers that
 # extracts the same problem is no drift (CI installs the newest release).
-VERSION_KEYS = ("transformers_version", "solbench_version")
+VERSION_KEYS = ("transformers_version", "solbench_version", "diffusers_version", "torch_version")
 
 
 def same_extraction(on_disk: str, extracted: str) -> bool:

@@ -12,6 +12,7 @@ from solbench.extract.draft import Draft
 from solbench.extract.families import drafts_for
 from solbench.extract.trace import trace
 from solbench.extract.validate import Validation, Validator
+from solbench.spec.errors import SpecError
 
 
 @dataclass
@@ -19,6 +20,7 @@ class ModelResult:
     config: configs.ModelConfig
     drafts: list[Draft]
     skipped: list[str] = field(default_factory=list)
+    not_emitted: list[str] = field(default_factory=list)  # generic capture: module classes left out, why
     validations: list[Validation] = field(default_factory=list)
     layer_kinds: int = 0
     layers: int = 0
@@ -32,18 +34,30 @@ class ModelResult:
 
 
 def extract_model(model_id: str, config_path: str | Path | None = None, *, validate: bool = True,
-                  use_hub: bool = True, dtype: str = "bfloat16",
+                  use_hub: bool = True, dtype: str = "bfloat16", generic: bool = False,
                   progress: Callable[[str], None] | None = None) -> ModelResult:
     """Trace one model and draft its problems; with `validate`, compare each with its module on CPU.
 
-    `progress` hears each step (config, trace, every problem compared) as it starts."""
+    Models no family template knows go through the generic capture (`blocks.py`); with `generic`, the
+    blocks outside the templates' layer stack do too. `progress` hears each step (config, trace, every problem compared) as it starts."""
     start = time.perf_counter()
     tell = progress or (lambda step: None)
     tell("reading its config")
     config = configs.resolve(model_id, config_path, use_hub=use_hub)
+    if config.library == "diffusers":
+        return _extract_diffusers(config, dtype, validate, tell, start)
     tell(f"tracing {config.model_type} on meta tensors")
-    traced = trace(config)
-    found = drafts_for(traced, dtype)
+    try:
+        traced = trace(config)
+        found = drafts_for(traced, dtype)
+        why = "" if _templates_apply(found.drafts) else "no family template recognises its layers"
+    except SpecError as exc:
+        why = str(exc)
+    if why:  # every block goes through the generic capture
+        result = ModelResult(config, [], [f"family templates: {why}"])
+        _generic(result, config, dtype, validate, tell)
+        result.seconds = time.perf_counter() - start
+        return result
     result = ModelResult(config, found.drafts, found.skipped, layer_kinds=len(traced.kinds),
                          layers=len(traced.layers))
     result.trace_seconds = time.perf_counter() - start
@@ -57,17 +71,122 @@ def extract_model(model_id: str, config_path: str | Path | None = None, *, valid
         failed = {v.problem for v in result.validations if not v.passed}
         result.drafts = [d for d in found.drafts if d.name not in failed]  # never emit a mismatch
         result.validate_seconds = time.perf_counter() - t0
+    if generic:
+        _generic(result, config, dtype, validate, tell, covered=_family_paths(traced, result.drafts))
     result.seconds = time.perf_counter() - start
     return result
 
 
-# Libraries whose models this pipeline can build from shipped facts; the others are listed, not extracted.
-LIBRARIES = ("transformers",)
+def libraries() -> tuple[str, ...]:
+    """Libraries whose models this build can extract: transformers, and diffusers when both diffusers and
+    its builder (`build_diffusers`) are installed."""
+    import importlib.util
+
+    have = ["transformers"]
+    if importlib.util.find_spec("diffusers") and importlib.util.find_spec("solbench.extract.build_diffusers"):
+        have.append("diffusers")
+    return tuple(have)
 
 
 def extractable_model_ids() -> list[str]:
     """The shipped models `--all` and `--check` extract: those a library here can build."""
-    return [m for lib in LIBRARIES for m in configs.buildable_model_ids(lib)]
+    return [m for lib in libraries() for m in configs.buildable_model_ids(lib)]
+
+
+def extract_built(built, facts: dict, *, validate: bool = True, dtype: str = "bfloat16",
+                  progress: Callable[[str], None] | None = None) -> ModelResult:
+    """A `BuiltModel` from elsewhere (`--module`) through the generic capture; `facts` (what it was built
+    from) are its identity in the problems it writes."""
+    start = time.perf_counter()
+    config = configs.ModelConfig(built.model_id, facts, f"module:{built.model_id}", kind=built.family)
+    result = ModelResult(config, [])
+    _add_blocks(result, built, dtype, validate, progress or (lambda step: None))
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def _extract_diffusers(config: configs.ModelConfig, dtype: str, validate: bool, tell: Callable[[str], None],
+                       start: float) -> ModelResult:
+    """Every component of a diffusers model (each path through it a BuiltModel) through the generic capture."""
+    import torch
+
+    if "diffusers" not in libraries():
+        raise SpecError(f"{config.model_id}: a diffusers model, and this build has no diffusers builder "
+                        f"(install the extract extra)")
+    from solbench.extract import build_diffusers
+
+    tell("building its diffusers components on meta tensors")
+    try:
+        built_models = build_diffusers.build_diffusers(config.model_id, {"components": config.components},
+                                                       getattr(torch, dtype))
+    except Exception as exc:  # noqa: BLE001 - a component diffusers cannot build: one line, exit 2
+        raise SpecError(f"{config.model_id}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+    result = ModelResult(config, [])
+    for built in built_models:
+        _add_blocks(result, built, dtype, validate, tell)
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def _generic(result: ModelResult, config: configs.ModelConfig, dtype: str, validate: bool,
+             tell: Callable[[str], None], covered: Callable[[str], str] | None = None) -> None:
+    """Add generic drafts for the blocks no family template covered; report every module left out."""
+
+    from solbench.extract import build
+
+    try:
+        built = build.build_transformers(config.model_id, config.facts, config.family or "")
+    except SpecError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a config transformers cannot build is bad input: one line, exit 2
+        first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
+        raise SpecError(f"{config.model_id}: transformers cannot build it: {first}") from None
+    _add_blocks(result, built, dtype, validate, tell, covered)
+
+
+def _add_blocks(result: ModelResult, built, dtype: str, validate: bool, tell: Callable[[str], None],
+                covered: Callable[[str], str] | None = None) -> None:
+    """The generic capture of one BuiltModel, added to `result`; every module left out is reported."""
+    import torch
+
+    from solbench.extract import blocks
+
+    found = blocks.extract_blocks(built, getattr(torch, dtype), validate=validate, covered=covered, progress=tell)
+    known = {d.name for d in result.drafts}
+    result.drafts += [d for d in found.drafts if d.name not in known]
+    result.validations += found.validations
+    left = summarise(found.not_emitted)
+    result.not_emitted += left
+    result.skipped += [f"not emitted: {line}" for line in left]
+
+
+def _templates_apply(drafts: list[Draft]) -> bool:
+    """Whether the family templates recognised a layer's attention or feed-forward (not only norms,
+    the embedding and the head)."""
+    return any(d.check is not None and d.check.module.startswith("layer") and d.op_type != "norm"
+               for d in drafts)
+
+
+def summarise(left: list) -> list[str]:
+    """One line per (class, reason): how many modules, and the first path."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for item in left:
+        groups.setdefault((item.class_name, item.reason), []).append(item.path)
+    return [f"{cls} x{len(paths)} (e.g. {paths[0] or 'the model'}): {reason}"
+            for (cls, reason), paths in groups.items()]
+
+
+def _family_paths(traced, drafts: list[Draft]) -> Callable[[str], str]:
+    """Blocks inside the layer stack the family templates traced are theirs; the rest is generic."""
+    stack = next((p for p, m in traced.model.named_modules() if m is traced.layers), None)
+
+    def covered(path: str) -> str:
+        if stack is not None and (path == stack or path.startswith(stack + ".")):
+            return "covered by the family templates (attention, MLP, MoE, norms, fused layer)"
+        if drafts and path in ("", "model.embed_tokens", "lm_head", "model.norm"):
+            return "covered by the family templates (embedding, final norm, LM head)"
+        return ""
+    return covered
 
 
 def collect(results: list[ModelResult]) -> dict[str, emit.Problem]:

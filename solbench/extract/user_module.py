@@ -8,9 +8,9 @@ described by `--input` specs, one per forward argument:
     NAME=DIM,DIM,...[:DTYPE]     DIM = 1024 (fixed) | AXIS:SIZE|SIZE|... (variable, sizes to capture at)
     DTYPE = float32 | bfloat16 | float16 | int64[HIGH] | int32[HIGH] | bool    (no DTYPE: the capture dtype)
 
-e.g. `--input x=2,seq:64|96,1024` or `--input ids=2,seq:64|96:int64[32000]`. A variable axis needs two or
-more sizes (so capture never specialises on 0 or 1); the first is the default, and the sizes double as
-the workload sizes. Integer inputs hold values in [0, HIGH). The call's tensors are made on the current
+e.g. `--input x=2,seq:64|96|160,1024` or `--input ids=2,seq:64|96|160:int64[32000]`. A variable axis needs
+three or more distinct sizes >= 2 (so capture never specialises on 0 or 1): the block is captured at the
+first and checked bit-exact at the others, and the sizes double as the workload sizes. Integer inputs hold values in [0, HIGH). The call's tensors are made on the current
 default device (`with torch.device(...)`), so the capture decides where they live.
 """
 
@@ -57,10 +57,10 @@ class InputSpec:
 
 
 def parse_input(text: str) -> tuple[InputSpec, dict[str, tuple[int, ...]]]:
-    """`x=2,seq:64|96,1024:float32` -> the spec and its variable axes' sizes ({"seq": (64, 96)})."""
+    """`x=2,seq:64|96|160,1024:float32` -> the spec and its variable axes' sizes ({"seq": (64, 96, 160)})."""
     name, eq, rest = text.partition("=")
     if not eq or not name.isidentifier() or not rest:
-        raise SpecError(f"--input {text!r}: expected NAME=DIM,DIM,...[:DTYPE], e.g. x=2,seq:64|96,1024")
+        raise SpecError(f"--input {text!r}: expected NAME=DIM,DIM,...[:DTYPE], e.g. x=2,seq:64|96|160,1024")
     dtype, high = None, 0
     head, colon, tail = rest.rpartition(":")
     if colon and (tail in FLOAT_DTYPES or tail == "bool" or _INT_DTYPE.match(tail)):
@@ -89,13 +89,15 @@ def _parse_dim(text: str, part: str, axes: dict[str, tuple[int, ...]]) -> int | 
         return int(part)
     axis, colon, sizes = part.partition(":")
     if not colon or not _AXIS.match(axis):
-        raise SpecError(f"--input {text!r}: dim {part!r} is neither a size (1024) nor AXIS:SIZE|SIZE (seq:64|96)")
+        raise SpecError(f"--input {text!r}: dim {part!r} is neither a size (1024) nor AXIS:SIZE|SIZE|SIZE "
+                        f"(seq:64|96|160)")
     try:
         values = tuple(int(s) for s in sizes.split("|"))
     except ValueError:
-        raise SpecError(f"--input {text!r}: the sizes of axis {axis!r} must be integers, as in {axis}:64|96") from None
-    if len(values) < 2 or min(values) < 2 or len(set(values)) != len(values):
-        raise SpecError(f"--input {text!r}: axis {axis!r} needs two or more distinct sizes >= 2 (e.g. {axis}:64|96)")
+        raise SpecError(f"--input {text!r}: the sizes of axis {axis!r} must be integers, as in {axis}:64|96|160") from None
+    if len(values) < 3 or min(values) < 2 or len(set(values)) != len(values):
+        raise SpecError(f"--input {text!r}: axis {axis!r} needs three or more distinct sizes >= 2, captured at the "
+                        f"first and checked at the others (e.g. {axis}:64|96|160)")
     axes[axis] = values
     return axis
 
@@ -151,7 +153,7 @@ def build_user_module(target: str, config: dict[str, Any], inputs: list[str],
     """Build `target` on the meta device with `config` and describe its call by `inputs`."""
     cls = import_module_class(target)
     if not inputs:
-        raise SpecError("--module needs one --input per forward argument, e.g. --input x=2,seq:64|96,1024")
+        raise SpecError("--module needs one --input per forward argument, e.g. --input x=2,seq:64|96|160,1024")
     specs: list[InputSpec] = []
     capture: dict[str, tuple[int, ...]] = {}
     for text in inputs:

@@ -72,10 +72,13 @@ def workload_bytes(draft: Draft, axes: dict[str, int]) -> int:
 
 def workloads(draft: Draft) -> list[dict]:
     """The workload.jsonl records of a draft, smallest two first, ids stable across runs."""
-    names, shapes = SHAPE_SETS[draft.shapes]
+    if draft.workload_points is not None:
+        points = draft.workload_points
+    else:
+        names, shapes = SHAPE_SETS[draft.shapes]
+        points = [dict(zip(names, shape)) for shape in shapes]
     chosen = []
-    for shape in shapes:
-        axes = dict(zip(names, shape))
+    for axes in points:
         if len(chosen) >= 8 and workload_bytes(draft, axes) > MAX_WORKLOAD_BYTES:
             continue
         chosen.append(axes)

@@ -19,11 +19,11 @@ def test_a_plain_module_builds_on_meta_with_its_call(tmp_path):
     path.write_text(json.dumps({"hidden": 64, "inner": 96}))
     config = user_module.read_config_file(path) | user_module.parse_config_kw(["eps=1e-5"])
     built = user_module.build_user_module(f"{TINY}:GatedBlock", config,
-                                          ["x=2,seq:16|24,64", "scale=1:float32"], model_id="me/block")
+                                          ["x=2,seq:16|24|40,64", "scale=1:float32"], model_id="me/block")
     assert isinstance(built, BuiltModel) and built.model_id == "me/block" and built.library == "module"
     assert all(p.device.type == "meta" for p in built.module.parameters())
     assert not built.module.training and built.module.norm.eps == 1e-5
-    assert built.capture_axes == {"seq": (16, 24)} and built.workload_axes == {"seq": (16, 24)}
+    assert built.capture_axes == {"seq": (16, 24, 40)} and built.workload_axes == {"seq": (16, 24, 40)}
     with torch.device("meta"):  # inputs go to the current default device, as the module's capture wants
         args, kwargs = built.make_call({"seq": 24}, torch.bfloat16)
         out = built.module(*args, **kwargs)
@@ -35,7 +35,7 @@ def test_a_plain_module_builds_on_meta_with_its_call(tmp_path):
 
 def test_integer_inputs_stay_below_their_bound():
     built = user_module.build_user_module(f"{TINY}:TokenMixer", {"vocab": 50, "hidden": 8},
-                                          ["ids=2,seq:8|12:int64[50]"])
+                                          ["ids=2,seq:8|12|20:int64[50]"])
     _, kwargs = built.make_call({"seq": 12}, torch.float32)
     ids = kwargs["ids"]
     assert ids.dtype == torch.int64 and ids.shape == (2, 12) and int(ids.max()) < 50 and int(ids.min()) >= 0
@@ -43,8 +43,8 @@ def test_integer_inputs_stay_below_their_bound():
 
 
 @pytest.mark.parametrize("spec, message", [
-    ("x", "NAME=DIM"), ("x=2,seq,64", "neither a size"), ("x=2,seq:16,64", "two or more"),
-    ("x=2,seq:16|a,64", "integers"), ("x=2,64:complex7", "unknown dtype"), ("x=2,seq:1|2,64", "two or more"),
+    ("x", "NAME=DIM"), ("x=2,seq,64", "neither a size"), ("x=2,seq:16|24,64", "three or more"),
+    ("x=2,seq:16|a|3,64", "integers"), ("x=2,64:complex7", "unknown dtype"), ("x=2,seq:1|2|3,64", "three or more"),
 ])
 def test_bad_input_specs_are_one_clear_line(spec, message):
     with pytest.raises(SpecError, match=message) as info:
@@ -72,3 +72,22 @@ def test_wrong_constructor_arguments_and_missing_inputs_are_clear_errors(tmp_pat
         user_module.read_config_file(bad)
     with pytest.raises(SpecError, match="KEY=VALUE"):
         user_module.parse_config_kw(["=3"])
+
+
+def test_cli_module_extracts_validated_problems(tmp_path):
+    """--module through the generic capture: a validated problem written, its config the user's arguments."""
+    import argparse
+
+    from solbench.cli import extract as extract_cli
+
+    parser = argparse.ArgumentParser()
+    extract_cli.add_arguments(parser)
+    out = tmp_path / "defs"
+    args = parser.parse_args(["--module", f"{TINY}:GatedBlock", "--config-kw", "hidden=64", "inner=96",
+                              "--input", "x=2,seq:16|24|40,64", "--input", "scale=1:float32", "--model", "me/gated",
+                              "-o", str(out)])
+    assert extract_cli.handle(args) == 0
+    written = sorted((out / "hf").iterdir())
+    assert written
+    meta = json.loads((written[0] / "definition.json").read_text())
+    assert meta["solbench"]["models"][0]["hf_id"] == "me/gated"

@@ -1,0 +1,116 @@
+"""A transformers config -> `BuiltModel`: the model on meta tensors and a recipe for calling it.
+
+The recipe follows the model's main input (`main_input_name`), so one small function per kind of
+input serves every architecture that takes it: token ids (decoders, MoE, SSM and hybrid models,
+encoder-only text models), audio features (Whisper: encoder frames plus decoder tokens), pixels
+(ViT, SigLIP, SAM-style encoders). Capture sizes are small and at least 2 (no 0/1 specialisation);
+workload sizes are the model's real ones.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+
+from solbench.extract.built import BuiltModel
+from solbench.extract.capture import quiet
+from solbench.spec.errors import SpecError
+
+TOKENS_CAPTURE = {"batch_size": (2, 3, 2), "seq_len": (16, 24, 40)}
+TOKENS_WORKLOADS = {"batch_size": (1, 8), "seq_len": (128, 1024, 4096)}
+IMAGES_CAPTURE = {"batch_size": (2, 3, 4)}
+IMAGES_WORKLOADS = {"batch_size": (1, 8, 32, 128)}
+
+
+def build_transformers(model_id: str, facts: dict[str, Any], family: str = "") -> BuiltModel:
+    """Build the model `facts` describe (a config.json's keys, `model_type` included) on meta."""
+    import transformers
+    from transformers import AutoConfig
+
+    facts = dict(facts)
+    model_type = facts.pop("model_type", None)
+    if not model_type:
+        raise SpecError(f"{model_id}: its config has no model_type")
+    try:
+        with quiet():
+            cfg = AutoConfig.for_model(model_type, **facts)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise SpecError(f"{model_id}: transformers cannot read a {model_type!r} config: {exc}") from None
+    model = instantiate(cfg, model_id)
+    recipe = RECIPES.get(model.main_input_name)
+    if recipe is None:
+        raise SpecError(f"{model_id}: no input recipe for a model whose main input is {model.main_input_name!r}")
+    make_call, capture_axes, workload_axes = recipe(cfg, model)
+    return BuiltModel(model_id, model, "transformers", make_call, capture_axes, workload_axes,
+                      versions={"transformers": transformers.__version__, "torch": torch.__version__.split("+")[0]},
+                      family=family)
+
+
+def instantiate(cfg, model_id: str, dtype: torch.dtype = torch.bfloat16) -> nn.Module:
+    """The first auto class that builds the config (causal LM, then the bare model), sdpa where allowed.
+
+    The PyTorch path is pinned: hub kernels (`use_kernels`) are never requested, and models that pick
+    a fast path by checking for installed kernels are told not to through `use_mamba_kernels`."""
+    from transformers import AutoModel, AutoModelForCausalLM
+
+    if hasattr(cfg, "use_mamba_kernels"):
+        cfg.use_mamba_kernels = False
+    errors = []
+    order = (AutoModel, AutoModelForCausalLM) if getattr(cfg, "is_encoder_decoder", False) else \
+        (AutoModelForCausalLM, AutoModel)
+    for cls in order:
+        for attn in ("sdpa", "eager"):
+            try:
+                with quiet(), torch.device("meta"):
+                    return cls.from_config(copy.deepcopy(cfg), dtype=dtype, attn_implementation=attn).eval()
+            except (ValueError, KeyError, TypeError, AttributeError, AssertionError) as exc:
+                errors.append(f"{cls.__name__}/{attn}: {exc}")
+    raise SpecError(f"{model_id}: transformers cannot build it: {errors[-1]}")
+
+
+def _tokens(cfg, model) -> tuple[Callable, dict, dict]:
+    vocab = getattr(cfg, "vocab_size", None) or getattr(getattr(cfg, "text_config", None), "vocab_size", 32)
+
+    def make_call(axes: dict[str, int], dtype: torch.dtype):
+        ids = torch.randint(0, vocab, (axes["batch_size"], axes["seq_len"]))
+        kwargs: dict[str, Any] = {"input_ids": ids}
+        if getattr(cfg, "is_encoder_decoder", False):
+            kwargs["decoder_input_ids"] = ids
+        if getattr(cfg, "use_cache", False) or hasattr(cfg, "use_cache"):
+            kwargs["use_cache"] = False
+        return (), kwargs
+    return make_call, dict(TOKENS_CAPTURE), dict(TOKENS_WORKLOADS)
+
+
+def _audio_features(cfg, model) -> tuple[Callable, dict, dict]:
+    """Whisper-style: a fixed window of mel frames for the encoder, a token sequence for the decoder."""
+    frames = 2 * cfg.max_source_positions
+    vocab = cfg.vocab_size
+
+    def make_call(axes: dict[str, int], dtype: torch.dtype):
+        kwargs: dict[str, Any] = {
+            "input_features": torch.randn(axes["batch_size"], cfg.num_mel_bins, frames, dtype=dtype)}
+        if getattr(cfg, "is_encoder_decoder", False):
+            kwargs["decoder_input_ids"] = torch.randint(0, vocab, (axes["batch_size"], axes["seq_len"]))
+            kwargs["use_cache"] = False
+        return (), kwargs
+    workloads = {"batch_size": (1, 8, 32), "seq_len": (32, 448)}
+    return make_call, dict(TOKENS_CAPTURE), workloads
+
+
+def _pixels(cfg, model) -> tuple[Callable, dict, dict]:
+    vision = getattr(cfg, "vision_config", cfg)
+    size = vision.image_size
+    size = tuple(size) if isinstance(size, (list, tuple)) else (size, size)
+    channels = getattr(vision, "num_channels", 3)
+
+    def make_call(axes: dict[str, int], dtype: torch.dtype):
+        return (), {"pixel_values": torch.randn(axes["batch_size"], channels, *size, dtype=dtype)}
+    return make_call, dict(IMAGES_CAPTURE), dict(IMAGES_WORKLOADS)
+
+
+RECIPES = {"input_ids": _tokens, "input_features": _audio_features, "pixel_values": _pixels}

@@ -1,0 +1,204 @@
+"""Capture every block of a built model: record each module call on fake tensors, then export it.
+
+One forward of the whole model per capture size runs under `FakeTensorMode` (no memory, no compute)
+with a forward pre-hook on every module, so each block's inputs are exactly what the model passes it
+(arguments, keyword arguments, masks, rotary tables), not a guess from its signature. Comparing the
+calls at two sizes says which dimensions are variable; each block is then exported once, non-strict,
+on meta tensors, with those dimensions dynamic (`Dim.AUTO`: export keeps them symbolic where the code
+allows and specialises them where it must).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import io
+import logging
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils import _pytree as pytree
+
+from solbench.extract.built import BuiltModel
+
+
+@dataclass
+class Call:
+    """One recorded module call: its inputs as meta tensors, and how often the module was called."""
+
+    args: tuple
+    kwargs: dict
+    count: int = 1
+
+    def leaves(self) -> list:
+        return pytree.tree_leaves((self.args, self.kwargs))
+
+
+def axis_points(built: BuiltModel) -> list[dict[str, int]]:
+    """The model-axis values of each capture: point 0 is traced, 1 and 2 are for validation.
+
+    Axes with fewer than three sizes repeat their last one, so every point is a valid model call."""
+    count = max(3, *(len(v) for v in built.capture_axes.values())) if built.capture_axes else 1
+    return [{name: sizes[min(i, len(sizes) - 1)] for name, sizes in built.capture_axes.items()}
+            for i in range(count)][:3]
+
+
+def record_calls(built: BuiltModel, axes: dict[str, int], dtype: torch.dtype) -> dict[str, Call]:
+    """Run the model once on fake tensors at `axes`; the first call of every submodule, by path."""
+    from torch._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
+
+    calls: dict[str, Call] = {}
+
+    def hook_for(path: str):
+        def hook(module, args, kwargs):
+            if path in calls:
+                calls[path].count += 1
+            else:
+                with unset_fake_temporarily():
+                    calls[path] = Call(*_to_meta((args, kwargs)))
+        return hook
+
+    model = built.module
+    handles = [m.register_forward_pre_hook(hook_for(p), with_kwargs=True) for p, m in model.named_modules() if p]
+    try:
+        with quiet(), FakeTensorMode(allow_non_fake_inputs=True), torch.device("meta"), torch.no_grad():
+            args, kwargs = built.make_call(axes, dtype)
+            model(*args, **kwargs)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return calls
+
+
+def _to_meta(tree):
+    """Fake tensors -> plain meta tensors of the same shape, stride and dtype (export makes its own fakes)."""
+    def convert(x):
+        if isinstance(x, torch.Tensor):
+            return torch.empty_strided(tuple(x.shape), tuple(x.stride()), dtype=x.dtype, device="meta")
+        return x
+    return pytree.tree_map(convert, tree)
+
+
+def varying_dims(calls: list[Call]) -> list[set[int]] | None:
+    """Per input leaf, the dimensions whose size differs between the calls; None if the calls differ
+    in structure (then the block is captured with static shapes)."""
+    flat = [pytree.tree_flatten((c.args, c.kwargs)) for c in calls]
+    if any(spec != flat[0][1] for _, spec in flat[1:]):
+        return None
+    out: list[set[int]] = []
+    for leaves in zip(*(f[0] for f in flat)):
+        first = leaves[0]
+        if isinstance(first, torch.Tensor):
+            if any(not isinstance(x, torch.Tensor) or x.dim() != first.dim() for x in leaves):
+                return None
+            out.append({d for d in range(first.dim()) if len({x.shape[d] for x in leaves}) > 1})
+        else:
+            if any(x != first for x in leaves[1:]):
+                return None  # a non-tensor argument changes with size: it would be baked in
+            out.append(set())
+    return out
+
+
+class _Flat(nn.Module):
+    """Calls a block with its recorded non-tensor arguments baked in and its tensors as positional inputs,
+    so the export's inputs are exactly the call's tensors, in pytree order."""
+
+    def __init__(self, block: nn.Module, call: Call):
+        super().__init__()
+        self.block = block
+        self.leaves, self.tree = pytree.tree_flatten((call.args, call.kwargs))
+        self.tensor_index = [i for i, x in enumerate(self.leaves) if isinstance(x, torch.Tensor)]
+
+    def forward(self, *tensors):
+        leaves = list(self.leaves)
+        for index, tensor in zip(self.tensor_index, tensors):
+            leaves[index] = tensor
+        args, kwargs = pytree.tree_unflatten(leaves, self.tree)
+        return self.block(*args, **kwargs)
+
+
+def export_block(module: nn.Module, call: Call, dynamic: list[set[int]] | None):
+    """`torch.export` of one module call (non-strict, meta tensors), variable dims dynamic.
+
+    Parameter targets come back under `block.`; user inputs are the call's tensor leaves in order."""
+    from torch.export import Dim
+
+    flat = _Flat(module, call)
+    tensors = tuple(flat.leaves[i] for i in flat.tensor_index)
+    spec = None
+    if dynamic is not None and any(dynamic):
+        spec = ({d: Dim.AUTO for d in dynamic[i]} or None for i in flat.tensor_index)
+        spec = {"tensors": tuple(spec)}
+    with quiet():
+        return torch.export.export(flat, tensors, dynamic_shapes=spec, strict=False)
+
+
+def input_names(module: nn.Module, call: Call) -> list[str]:
+    """A name for each tensor leaf of a call: the forward's parameter name, with a suffix inside tuples."""
+    import inspect
+
+    params = [p.name for p in inspect.signature(module.forward).parameters.values()
+              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    names = []
+    for path, leaf in pytree.tree_flatten_with_path((call.args, call.kwargs))[0]:
+        if not isinstance(leaf, torch.Tensor):
+            continue
+        top = path[1]
+        key = getattr(top, "key", getattr(top, "idx", 0))
+        base = params[key] if isinstance(key, int) and key < len(params) else str(key)
+        rest = "_".join(str(getattr(p, "key", getattr(p, "idx", ""))) for p in path[2:])
+        names.append(f"{base}_{rest}" if rest else base)
+    return names
+
+
+def cpu_copy(module: nn.Module, dtype: torch.dtype) -> nn.Module:
+    """A CPU copy of a meta module, parameters and buffers filled at realistic scales (seeded)."""
+    block = copy.deepcopy(module).to_empty(device="cpu").eval()
+    if dtype == torch.float32:  # else keep the dtypes the model was built with (float32 buffers stay so)
+        block.to(dtype)
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for name, tensor in [*block.named_parameters(), *block.named_buffers()]:
+            tensor.copy_(realistic(name, tuple(tensor.shape), tensor.dtype, gen))
+    return block
+
+
+def realistic(name: str, shape: tuple[int, ...], dtype: torch.dtype, gen: torch.Generator) -> torch.Tensor:
+    """Norm weights near 1, biases and vectors small, matrices ~ N(0, 1/fan_in); integers small."""
+    if not dtype.is_floating_point:
+        return torch.randint(0, 2, shape, generator=gen).to(dtype) if dtype == torch.bool else \
+            torch.randint(0, max(shape[-1], 1) if shape else 2, shape, generator=gen).to(dtype)
+    base = torch.randn(shape, generator=gen)
+    leaf = name.rsplit(".", 1)[-1]
+    if "norm" in name.lower() and leaf == "weight":
+        base = 1.0 + 0.1 * base
+    elif len(shape) <= 1 or leaf.endswith("bias"):
+        base = 0.1 * base
+    else:
+        fan_in = 1
+        for size in shape[1:]:
+            fan_in *= size
+        base = base * fan_in ** -0.5
+    return base.to(dtype)
+
+
+@contextlib.contextmanager
+def quiet():
+    """transformers and export warn about meta devices and defaults; they are noise here."""
+    logger = logging.getLogger("transformers")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logger.setLevel(level)
+
+
+def flat_tensors(value: Any) -> list[torch.Tensor]:
+    """The tensor leaves of a module's output, in pytree order (how export orders its outputs)."""
+    return [x for x in pytree.tree_leaves(value) if isinstance(x, torch.Tensor)]

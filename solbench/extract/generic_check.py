@@ -1,0 +1,93 @@
+"""Validate a generic draft against the module it was captured from, on CPU, bit for bit.
+
+The module is copied to CPU with seeded weights at realistic scales; the reference gets the same
+weights. At each capture size other than the traced one (two of them), the draft's own `get_inputs`
+draws the block's inputs, the module runs on them in its recorded call (non-tensor arguments as
+recorded), and both run in float32 and in bfloat16. Outputs must be `torch.equal`: the reference is the
+module's own operator sequence, so any difference is a capture bug, not rounding.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.utils import _pytree as pytree
+
+from solbench.extract.capture import cpu_copy, flat_tensors
+from solbench.extract.codegen import Generated
+from solbench.extract.draft import Draft
+from solbench.extract.generic import Block
+from solbench.extract.validate import Validation, one_thread
+from solbench.spec import axes as axes_eval
+
+DTYPES = (torch.float32, torch.bfloat16)
+
+
+def check(draft: Draft, block: Block, gen: Generated) -> Validation:
+    """Compare the draft with its module at capture points 1.. in float32 and bfloat16."""
+    result = Validation(draft.name)
+    namespace: dict = {}
+    exec(compile(draft.reference(), f"<reference {draft.name}>", "exec"), namespace)
+    points = draft.workload_points[: len(block.calls) - 1]
+    if len(points) < 2:
+        result.message = f"compared at {len(points)} size(s) other than the traced one (static shapes)"
+    with one_thread():
+        for dtype in DTYPES:
+            label = str(dtype).removeprefix("torch.")
+            try:
+                module = cpu_copy(block.module, dtype)
+                params = dict(module.named_parameters()) | dict(module.named_buffers())
+                exact = True
+                for index, axes in enumerate(points, start=1):
+                    exact &= _compare_once(namespace, draft, block, gen, module, params, axes, index, dtype)
+            except Exception as exc:  # noqa: BLE001 - a failing comparison is a failed validation, reported
+                result.passed = False
+                result.message += f"{label}: {type(exc).__name__}: {str(exc)[:200]}; "
+                continue
+            result.exact[label] = exact
+            if not exact:
+                result.passed = False
+                result.message += f"{label}: outputs differ from the module; "
+    return result
+
+
+def _compare_once(namespace: dict, draft: Draft, block: Block, gen: Generated, module, params: dict,
+                  axes: dict[str, int], index: int, dtype: torch.dtype) -> bool:
+    block_dtype = getattr(torch, draft.dtype)
+    consts = {n: s[1] for n, s in draft.axes.items() if s[0] == "const"}
+    values = consts | axes
+    for name, spec in draft.axes.items():
+        if spec[0] == "expr":
+            values[name] = int(axes_eval.evaluate(spec[1], dict(values)))
+    torch.manual_seed(index)
+    drawn = namespace["get_inputs"](values, "cpu")
+    call = block.calls[index]
+    leaves, tree = pytree.tree_flatten((call.args, call.kwargs))
+    tensor_at = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
+    real = [_fill(x) if isinstance(x, torch.Tensor) else x for x in leaves]
+    inputs = {}
+    for inp in gen.inputs:
+        value = drawn[inp.name]
+        if inp.kind == "user":
+            want = leaves[tensor_at[inp.target]]
+            if value.is_floating_point() and (dtype == torch.float32 or want.dtype == block_dtype):
+                value = value.to(dtype)  # an input the model passes in another dtype (fp32 residual) stays so
+            if tuple(value.shape) != tuple(want.shape):
+                raise ValueError(f"get_inputs gives {inp.name} {tuple(value.shape)}, the model passes "
+                                 f"{tuple(want.shape)}")
+            real[tensor_at[inp.target]] = value
+        else:
+            value = params[str(inp.target)].detach()
+        inputs[inp.name] = value
+    args, kwargs = pytree.tree_unflatten(real, tree)
+    with torch.no_grad():
+        want = flat_tensors(module(*args, **kwargs))
+        got = namespace["run"](**inputs)
+    got = list(got) if isinstance(got, (tuple, list)) else [got]
+    return len(got) == len(want) and all(g.shape == w.shape and g.dtype == w.dtype and torch.equal(g, w)
+                                         for g, w in zip(got, want))
+
+
+def _fill(meta: torch.Tensor) -> torch.Tensor:
+    """A CPU tensor for an input the reference does not read, in its recorded dtype: the module may still
+    read its shape or dtype (a rotary table is returned in the dtype of the activations passed beside it)."""
+    return torch.zeros(meta.shape, dtype=meta.dtype)

@@ -1,0 +1,97 @@
+"""Which module calls are blocks, and which of them compute the same thing.
+
+A block is one call of a module that a kernel author would optimise: every module the model's library
+defines (layers, attention, MLP, MoE, mixers, norms, embeddings, resnet and sampler blocks) plus the
+torch.nn norms. Containers, torch.nn primitives (covered by the block around them) and the whole
+model are left out, each with its reason. Blocks are grouped by a structural signature taken before
+any export, so a 36-layer model exports its layer once: module classes, parameter shapes and dtypes,
+scalar attributes (eps, window, head counts) and the shapes of the recorded calls at every capture size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from solbench.extract.capture import Call
+from solbench.extract.generic import Block
+
+NORMS = (nn.LayerNorm, nn.GroupNorm, nn.RMSNorm, nn.BatchNorm1d, nn.BatchNorm2d, nn.InstanceNorm2d)
+CONTAINERS = (nn.ModuleList, nn.ModuleDict, nn.Sequential, nn.ParameterList, nn.ParameterDict)
+
+
+@dataclass
+class NotEmitted:
+    """A module (class and path) that yields no problem, and why."""
+
+    path: str
+    class_name: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.class_name} ({self.path or 'the model'}): {self.reason}"
+
+
+def blocks(model: nn.Module, calls: list[dict[str, Call]]) -> tuple[list[Block], list[NotEmitted]]:
+    """The model's distinct blocks (first path in module order represents each) and what was left out."""
+    kinds: dict[tuple, Block] = {}
+    left: list[NotEmitted] = []
+    for path, module in model.named_modules():
+        name = type(module).__name__
+        why = _excluded(path, module)
+        if why:
+            left.append(NotEmitted(path, name, why))
+            continue
+        recorded = [c.get(path) for c in calls]
+        if any(r is None for r in recorded):
+            left.append(NotEmitted(path, name, "not called by the model's forward at every capture size"))
+            continue
+        key = signature(module, recorded)
+        block = kinds.get(key)
+        if block is None:
+            kinds[key] = Block(path, name, module, recorded, [path])
+        else:
+            block.members.append(path)
+    return list(kinds.values()), left
+
+
+def _excluded(path: str, module: nn.Module) -> str:
+    if not path:
+        return "the whole model (its blocks are emitted)"
+    if isinstance(module, CONTAINERS):
+        return "a container"
+    if isinstance(module, NORMS):
+        return ""
+    if any(isinstance(c, nn.ModuleList) and len(c) > 1 for c in module.children()):
+        return "a stack of layers (each distinct layer is emitted)"
+    if type(module).__name__.endswith("Activation") and not any(True for _ in module.parameters()):
+        return "an activation, computed inside the block that holds it"
+    if type(module).__module__.startswith("torch."):
+        return "a torch.nn primitive, computed inside the block that holds it"
+    return ""
+
+
+def signature(module: nn.Module, calls: list[Call]) -> tuple:
+    """What makes two module calls compute differently (never the path or the layer index)."""
+    parts: list = []
+    for name, sub in module.named_modules():
+        attrs = tuple(sorted((k, v) for k, v in vars(sub).items()
+                             if not k.startswith("_") and isinstance(v, (int, float, bool, str, type(None)))
+                             and k != "layer_idx"))
+        parts.append((name, type(sub).__qualname__, type(sub).__module__, attrs))
+    for name, tensor in [*module.named_parameters(), *module.named_buffers()]:
+        parts.append((name, tuple(tensor.shape), str(tensor.dtype)))
+    for call in calls:
+        parts.append(tuple(_leaf_key(x) for x in call.leaves()))
+        parts.append(call.count > 1)
+    return tuple(parts)
+
+
+def _leaf_key(x) -> tuple:
+    if isinstance(x, torch.Tensor):
+        return ("tensor", tuple(x.shape), str(x.dtype))
+    if isinstance(x, (int, float, bool, str, type(None))):
+        return ("value", x)
+    return ("object", type(x).__qualname__)
