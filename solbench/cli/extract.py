@@ -29,7 +29,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             "ids up to a word boundary, e.g. Qwen/Qwen3 (every known Qwen3 size, dense and MoE)")
     which.add_argument("--all", action="store_true", help="every model solbench ships config facts for")
     which.add_argument("--list", action="store_true", help="list the models solbench knows offline and exit")
-    parser.add_argument("--config", type=Path, help="a config.json to use instead of the cache/hub/shipped facts")
+    parser.add_argument("--config", type=Path, help="a config.json to use instead of the cache/hub/shipped facts "
+                                                    "(with --module: the constructor's arguments, a JSON object)")
+    parser.add_argument("--module", metavar="PKG.MOD:CLASS",
+                        help="extract any importable nn.Module (built on meta, captured generically); name it "
+                             "with --model, give its arguments with --config/--config-kw and its call with --input")
+    parser.add_argument("--config-kw", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
+                        help="--module: constructor arguments (values read as JSON when they parse)")
+    parser.add_argument("--input", action="append", default=[], metavar="SPEC",
+                        help="--module: one forward argument, NAME=DIM,DIM,...[:DTYPE]; DIM is a size (1024) or a "
+                             "variable axis with its capture sizes (seq:64|96); DTYPE float32|bfloat16|float16|"
+                             "int64[HIGH]|int32[HIGH]|bool (see docs/extract.md)")
     parser.add_argument("-o", "--output", type=Path,
                         help="problem root; problems go to OUTPUT/hf/<name>/ and, unless --references says "
                              "otherwise, reference sources to OUTPUT/reference_impls/hf/: everything under OUTPUT "
@@ -59,7 +69,7 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, console) -> int:
-    from solbench.extract import configs, emit, hub, pipeline
+    from solbench.extract import emit, hub, pipeline
 
     if args.references is None:  # -o DIR keeps everything under DIR; no -o: a checkout's two folders
         args.references = args.output / "reference_impls" if args.output is not None else Path("reference_impls")
@@ -67,21 +77,20 @@ def _run(args: argparse.Namespace, console) -> int:
         args.output = Path("problem_defs")
 
     if args.list:
-        for model_id, entry in configs.shipped_models().items():
-            console.print(f"{model_id:45s} {entry['family']}")
-        console.print("[dim]--model with the start of known ids up to a word boundary (e.g. Qwen/Qwen3) "
-                      "extracts that family[/dim]")
+        _print_list(console)
         return 0
     started = time.perf_counter()
+    if args.module:
+        return _run_module(args, console, started)
     models = _selected_models(args.model, console) if args.model else []
     if args.config is not None and len(models) != 1:
         console.print("[red]error:[/red] --config needs exactly one --model (the id it belongs to)")
         return 2
     if args.check:
-        models = models or configs.known_model_ids()
+        models = models or pipeline.extractable_model_ids()
         validate, use_hub = False, False
     elif args.all:
-        models, validate, use_hub = configs.known_model_ids(), not args.no_validate, False
+        models, validate, use_hub = pipeline.extractable_model_ids(), not args.no_validate, False
     elif models:
         validate, use_hub = not args.no_validate, True
     else:
@@ -93,27 +102,7 @@ def _run(args: argparse.Namespace, console) -> int:
         if not reach.online:
             console.print(f"offline: using shipped configs where the local HuggingFace cache has none "
                           f"[dim]({reach.reason})[/dim]")
-    dtype = DTYPES[args.dtype]
-    results = []
-    failed = False
-    for number, model_id in enumerate(models, 1):
-        label = f"[{number}/{len(models)}] {model_id}" if len(models) > 1 else model_id
-        with console.status(f"{label}: starting") as status:
-            result = pipeline.extract_model(model_id, args.config, validate=validate, use_hub=use_hub, dtype=dtype,
-                                            progress=lambda step, label=label: status.update(f"{label}: {step}"))
-        results.append(result)
-        bad = result.failed
-        failed = failed or bool(bad)
-        mark = "[red]x[/red]" if bad else "[green]ok[/green]"
-        checked = f", validated {len(result.validations) - len(bad)}/{len(result.validations)}" if validate else ""
-        narrowed = " with narrowed MLP/expert widths" if any(v.reduced for v in result.validations) else ""
-        console.print(f"{mark} {label}: {len(result.drafts)} problems from {result.layers} layers "
-                      f"({result.layer_kinds} kinds){checked}{narrowed} in {result.seconds:.1f} s "
-                      f"[dim](config: {result.config.source})[/dim]")
-        for note in result.skipped:
-            console.print(f"   [yellow]skipped[/yellow] {note}")
-        for v in bad:
-            console.print(f"   [red]mismatch[/red] {v.problem}: {v.message}")
+    results, failed = _extract_each(models, args, validate, use_hub, console)
     problems = pipeline.collect(results)
     shared = {name: sorted(p.models) for name, p in problems.items() if len(p.models) > 1}
     if not (args.all or args.check):  # named models: say which problems they share
@@ -137,15 +126,95 @@ def _run(args: argparse.Namespace, console) -> int:
     return 1 if failed else 0
 
 
+def _run_module(args: argparse.Namespace, console, started: float) -> int:
+    """--module: one nn.Module built from the user's arguments, through the generic capture, written."""
+    from solbench.extract import emit, pipeline, user_module
+    from solbench.spec.errors import SpecError
+
+    if args.all or args.check or len(args.model) > 1:
+        raise SpecError("--module extracts one module: name it with at most one --model, without --all/--check")
+    config = user_module.read_config_file(args.config) if args.config is not None else {}
+    config |= user_module.parse_config_kw(args.config_kw)
+    built = user_module.build_user_module(args.module, config, args.input, args.model[0] if args.model else None)
+    facts = {"module": args.module, "config": config, "inputs": list(args.input)}
+    with console.status(f"{built.model_id}: starting") as status:
+        result = pipeline.extract_built(built, facts, validate=not args.no_validate, dtype=DTYPES[args.dtype],
+                                        progress=lambda step: status.update(f"{built.model_id}: {step}"))
+    failed = _report(result, built.model_id, not args.no_validate, console)
+    problems = pipeline.collect([result])
+    written = emit.write(problems, args.output, args.references)
+    console.print(f"wrote {len(problems)} problems ({len(written)} files) under {args.output}/{emit.SUBDIR} in "
+                  f"{time.perf_counter() - started:.1f} s")
+    return 1 if failed else 0
+
+
+def _extract_each(models: list[str], args: argparse.Namespace, validate: bool, use_hub: bool, console):
+    """Extract each model in turn, one line per model; a model that cannot be built is named with its
+    reason and the others go on (alone, it is the command's error: exit 2)."""
+    from solbench.extract import pipeline
+    from solbench.spec.errors import SpecError
+
+    results, failed = [], False
+    for number, model_id in enumerate(models, 1):
+        label = f"[{number}/{len(models)}] {model_id}" if len(models) > 1 else model_id
+        with console.status(f"{label}: starting") as status:
+            try:
+                result = pipeline.extract_model(model_id, args.config, validate=validate, use_hub=use_hub,
+                                                dtype=DTYPES[args.dtype],
+                                                progress=lambda step, label=label: status.update(f"{label}: {step}"))
+            except SpecError as exc:
+                if len(models) == 1:
+                    raise
+                console.print(f"[red]x[/red] {label}: {exc}")
+                failed = True
+                continue
+        results.append(result)
+        failed = _report(result, label, validate, console) or failed
+    return results, failed
+
+
+def _report(result, label: str, validate: bool, console) -> bool:
+    """One line for a model, then what it skipped and what did not match; True when something did not."""
+    bad = result.failed
+    mark = "[red]x[/red]" if bad else "[green]ok[/green]"
+    checked = f", validated {len(result.validations) - len(bad)}/{len(result.validations)}" if validate else ""
+    narrowed = " with narrowed MLP/expert widths" if any(v.reduced for v in result.validations) else ""
+    console.print(f"{mark} {label}: {len(result.drafts)} problems from {result.layers} layers "
+                  f"({result.layer_kinds} kinds){checked}{narrowed} in {result.seconds:.1f} s "
+                  f"[dim](config: {result.config.source})[/dim]")
+    for note in result.skipped:
+        console.print(f"   [yellow]skipped[/yellow] {note}")
+    for v in bad:
+        console.print(f"   [red]mismatch[/red] {v.problem}: {v.message}")
+    return bool(bad)
+
+
 def _selected_models(names: list[str], console) -> list[str]:
-    """The model ids behind the --model names, families expanded, each id once."""
+    """The model ids behind the --model names, families expanded, each id once.
+
+    A family's members that cannot be built (remote code, another framework) are named and left out; a
+    single such model is kept, so that it fails with its reason."""
     from solbench.extract import configs  # off the start-up path of every other subcommand, as in _run
 
     models: list[str] = []
     for name in names:
         selection = configs.select(name)
+        ids = list(selection.model_ids)
         if selection.family:
-            console.print(f"{name}: a family of {len(selection.model_ids)} known models "
-                          f"[dim]({', '.join(selection.model_ids)})[/dim]")
-        models += [m for m in selection.model_ids if m not in models]
+            console.print(f"{name}: a family of {len(ids)} known models [dim]({', '.join(ids)})[/dim]")
+            for model_id in [m for m in ids if configs.unbuildable_reason(m)]:
+                console.print(f"   [yellow]left out[/yellow] {model_id}: {configs.unbuildable_reason(model_id)}")
+                ids.remove(model_id)
+        models += [m for m in ids if m not in models]
     return models
+
+
+def _print_list(console) -> None:
+    """Every shipped model: family, kind and library, or why it cannot be extracted."""
+    from solbench.extract import configs
+
+    for model_id, entry in configs.shipped_models().items():
+        what = entry.get("reason") or f"{entry.get('library', 'transformers')}, {entry['confidence']} facts"
+        console.print(f"{model_id:50s} {entry['family']:16s} {entry['kind']:10s} {what}")
+    console.print("[dim]--model with the start of known ids up to a word boundary (e.g. Qwen/Qwen3, "
+                  "black-forest-labs/FLUX.1) extracts that family; models with a reason cannot be extracted[/dim]")

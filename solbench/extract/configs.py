@@ -2,13 +2,15 @@
 
 Only `config.json` is ever read; weights are never needed because problems are traced on meta tensors.
 A name that begins known model ids at a word boundary (`Qwen/Qwen3`) stands for that family of models.
+Shipped entries say which library defines the model (transformers, diffusers) or, for a model that only
+exists as remote code or in another framework, the reason solbench cannot build it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,9 @@ _IGNORED_KEYS = frozenset({
     "eos_token_id", "pad_token_id", "auto_map", "quantization_config", "use_cache", "initializer_range",
     "output_attentions", "output_hidden_states", "id2label", "label2id", "task_specific_params",
 })
+# Sub-configs that hold a composite model's decoder; the whole config is kept, the templates read this part.
+COMPOSITE_KEYS = ("text_config", "thinker_config")
+LIBRARIES = ("transformers", "diffusers")
 # Where a family name may end inside a model id: "Qwen/Qwen3" + "-8B", "meta-llama/Llama-3" + ".1-8B".
 _BOUNDARIES = "-_./"
 
@@ -34,25 +39,48 @@ class ModelConfig:
     facts: dict[str, Any]
     source: str  # "file:<path>", "huggingface", or "shipped"
     family: str | None = None
+    kind: str = ""  # "dense LLM" | "MoE" | "VL" | "diffusion" | "audio" | "SSM" | "vision"
+    library: str = "transformers"  # "transformers" | "diffusers"
+    # diffusers models: component name -> {"class": ..., "config": {...}}; facts are then empty
+    components: dict[str, Any] = field(default_factory=dict)
 
     @property
     def model_type(self) -> str:
-        return self.facts["model_type"]
+        return self.facts.get("model_type", "")
+
+    @property
+    def is_composite(self) -> bool:
+        """A VL/omni/speech config: its decoder lives in a sub-config (text_config, thinker_config)."""
+        return "hidden_size" not in self.facts and any(k in self.facts for k in COMPOSITE_KEYS)
 
     @property
     def config_hash(self) -> str:
         """Identity of the architecture facts (stable across key order and sources)."""
-        payload = json.dumps(self.facts, sort_keys=True, separators=(",", ":"))
+        facts = self.facts if self.facts or not self.components else {"components": self.components}
+        payload = json.dumps(facts, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
 def shipped_models() -> dict[str, dict[str, Any]]:
-    """The models solbench knows without a network: id -> {"family", "config"}."""
+    """The models solbench knows without a network: id -> {"family", "kind", "library", "config" or
+    "components" or "reason", "source", "confidence"}."""
     return json.loads(DATA_FILE.read_text())["models"]
 
 
 def known_model_ids() -> list[str]:
     return list(shipped_models())
+
+
+def unbuildable_reason(model_id: str) -> str | None:
+    """Why a shipped model cannot be built (remote code, another framework); None when it can."""
+    entry = shipped_models().get(model_id)
+    return entry.get("reason") if entry else None
+
+
+def buildable_model_ids(library: str | None = None) -> list[str]:
+    """Shipped models that transformers/diffusers can build (all, or one library's)."""
+    return [m for m, e in shipped_models().items() if "reason" not in e
+            and (library is None or e.get("library", "transformers") == library)]
 
 
 @dataclass(frozen=True)
@@ -104,14 +132,15 @@ def family_suggestions(name: str) -> list[str]:
 
 
 def clean_facts(raw: dict[str, Any]) -> dict[str, Any]:
-    """Keep what shapes the computation; multimodal configs contribute their text part."""
-    if "text_config" in raw and "hidden_size" not in raw:
-        text = dict(raw["text_config"])
-        text.setdefault("model_type", raw.get("model_type", "") + "_text")
-        raw = text
-    if "model_type" not in raw:
+    """Keep what shapes the computation, sub-configs included (a VL model keeps its vision tower)."""
+    if not isinstance(raw.get("model_type"), str) or not raw["model_type"]:
         raise SpecError("config has no 'model_type'; is it a transformers config.json?")
-    return {k: raw[k] for k in sorted(raw) if k not in _IGNORED_KEYS}
+    return _cleaned(raw)
+
+
+def _cleaned(raw: dict[str, Any]) -> dict[str, Any]:
+    return {k: (_cleaned(raw[k]) if k.endswith("_config") and isinstance(raw[k], dict) else raw[k])
+            for k in sorted(raw) if k not in _IGNORED_KEYS}
 
 
 def from_file(model_id: str, path: str | Path) -> ModelConfig:
@@ -124,7 +153,8 @@ def from_file(model_id: str, path: str | Path) -> ModelConfig:
         raise SpecError(f"{path}: not valid JSON: line {exc.lineno}: {exc.msg}") from None
     if not isinstance(raw, dict):
         raise SpecError(f"{path}: a config.json is a JSON object")
-    return ModelConfig(model_id, clean_facts(raw), f"file:{path.name}", _family(model_id))
+    return ModelConfig(model_id, clean_facts(raw), f"file:{path.name}", _family(model_id),
+                       _entry(model_id).get("kind", ""))
 
 
 def from_huggingface(model_id: str) -> ModelConfig | None:
@@ -138,14 +168,20 @@ def from_huggingface(model_id: str) -> ModelConfig | None:
     except Exception:  # noqa: BLE001 - not cached, offline, gated, or no such repo: all mean "not here"
         return None
     cfg = from_file(model_id, path)
-    return ModelConfig(model_id, cfg.facts, "huggingface", _family(model_id))
+    return ModelConfig(model_id, cfg.facts, "huggingface", _family(model_id), _entry(model_id).get("kind", ""))
 
 
 def from_shipped(model_id: str) -> ModelConfig | None:
     entry = shipped_models().get(model_id)
     if entry is None:
         return None
-    return ModelConfig(model_id, clean_facts(entry["config"]), "shipped", entry["family"])
+    if "reason" in entry:
+        raise SpecError(f"{model_id}: cannot be extracted: {entry['reason']}")
+    library = entry.get("library", "transformers")
+    if library == "diffusers":
+        return ModelConfig(model_id, {}, "shipped", entry["family"], entry.get("kind", ""), library,
+                           entry["components"])
+    return ModelConfig(model_id, clean_facts(entry["config"]), "shipped", entry["family"], entry.get("kind", ""))
 
 
 def resolve(model_id: str, config_path: str | Path | None = None, *, use_hub: bool = True) -> ModelConfig:
@@ -156,6 +192,9 @@ def resolve(model_id: str, config_path: str | Path | None = None, *, use_hub: bo
     """
     if config_path is not None:
         return from_file(model_id, config_path)
+    reason = unbuildable_reason(model_id)
+    if reason is not None:
+        raise SpecError(f"{model_id}: cannot be extracted: {reason}")
     if use_hub:
         found = from_huggingface(model_id)
         if found is not None:
@@ -179,12 +218,15 @@ def unknown_model_message(name: str, hub_consulted: bool = True) -> str:
     suggestions = family_suggestions(name)
     hint = f"\n{name!r} is neither a known model nor a family name; did you mean {', '.join(suggestions)}?" \
         if suggestions else ""
-    known = "\n  ".join(f"{m:45s} {e['family']}" for m, e in shipped_models().items())
+    known = "\n  ".join(f"{m:50s} {e['family']}" for m, e in shipped_models().items() if "reason" not in e)
     return (f"no config for {name!r}: {where}.{hint}\n"
             f"Pass one with --config path/to/config.json, name a family (e.g. Qwen/Qwen3: every known model whose "
             f"id begins so), or pick a known model:\n  {known}")
 
 
+def _entry(model_id: str) -> dict[str, Any]:
+    return shipped_models().get(model_id) or {}
+
+
 def _family(model_id: str) -> str | None:
-    entry = shipped_models().get(model_id)
-    return entry["family"] if entry else None
+    return _entry(model_id).get("family")

@@ -44,6 +44,8 @@ def extract_model(model_id: str, config_path: str | Path | None = None, *, valid
     tell = progress or (lambda step: None)
     tell("reading its config")
     config = configs.resolve(model_id, config_path, use_hub=use_hub)
+    if config.library == "diffusers":
+        return _extract_diffusers(config, dtype, validate, tell, start)
     tell(f"tracing {config.model_type} on meta tensors")
     try:
         traced = trace(config)
@@ -75,20 +77,87 @@ def extract_model(model_id: str, config_path: str | Path | None = None, *, valid
     return result
 
 
+def libraries() -> tuple[str, ...]:
+    """Libraries whose models this build can extract: transformers, and diffusers when both diffusers and
+    its builder (`build_diffusers`) are installed."""
+    import importlib.util
+
+    have = ["transformers"]
+    if importlib.util.find_spec("diffusers") and importlib.util.find_spec("solbench.extract.build_diffusers"):
+        have.append("diffusers")
+    return tuple(have)
+
+
+def extractable_model_ids() -> list[str]:
+    """The shipped models `--all` and `--check` extract: those a library here can build."""
+    return [m for lib in libraries() for m in configs.buildable_model_ids(lib)]
+
+
+def extract_built(built, facts: dict, *, validate: bool = True, dtype: str = "bfloat16",
+                  progress: Callable[[str], None] | None = None) -> ModelResult:
+    """A `BuiltModel` from elsewhere (`--module`) through the generic capture; `facts` (what it was built
+    from) are its identity in the problems it writes."""
+    start = time.perf_counter()
+    config = configs.ModelConfig(built.model_id, facts, f"module:{built.model_id}", kind=built.family)
+    result = ModelResult(config, [])
+    _add_blocks(result, built, dtype, validate, progress or (lambda step: None))
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def _extract_diffusers(config: configs.ModelConfig, dtype: str, validate: bool, tell: Callable[[str], None],
+                       start: float) -> ModelResult:
+    """Every component of a diffusers model (each path through it a BuiltModel) through the generic capture."""
+    import torch
+
+    if "diffusers" not in libraries():
+        raise SpecError(f"{config.model_id}: a diffusers model, and this build has no diffusers builder "
+                        f"(install the extract extra)")
+    from solbench.extract import build_diffusers
+
+    tell("building its diffusers components on meta tensors")
+    try:
+        built_models = build_diffusers.build_diffusers(config.model_id, {"components": config.components},
+                                                       getattr(torch, dtype))
+    except Exception as exc:  # noqa: BLE001 - a component diffusers cannot build: one line, exit 2
+        raise SpecError(f"{config.model_id}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+    result = ModelResult(config, [])
+    for built in built_models:
+        _add_blocks(result, built, dtype, validate, tell)
+    result.seconds = time.perf_counter() - start
+    return result
+
+
 def _generic(result: ModelResult, config: configs.ModelConfig, dtype: str, validate: bool,
              tell: Callable[[str], None], covered: Callable[[str], str] | None = None) -> None:
     """Add generic drafts for the blocks no family template covered; report every module left out."""
+
+    from solbench.extract import build
+
+    try:
+        built = build.build_transformers(config.model_id, config.facts, config.family or "")
+    except SpecError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a config transformers cannot build is bad input: one line, exit 2
+        first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
+        raise SpecError(f"{config.model_id}: transformers cannot build it: {first}") from None
+    _add_blocks(result, built, dtype, validate, tell, covered)
+
+
+def _add_blocks(result: ModelResult, built, dtype: str, validate: bool, tell: Callable[[str], None],
+                covered: Callable[[str], str] | None = None) -> None:
+    """The generic capture of one BuiltModel, added to `result`; every module left out is reported."""
     import torch
 
-    from solbench.extract import blocks, build
+    from solbench.extract import blocks
 
-    built = build.build_transformers(config.model_id, config.facts, config.family or "")
     found = blocks.extract_blocks(built, getattr(torch, dtype), validate=validate, covered=covered, progress=tell)
     known = {d.name for d in result.drafts}
     result.drafts += [d for d in found.drafts if d.name not in known]
     result.validations += found.validations
-    result.not_emitted = summarise(found.not_emitted)
-    result.skipped += [f"not emitted: {line}" for line in result.not_emitted]
+    left = summarise(found.not_emitted)
+    result.not_emitted += left
+    result.skipped += [f"not emitted: {line}" for line in left]
 
 
 def _templates_apply(drafts: list[Draft]) -> bool:

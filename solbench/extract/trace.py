@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import io
 import logging
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from solbench.extract.configs import ModelConfig
+from solbench.extract.configs import ModelConfig, clean_facts
 from solbench.spec.errors import SpecError
 
 ENCODER_MODEL_TYPES = frozenset({"vit"})
@@ -47,7 +48,10 @@ class TracedModel:
         return self.config.model_type in ENCODER_MODEL_TYPES
 
     def embedding(self) -> nn.Module | None:
-        return self.model.get_input_embeddings()
+        try:
+            return self.model.get_input_embeddings()
+        except NotImplementedError:  # a model without token embeddings (a vision backbone)
+            return None
 
     def lm_head(self) -> nn.Module | None:
         return None if self.is_encoder else self.model.get_output_embeddings()
@@ -64,31 +68,86 @@ def hf_config(config: ModelConfig, **overrides: Any):
     return cfg
 
 
-def instantiate(cfg, encoder: bool, device: str | torch.device = "meta", dtype=torch.bfloat16) -> nn.Module:
-    """The model for `cfg` on `device`; sdpa attention where the model allows it, else eager."""
-    from transformers import AutoModel, AutoModelForCausalLM
+def _first_line(exc: BaseException) -> str:
+    """One line of an error from a library (some span a page)."""
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0][:300]
 
-    cls = AutoModel if encoder else AutoModelForCausalLM
+
+def text_part(config: ModelConfig) -> ModelConfig:
+    """The decoder of a composite (VL, omni, speech) config, for the decoder-layer templates.
+
+    transformers itself says which sub-config is the text model (`get_text_config`); the whole config
+    stays the model's identity, only tracing reads this part."""
+    cfg = hf_config(config)
+    text = cfg.get_text_config(decoder=True)
+    if text is cfg or text.model_type == cfg.model_type:  # not composite (an encoder-decoder is one config)
+        return config
+    return dataclasses.replace(config, facts=clean_facts(text.to_dict()))
+
+
+def instantiate(cfg, encoder: bool, device: str | torch.device = "meta", dtype=torch.bfloat16) -> nn.Module:
+    """The model for `cfg` on `device`; sdpa attention where the model allows it, else eager.
+
+    A decoder whose config has no causal-LM head in transformers' auto mapping (the `*_text` part of a VL
+    model) is built as its base model: the decoder layers are the same modules."""
+    cls = _model_class(cfg, encoder)
     kwargs = {"add_pooling_layer": False} if encoder else {}
     with _quiet(), torch.device(device):
+        build = getattr(cls, "from_config", None) or cls._from_config  # an auto class, or a model class
         for attn in ("sdpa", "eager"):
             try:
-                return cls.from_config(copy.deepcopy(cfg), dtype=dtype, attn_implementation=attn, **kwargs)
+                return build(copy.deepcopy(cfg), dtype=dtype, attn_implementation=attn, **kwargs)
             except ValueError:
                 if attn == "eager":
                     raise
     raise AssertionError("unreachable")
 
 
+def _model_class(cfg, encoder: bool):
+    """The auto class for `cfg`, or, for a decoder sub-config that no auto mapping names (Mllama's and
+    Qwen3-Omni's text models), the class of its own modeling module whose `config_class` it is."""
+    import importlib
+
+    from transformers import AutoModel, AutoModelForCausalLM
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, MODEL_MAPPING_NAMES
+
+    if not encoder and cfg.model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        return AutoModelForCausalLM
+    if encoder or cfg.model_type in MODEL_MAPPING_NAMES:
+        return AutoModel
+    package = type(cfg).__module__.rpartition(".")[0]
+    try:
+        modeling = importlib.import_module(package + ".modeling_" + package.rpartition(".")[2])
+    except ImportError:
+        return AutoModel
+    owners = [c for c in vars(modeling).values() if isinstance(c, type) and issubclass(c, nn.Module)
+              and getattr(c, "config_class", None) is type(cfg)]
+    owners.sort(key=lambda c: (not c.__name__.endswith("ForCausalLM"), not c.__name__.endswith("Model"), c.__name__))
+    return owners[0] if owners else AutoModel
+
+
 def trace(config: ModelConfig) -> TracedModel:
-    """Build the model on meta and group its layers into structural kinds."""
-    cfg = hf_config(config)
+    """Build the model (a composite's decoder) on meta and group its layers into structural kinds."""
+    if config.library != "transformers":
+        raise SpecError(f"{config.model_id}: a {config.library} model; the decoder-layer templates need a "
+                        f"transformers config")
+    try:
+        config = text_part(config)
+        cfg = hf_config(config)
+    except Exception as exc:  # noqa: BLE001 - whatever the library makes of a malformed config: one line
+        raise SpecError(f"{config.model_id}: transformers cannot read the config of model_type "
+                        f"{config.model_type!r}: {_first_line(exc)}") from None
     try:
         model = instantiate(cfg, config.model_type in ENCODER_MODEL_TYPES)
-    except (ValueError, KeyError) as exc:
+    except Exception as exc:  # noqa: BLE001 - an unbuildable config (or a missing optional library): one line
         raise SpecError(f"{config.model_id}: transformers cannot build model_type "
-                        f"{config.model_type!r}: {exc}") from None
-    layers = find_layers(model, cfg.num_hidden_layers)
+                        f"{config.model_type!r}: {_first_line(exc)}") from None
+    count = getattr(cfg, "num_hidden_layers", None)
+    if not isinstance(count, int):
+        raise SpecError(f"{config.model_id}: {type(model).__name__} has no decoder-layer stack "
+                        f"(no num_hidden_layers) for the layer templates")
+    layers = find_layers(model, count)
     traced = TracedModel(config, cfg, model, layers)
     by_signature: dict[tuple, LayerKind] = {}
     for index, layer in enumerate(layers):

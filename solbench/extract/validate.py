@@ -29,7 +29,7 @@ from solbench.extract.trace import TracedModel, find_layers, hf_config, instanti
 
 DEFAULT_MAX_LAYER_PARAMS = 300_000_000  # summed over layer kinds: keeps a model under ~15 s
 VALIDATION_VOCAB = 4096
-_EXPERT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts")
+_EXPERT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
 
 
 @dataclass
@@ -48,7 +48,8 @@ class Validator:
     def __init__(self, traced: TracedModel, max_layer_params: int = DEFAULT_MAX_LAYER_PARAMS, seed: int = 0):
         self.traced = traced
         self.seed = seed
-        facts = traced.config.facts
+        # every key the built config has (shipped facts may leave some to the library's defaults)
+        facts = {k: v for k, v in traced.hf_config.to_dict().items() if v is not None}
         overrides: dict = {"num_hidden_layers": max(k.index for k in traced.kinds) + 1}
         if "vocab_size" in facts:
             overrides["vocab_size"] = min(facts["vocab_size"], VALIDATION_VOCAB)
@@ -59,17 +60,22 @@ class Validator:
         if "vocab_size" in overrides:
             self.axis_overrides["vocab_size"] = overrides["vocab_size"]
         if self.reduced:
-            has_experts = any(key in facts for key in _EXPERT_KEYS)
+            has_experts = any(isinstance(facts.get(key), int) and facts[key] > 0 for key in _EXPERT_KEYS)
             caps = (("intermediate_size", 1024 if has_experts else 2048), ("moe_intermediate_size", 512))
             for key, cap in caps:
-                if key in facts:
+                if isinstance(facts.get(key), int):
                     overrides[key] = min(facts[key], cap)
             # enough experts for top-k and for group-limited routing (two per group)
             keep = max(8, 2 * facts.get("n_group", 1) or 2, 2 * facts.get("num_experts_per_tok", 1))
             for key in _EXPERT_KEYS:
-                if key in facts:
+                if isinstance(facts.get(key), int):
                     overrides[key] = min(facts[key], keep)
                     self.axis_overrides["num_experts"] = overrides[key]
+        # per-layer lists (layer_types, ...) follow the shortened stack: transformers checks their lengths
+        total = facts.get("num_hidden_layers")
+        for key, value in facts.items():
+            if isinstance(value, list) and len(value) == total and key not in overrides:
+                overrides[key] = value[: overrides["num_hidden_layers"]]
         self.overrides = overrides
         self._model: nn.Module | None = None
         self._initialised: set[int] = set()

@@ -36,11 +36,18 @@ def test_config_file_wins_and_drops_checkpoint_keys(tmp_path):
     assert cfg.config_hash == configs.resolve("Qwen/Qwen3-8B", use_hub=False).config_hash
 
 
-def test_multimodal_config_uses_its_text_part(tmp_path):
-    text = {"hidden_size": 64, "num_hidden_layers": 2}
+def test_multimodal_config_is_kept_whole_and_traced_by_its_text_part(tmp_path):
+    from solbench.extract.trace import text_part
+
+    text = {"hidden_size": 64, "num_hidden_layers": 2, "torch_dtype": "bfloat16"}
     path = tmp_path / "config.json"
-    path.write_text(json.dumps({"model_type": "gemma3", "text_config": text}))
-    assert configs.resolve("x/y", path).facts["model_type"] == "gemma3_text"
+    path.write_text(json.dumps({"model_type": "gemma3", "text_config": text, "vision_config": {"hidden_size": 32}}))
+    cfg = configs.resolve("x/y", path)
+    assert cfg.model_type == "gemma3" and cfg.facts["vision_config"] == {"hidden_size": 32}
+    assert "torch_dtype" not in cfg.facts["text_config"]  # checkpoint keys go from sub-configs too
+    decoder = text_part(cfg)
+    assert decoder.model_type == "gemma3_text" and decoder.facts["hidden_size"] == 64
+    assert text_part(configs.resolve("Qwen/Qwen3-8B", use_hub=False)).facts["hidden_size"] == 4096
 
 
 def test_unknown_model_offline_lists_known_models(monkeypatch):

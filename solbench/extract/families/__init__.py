@@ -51,6 +51,9 @@ def drafts_for(traced: TracedModel, dtype: str = "bfloat16") -> Drafts:
             _layer_drafts(out, traced, kind.index, lay, ref, dtype, fixed_seq, kind.layer_type)
         except SpecError as exc:
             out.skipped.append(f"layer {kind.index} ({type(lay).__name__}): {exc}")
+        except (AttributeError, TypeError, ValueError, RuntimeError) as exc:  # a layout no template expects
+            out.skipped.append(f"layer {kind.index} ({type(lay).__name__}): not a layout the templates know "
+                               f"({type(exc).__name__}: {str(exc).splitlines()[0][:200]})")
     model = traced.model
     final_norm = _final_norm(model, traced)
     if final_norm is not None:
@@ -59,7 +62,9 @@ def drafts_for(traced: TracedModel, dtype: str = "bfloat16") -> Drafts:
     if traced.is_encoder:
         out.add(embedding.patch_embedding_draft(model.embeddings, cfg, dtype))
     else:
-        out.add(embedding.embedding_draft(traced.embedding(), dtype))
+        embed = traced.embedding()
+        if embed is not None:
+            out.add(embedding.embedding_draft(embed, dtype))
         head = traced.lm_head()
         if head is not None:
             out.add(embedding.lm_head_draft(head, dtype))
@@ -89,7 +94,8 @@ def _layer_drafts(out: Drafts, traced: TracedModel, index: int, lay, ref: str, d
         router_path = "gate" if hasattr(block, "gate") else "router"
         ffn.router = moe.router_info(block, cfg)
         ffn.experts = moe.experts_info(block, ffn.router)
-        out.add(moe.router_draft(ffn.router, f"{ref}mlp.{router_path}", dtype),
+        router_ref = f"{ref}mlp" if ffn.router.bias_on_block else f"{ref}mlp.{router_path}"
+        out.add(moe.router_draft(ffn.router, router_ref, dtype),
                 moe.experts_draft(ffn.experts, f"{ref}mlp.experts", dtype))
         shared = getattr(block, "shared_experts", None)
         if shared is not None:

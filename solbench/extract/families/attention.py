@@ -33,8 +33,10 @@ class AttentionInfo:
     qkv_bias: bool
     o_bias: bool
     qk_norm: NormInfo | None
-    rope: str | None  # "full" (cos/sin as wide as head_dim), "half" (one angle per pair), None
+    rope: str | None  # "full" (cos/sin as wide as head_dim), "half" (one angle per pair), "partial", None
     eager: bool  # the model runs eager attention (its masks are additive)
+    rotary_dim: int = 0  # "partial": rotate-half RoPE on the first rotary_dim dims of each head (GLM, MiMo)
+    qk_norm_flat: bool = False  # q/k norms span all heads (MiniMax-M2, OLMo), not each head
 
     @property
     def kind(self) -> str:
@@ -53,6 +55,8 @@ class AttentionInfo:
         return "".join("_" + p for p in parts)
 
     def rope_dim(self) -> int:
+        if self.rope == "partial":
+            return self.rotary_dim
         return self.head_dim // 2 if self.rope == "half" else self.head_dim
 
     def const_axes(self) -> dict[str, tuple]:
@@ -87,29 +91,44 @@ def attention_info(module: nn.Module, hf_cfg, layer_type: str | None) -> Attenti
     if not isinstance(window, int) or (layer_type is not None and layer_type != "sliding_attention"):
         window = None
     qk_norm = norm_info(module.q_norm) if getattr(module, "q_norm", None) is not None else None
+    flat = qk_norm is not None and qk_norm.size == heads * head_dim != head_dim
+    if flat and fused:
+        raise SpecError("q/k norms across heads with a fused qkv projection are not supported yet")
     takes_rope = "position_embeddings" in inspect.signature(module.forward).parameters
-    rope = _rope_style(module, head_dim) if takes_rope else None
-    partial = getattr(hf_cfg, "rope_parameters", None) or {}
-    if isinstance(partial, dict) and partial.get("partial_rotary_factor", 1.0) != 1.0:
-        raise SpecError("partial rotary embeddings are not supported yet")
+    factor = partial_rotary_factor(hf_cfg, layer_type)
+    rotary_dim = int(head_dim * factor) if factor != 1.0 else 0  # as transformers' RoPE init computes it
+    rope = _rope_style(module, head_dim, rotary_dim) if takes_rope else None
     return AttentionInfo(
         hidden=hidden, heads=heads, kv_heads=kv_heads, head_dim=head_dim, scale=float(module.scaling),
         window=window, sinks=hasattr(module, "sinks"), causal=bool(getattr(module, "is_causal", True)),
         fused_qkv=fused, qkv_bias=qkv_bias, o_bias=module.o_proj.bias is not None, qk_norm=qk_norm, rope=rope,
-        eager=module.config._attn_implementation == "eager")
+        eager=module.config._attn_implementation == "eager", rotary_dim=rotary_dim if rope == "partial" else 0,
+        qk_norm_flat=flat)
 
 
-def _rope_style(module: nn.Module, head_dim: int) -> str:
+def partial_rotary_factor(hf_cfg, layer_type: str | None) -> float:
+    """The share of each head that RoPE rotates: from the (per-layer-type) RoPE parameters or the config."""
+    params = getattr(hf_cfg, "rope_parameters", None) or {}
+    if isinstance(params, dict) and isinstance(params.get(layer_type or ""), dict):
+        params = params[layer_type]
+    factor = params.get("partial_rotary_factor") if isinstance(params, dict) else None
+    if factor is None:
+        factor = getattr(hf_cfg, "partial_rotary_factor", None)
+    return float(factor) if factor is not None else 1.0
+
+
+def _rope_style(module: nn.Module, head_dim: int, rotary_dim: int = 0) -> str:
     """Which cos/sin width the module's own rotary helper accepts (probed on CPU)."""
     apply = getattr(sys.modules[type(module).__module__], "apply_rotary_pos_emb", None)
     if apply is None:
         raise SpecError(f"{type(module).__name__}: cannot find its apply_rotary_pos_emb")
     q = torch.randn(1, 2, 3, head_dim)
     # full first: some helpers (Phi-3) accept a narrower table as partial rotary, which is not "half"
-    for style, width in (("full", head_dim), ("half", head_dim // 2)):
+    styles = (("partial", rotary_dim),) if rotary_dim else (("full", head_dim), ("half", head_dim // 2))
+    for style, width in styles:
         try:
             out, _ = apply(q, q, torch.randn(1, 3, width), torch.randn(1, 3, width))
-        except RuntimeError:
+        except (RuntimeError, TypeError, ValueError):  # TypeError: a helper of another signature (Gemma 3n)
             continue
         if out.shape == q.shape:
             return style
@@ -178,6 +197,13 @@ ROPE_HELPERS = {
     cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
     x1, x2 = x.chunk(2, dim=-1)
     return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)''',
+    "partial": '''def apply_rope(x, cos, sin):
+    """Rotate-half RoPE on the first rope_dim dims of each head; the others pass through.
+    x: [batch, heads, seq, head_dim]; cos/sin: [batch, seq, rope_dim]."""
+    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+    rot, rest = x[..., : cos.shape[-1]], x[..., cos.shape[-1]:]
+    r1, r2 = rot.chunk(2, dim=-1)
+    return torch.cat((rot * cos + torch.cat((-r2, r1), dim=-1) * sin, rest), dim=-1)''',
 }
 
 

@@ -30,11 +30,13 @@ def block_name(info: AttentionInfo, phase: str) -> str:
     if info.qk_norm:
         style = {"rms": "", "rms_fp32mul": "fp32mul", "rms_oneplus": "oneplus"}[info.qk_norm.style]
         eps = "" if info.qk_norm.eps == 1e-6 else f"eps{name_float(info.qk_norm.eps)}"
-        parts.append("qknorm" + style + eps)
+        parts.append("qknorm" + ("flat" if info.qk_norm_flat else "") + style + eps)
     if info.rope is None:
         parts.append("norope")
     elif info.rope == "half":
         parts.append("ropehalf")
+    elif info.rope == "partial":
+        parts.append(f"rope{info.rotary_dim}")
     suffix = info.core_suffix().lstrip("_")
     if suffix:
         parts.append(suffix)
@@ -71,8 +73,12 @@ def block_inputs(info: AttentionInfo, dtype: str, prefix: str = "") -> tuple[lis
         params[f"{p}o_bias"] = "o_proj.bias"
     if info.qk_norm:
         init = WEIGHT_INIT[info.qk_norm.style]
-        args += [Arg(f"{p}q_norm_weight", ("head_dim",), dtype, "Per-head query norm", init=init),
-                 Arg(f"{p}k_norm_weight", ("head_dim",), dtype, "Per-head key norm", init=init)]
+        if info.qk_norm_flat:
+            args += [Arg(f"{p}q_norm_weight", (str(q_out),), dtype, "Query norm across all heads", init=init),
+                     Arg(f"{p}k_norm_weight", (str(kv_out),), dtype, "Key norm across all heads", init=init)]
+        else:
+            args += [Arg(f"{p}q_norm_weight", ("head_dim",), dtype, "Per-head query norm", init=init),
+                     Arg(f"{p}k_norm_weight", ("head_dim",), dtype, "Per-head key norm", init=init)]
         params[f"{p}q_norm_weight"] = "q_norm.weight"
         params[f"{p}k_norm_weight"] = "k_norm.weight"
     if info.sinks:
@@ -93,11 +99,17 @@ def projection_source(info: AttentionInfo, x: str, p: str = "", indent: str = " 
                   "q = qkv[..., :q_size].view(batch, seq, NUM_HEADS, HEAD_DIM)",
                   "k = qkv[..., q_size:q_size + kv_size].view(batch, seq, NUM_KV_HEADS, HEAD_DIM)",
                   "v = qkv[..., q_size + kv_size:].view(batch, seq, NUM_KV_HEADS, HEAD_DIM)"]
+    elif info.qk_norm_flat:  # the norms see each token's whole projection, before the split into heads
+        q_flat = info.qk_norm.call(f"F.linear({x}, {p}q_weight{b('q')})", p + "q_norm_weight")
+        k_flat = info.qk_norm.call(f"F.linear({x}, {p}k_weight{b('k')})", p + "k_norm_weight")
+        lines += [f"q = {q_flat}.view(batch, seq, NUM_HEADS, HEAD_DIM)",
+                  f"k = {k_flat}.view(batch, seq, NUM_KV_HEADS, HEAD_DIM)",
+                  f"v = F.linear({x}, {p}v_weight{b('v')}).view(batch, seq, NUM_KV_HEADS, HEAD_DIM)"]
     else:
         lines += [f"q = F.linear({x}, {p}q_weight{b('q')}).view(batch, seq, NUM_HEADS, HEAD_DIM)",
                   f"k = F.linear({x}, {p}k_weight{b('k')}).view(batch, seq, NUM_KV_HEADS, HEAD_DIM)",
                   f"v = F.linear({x}, {p}v_weight{b('v')}).view(batch, seq, NUM_KV_HEADS, HEAD_DIM)"]
-    if info.qk_norm:
+    if info.qk_norm and not info.qk_norm_flat:
         lines += [f"q = {info.qk_norm.call('q', p + 'q_norm_weight')}",
                   f"k = {info.qk_norm.call('k', p + 'k_norm_weight')}"]
     lines.append("q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)")

@@ -207,7 +207,8 @@ def _ffn_code(layer: nn.Module, ffn: FfnParts, dtype: str, tokens: str) -> _FfnC
     r_args, r_params = moe_mod.router_args(ffn.router, dtype, prefix="moe_")
     e_args, e_params = moe_mod.experts_args(ffn.experts, dtype, prefix="moe_")
     code.args += r_args + e_args
-    code.params |= {k: f"mlp.{router_path}.{v}" for k, v in r_params.items()}
+    router_base = "mlp" if ffn.router.bias_on_block else f"mlp.{router_path}"
+    code.params |= {k: f"{router_base}.{v}" for k, v in r_params.items()}
     code.params |= {k: f"mlp.experts.{v}" for k, v in e_params.items()}
     code.consts.append(moe_mod.router_constants(ffn.router))
     if moe_mod.experts_constants(ffn.experts):

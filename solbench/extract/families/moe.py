@@ -7,6 +7,7 @@ definition records that in a `hints.moe` entry for the speed-of-light analyser.
 from __future__ import annotations
 
 import copy
+import inspect
 from dataclasses import dataclass
 
 import torch
@@ -29,6 +30,9 @@ class RouterInfo:
     topk_groups: int = 1
     scaling: float = 1.0
     fp32_logits: bool = False  # the router projection runs in float32 (DeepSeek)
+    # the selection bias is a buffer of the MoE block, passed to the router's forward (MiniMax-M2); the
+    # router's parameter paths are then relative to the block
+    bias_on_block: bool = False
 
     @property
     def name(self) -> str:
@@ -44,6 +48,8 @@ class RouterInfo:
             base += "_f32logits"
         elif self.style == "softmax_topk" and self.weights_dtype == "float32":
             base += "_f32weights"
+        if self.style == "sigmoid_grouped" and not self.fp32_logits:
+            base += "_wlogits"  # logits in the weights' dtype, then float32
         return base
 
 
@@ -79,7 +85,8 @@ def router_of(module: nn.Module) -> nn.Module:
     return module.gate if hasattr(module, "gate") else module.router
 
 
-def _probe_router(router: nn.Module, hidden: int):
+def _probe_router(router: nn.Module, hidden: int, block_bias: torch.Tensor | None = None):
+    """Run a CPU copy of the router; a router that takes its block's selection bias gets one."""
     probe = copy.deepcopy(router).to_empty(device="cpu").to(torch.bfloat16)
     gen = torch.Generator().manual_seed(0)
     with torch.no_grad():
@@ -87,18 +94,32 @@ def _probe_router(router: nn.Module, hidden: int):
             p.copy_(torch.randn(p.shape, generator=gen))
         for b in probe.buffers():
             b.copy_(torch.randn(b.shape, generator=gen) * 0.1)
-        return probe(torch.randn(5, hidden, generator=gen).to(torch.bfloat16))
+        x = torch.randn(5, hidden, generator=gen).to(torch.bfloat16)
+        if block_bias is not None:
+            return probe(x, torch.randn(block_bias.shape, generator=gen).to(block_bias.dtype) * 0.1)
+        return probe(x)
+
+
+def _block_bias(module: nn.Module, router: nn.Module) -> torch.Tensor | None:
+    """The MoE block's selection-bias buffer when the router's forward takes it as an argument."""
+    params = inspect.signature(router.forward).parameters
+    bias = getattr(module, "e_score_correction_bias", None)
+    return bias if "e_score_correction_bias" in params and isinstance(bias, torch.Tensor) else None
 
 
 def router_info(module: nn.Module, hf_cfg) -> RouterInfo:
     router = router_of(module)
     experts, hidden = router.weight.shape
     top_k = router.top_k
-    weights = _probe_router(router, hidden)[1]
+    block_bias = _block_bias(module, router)
+    weights = _probe_router(router, hidden, block_bias)[1]
     wdtype = str(weights.dtype).removeprefix("torch.")
+    if block_bias is not None:  # sigmoid scores, biased selection, renormalised, no groups (MiniMax-M2)
+        return RouterInfo("sigmoid_grouped", hidden, experts, top_k, True, wdtype, bias_on_block=True)
     if hasattr(router, "e_score_correction_bias"):
         return RouterInfo("sigmoid_grouped", hidden, experts, top_k, bool(router.norm_topk_prob), wdtype,
-                          router.num_group, router.topk_group, float(router.routed_scaling_factor))
+                          router.num_group, router.topk_group, float(router.routed_scaling_factor),
+                          fp32_logits=True)
     if hasattr(router, "topk_method"):
         if router.topk_method != "greedy":
             raise SpecError(f"router top-k method {router.topk_method!r} is not supported yet")
@@ -156,10 +177,12 @@ def router_helper(info: RouterInfo) -> str:
     return torch.softmax(top_logits, dim=-1), topk_ids'''
     renorm = ("    topk_weights = topk_weights / (topk_weights.sum(dim=-1, keepdim=True) + 1e-20)\n"
               if info.normalize else "")
+    logits = ("F.linear(x.float(), router_weight.float())" if info.fp32_logits
+              else "F.linear(x, router_weight).float()")
     return f'''def route(x, router_weight, score_bias):
     """Sigmoid scores; the bias only steers selection. Experts come from the TOPK_GROUPS groups whose two best
     biased scores sum highest. Expert ids are sorted by descending biased score."""
-    logits = F.linear(x.float(), router_weight.float())
+    logits = {logits}
     scores = logits.sigmoid()
     choice = scores + score_bias
     num_experts = router_weight.shape[0]
@@ -186,6 +209,8 @@ def router_args(info: RouterInfo, dtype: str, prefix: str = "") -> tuple[list[Ar
         args.append(Arg(p + "score_bias", ("num_experts",), "float32", "Selection-only score correction bias",
                         init="bias"))
         params[p + "score_bias"] = "e_score_correction_bias"
+    if info.bias_on_block:
+        params[p + "router_weight"] = "gate.weight"
     return args, params
 
 
@@ -276,7 +301,10 @@ def run({names}):
                                f"{info.groups} groups), renormalised and scaled by {fmt_float(info.scaling)}"}[info.style]
 
     def call(m, inp):
-        out = m(inp["hidden_states"])
+        if info.bias_on_block:  # the module is the MoE block; its router takes the block's selection bias
+            out = m.gate(inp["hidden_states"], m.e_score_correction_bias)
+        else:
+            out = m(inp["hidden_states"])
         return {"topk_weights": out[1], "topk_ids": out[2]}
 
     return Draft(

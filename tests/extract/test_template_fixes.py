@@ -1,0 +1,49 @@
+"""Decoder-layer templates on the text models of VL configs and on GLM / MiniMax-M2 / OLMo-3 layouts: small
+configs, every drafted problem validated against its transformers module (bit-exact as for the others)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from solbench.extract import pipeline
+
+ATTN = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 128}
+CONFIGS = {
+    # partial rotary (half of each head), QK-norm, a dense first layer then sigmoid group routing
+    "glm4_moe": dict(ATTN, model_type="glm4_moe", partial_rotary_factor=0.5, n_routed_experts=8, num_experts_per_tok=2,
+                     moe_intermediate_size=32, intermediate_size=96, first_k_dense_replace=1, num_hidden_layers=2,
+                     n_group=1, topk_group=1, use_qk_norm=True),
+    # the router takes its block's selection bias; q/k norms span all heads; partial RoPE as `rotary_dim`
+    "minimax_m2": dict(ATTN, model_type="minimax_m2", num_local_experts=8, num_experts_per_tok=2, intermediate_size=32,
+                       num_hidden_layers=1, rotary_dim=8),
+    # a VL config: the decoder is its text_config, built without a causal-LM head in the auto mapping
+    "qwen3_vl": {"model_type": "qwen3_vl",
+                 "text_config": dict(ATTN, intermediate_size=96, num_hidden_layers=1,
+                                     rope_parameters={"rope_type": "default", "rope_theta": 5e6,
+                                                      "mrope_section": [2, 3, 3], "mrope_interleaved": True}),
+                 "vision_config": {"depth": 1, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2,
+                                   "out_hidden_size": 64}},
+}
+EXPECTED = {
+    "glm4_moe": ("attention_block_prefill_hs64_h4_kv2_d16_qknormeps1e-05_rope8",
+                 "decoder_layer_decode_hs64_h4_kv2_d16_qknormeps1e-05_rope8_moe_sigmoid_grouped_e8_k2_i32_shared32"
+                 "_eps1e-05"),
+    "minimax_m2": ("moe_router_sigmoid_grouped_e8_k2_g1_tg1_h64_renorm_wlogits",
+                   "decoder_layer_prefill_hs64_h4_kv2_d16_qknormflat_rope8_moe_sigmoid_grouped_e8_k2_i32_eps1e-06"),
+    "qwen3_vl": ("decoder_layer_decode_hs64_h4_kv2_d16_qknorm_swiglu_i96_eps1e-06", "embedding_v128_h64"),
+}
+
+
+@pytest.mark.parametrize("model_type", sorted(CONFIGS))
+def test_templates_apply_and_validate(model_type, tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(CONFIGS[model_type]))
+    result = pipeline.extract_model(f"tiny/{model_type}", path, use_hub=False)
+    assert not result.failed, [(v.problem, v.message) for v in result.failed]
+    inexact = [v.problem for v in result.validations if not v.exact.get("float32")]
+    assert all("moe" in n or "_backward" in n for n in inexact), inexact  # within rounding, as documented
+    names = {d.name for d in result.drafts}
+    assert set(EXPECTED[model_type]) <= names, sorted(names)
+    assert not result.skipped

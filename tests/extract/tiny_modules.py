@@ -1,0 +1,36 @@
+"""Small nn.Modules for `--module` tests: importable as tests.extract.tiny_modules:Class."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+
+class GatedBlock(nn.Module):
+    """A norm, a gated MLP and a residual: a research block with plain constructor arguments."""
+
+    def __init__(self, hidden: int, inner: int, eps: float = 1e-6):
+        super().__init__()
+        self.norm = nn.RMSNorm(hidden, eps=eps)
+        self.gate_up = nn.Linear(hidden, 2 * inner, bias=False)
+        self.down = nn.Linear(inner, hidden, bias=False)
+
+    def forward(self, x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+        gate, up = self.gate_up(self.norm(x)).chunk(2, dim=-1)
+        return x + scale * self.down(F.silu(gate) * up)
+
+
+class TokenMixer(nn.Module):
+    """Token ids in, a mixed sequence out (an integer input with a value bound)."""
+
+    def __init__(self, vocab: int, hidden: int):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, hidden)
+        self.mix = nn.Conv1d(hidden, hidden, 3, padding=1, groups=hidden)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.mix(self.embed(ids).transpose(1, 2)).transpose(1, 2)
+
+
+NOT_A_MODULE = 3
