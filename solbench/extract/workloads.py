@@ -11,6 +11,7 @@ import uuid
 from dataclasses import dataclass
 
 from solbench.extract.draft import Draft
+from solbench.spec import axes as axes_expr
 from solbench.spec import dtypes
 
 _NAMESPACE = uuid.UUID("5a1b3e4c-0d2f-4b8e-9c61-7e2f5d9a0b17")
@@ -59,6 +60,9 @@ def tolerance(draft: Draft) -> dict:
 
 def workload_bytes(draft: Draft, axes: dict[str, int]) -> int:
     values = {name: spec[1] for name, spec in draft.axes.items() if spec[0] == "const"} | axes
+    for name, spec in draft.axes.items():  # expression axes (generic drafts: `dim_0 = 2 * height`) after the rest
+        if spec[0] == "expr":
+            values[name] = int(axes_expr.evaluate(spec[1], values))
     total = 0
     for arg in (*draft.inputs, *draft.outputs):
         if arg.shape is None:
