@@ -304,6 +304,7 @@ def test_a_kernel_without_landlock_is_said_so():
     """Where the kernel has no Landlock, the worker's trace warns and `solbench serve`'s line says so (a
     child process stands for such a kernel: its Landlock probe answers 0)."""
     script = ("import json\nfrom solbench.worker import reads, sandbox\nsandbox.landlock_abi = lambda: 0\n"
+              "sandbox.APPLIED['pdeathsig'] = True\n"  # a worker: its enter_from_env recorded what it applied
               "warning = reads.restrict_for_load([])\n"
               "print(json.dumps([warning, sandbox.APPLIED, reads.enforced_here()]))")
     result = subprocess.run([sys.executable, "-P", "-c", script], env=repo_env(REPO), capture_output=True, text=True,
@@ -312,3 +313,16 @@ def test_a_kernel_without_landlock_is_said_so():
     warning, applied, line = json.loads(result.stdout)
     assert "NOT ENFORCED" in warning and applied["reads"].startswith("NOT ENFORCED"), applied
     assert applied["proc"].startswith("NOT ENFORCED") and "NOT ENFORCED" in line, (applied, line)
+
+
+def test_a_process_that_is_not_a_worker_is_never_restricted():
+    """The worker's load runs in process in some tests (and tools): read rules there would lock the test
+    runner itself out of its own temporary folders (seen on the H200: every later test errored)."""
+    script = ("import json, os, tempfile\nfrom solbench.worker import reads, sandbox\n"
+              "warning = reads.restrict_for_load([])\n"
+              "folder = tempfile.mkdtemp()\nos.listdir(folder)\n"
+              "print(json.dumps([warning, 'reads' in sandbox.APPLIED]))")
+    result = subprocess.run([sys.executable, "-P", "-c", script], env=repo_env(REPO), capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert json.loads(result.stdout) == [None, False]
