@@ -86,8 +86,9 @@ def _run(args: argparse.Namespace, console) -> int:
     if args.config is not None and len(models) != 1:
         console.print("[red]error:[/red] --config needs exactly one --model (the id it belongs to)")
         return 2
-    if args.check:
-        models = models or pipeline.extractable_model_ids()
+    if args.check:  # no --model: the models the problems on disk came from (not every known model)
+        known = set(pipeline.extractable_model_ids())
+        models = models or [m for m in emit.models_on_disk(args.output) if m in known]
         validate, use_hub = False, False
     elif args.all:
         models, validate, use_hub = pipeline.extractable_model_ids(), not args.no_validate, False

@@ -144,6 +144,21 @@ def same_extraction(on_disk: str, extracted: str) -> bool:
     return old == new
 
 
+def models_on_disk(problems_root: Path) -> list[str]:
+    """The model ids the extracted problems under `problems_root` record (`solbench.models`), in order:
+    what `--check` re-extracts when no model is named (the shipped set, however many models are known)."""
+    found: dict[str, None] = {}
+    for definition in sorted((problems_root / SUBDIR).glob("*/definition.json")):
+        try:
+            record = json.loads(definition.read_text()).get("solbench") or {}
+        except (OSError, ValueError):
+            continue  # an unreadable file is drift that `check` reports
+        for model in record.get("models") or []:
+            if isinstance(model, dict) and isinstance(model.get("hf_id"), str):
+                found.setdefault(model["hf_id"], None)
+    return list(found)
+
+
 def check(problems: dict[str, Problem], problems_root: Path, references_root: Path, complete: bool = True) -> Drift:
     """Compare what the current code extracts with what is on disk (nothing is written)."""
     drift = Drift()

@@ -58,3 +58,17 @@ def test_a_newer_library_version_alone_is_no_drift():
     newer["axes"]["n"]["type"] = "const"
     assert not same_extraction(json.dumps(shipped), json.dumps(newer))
     assert not same_extraction("def run(x):\n    return x\n", "def run(x):\n    return x + 1\n")
+
+
+def test_check_without_a_model_re_extracts_the_models_the_problems_on_disk_came_from(tmp_path):
+    """`extract --check` with no --model checks the shipped set, not every model models.json knows."""
+    from solbench.extract.emit import SUBDIR, models_on_disk
+
+    for name, models in (("a", ["org/one", "org/two"]), ("b", ["org/two", "org/three"])):
+        folder = tmp_path / SUBDIR / name
+        folder.mkdir(parents=True)
+        record = {"name": name, "solbench": {"models": [{"hf_id": m, "config_sha256": "x"} for m in models]}}
+        (folder / "definition.json").write_text(json.dumps(record))
+    (tmp_path / SUBDIR / "c").mkdir()
+    (tmp_path / SUBDIR / "c" / "definition.json").write_text("{not json")
+    assert models_on_disk(tmp_path) == ["org/one", "org/two", "org/three"]
