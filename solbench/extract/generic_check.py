@@ -17,7 +17,7 @@ from solbench.extract.codegen import Generated
 from solbench.extract.draft import Draft
 from solbench.extract.generic import Block
 from solbench.extract.validate import Validation, one_thread
-from solbench.spec import axes as axes_eval
+from solbench.extract.workloads import axis_values
 
 DTYPES = (torch.float32, torch.bfloat16)
 
@@ -53,11 +53,7 @@ def check(draft: Draft, block: Block, gen: Generated) -> Validation:
 def _compare_once(namespace: dict, draft: Draft, block: Block, gen: Generated, module, params: dict,
                   axes: dict[str, int], index: int, dtype: torch.dtype) -> bool:
     block_dtype = getattr(torch, draft.dtype)
-    consts = {n: s[1] for n, s in draft.axes.items() if s[0] == "const"}
-    values = consts | axes
-    for name, spec in draft.axes.items():
-        if spec[0] == "expr":
-            values[name] = int(axes_eval.evaluate(spec[1], dict(values)))
+    values = axis_values(draft, axes)
     torch.manual_seed(index)
     drawn = namespace["get_inputs"](values, "cpu")
     call = block.calls[index]
