@@ -27,7 +27,11 @@ def check(draft: Draft, block: Block, gen: Generated) -> Validation:
     result = Validation(draft.name)
     namespace: dict = {}
     exec(compile(draft.reference(), f"<reference {draft.name}>", "exec"), namespace)
-    points = draft.workload_points[: len(block.calls) - 1]
+    captured = draft.capture_points or []
+    points = {}  # call index -> its var axes: the sizes each call was recorded at, never workload sizes
+    for index, axes in enumerate(captured[1:], start=1):
+        if axes not in points.values():
+            points[index] = axes
     if len(points) < 2:
         result.message = f"compared at {len(points)} size(s) other than the traced one (static shapes)"
     with one_thread():
@@ -37,7 +41,7 @@ def check(draft: Draft, block: Block, gen: Generated) -> Validation:
                 module = cpu_copy(block.module, dtype)
                 params = dict(module.named_parameters()) | dict(module.named_buffers())
                 exact = True
-                for index, axes in enumerate(points, start=1):
+                for index, axes in points.items():
                     exact &= _compare_once(namespace, draft, block, gen, module, params, axes, index, dtype)
             except Exception as exc:  # noqa: BLE001 - a failing comparison is a failed validation, reported
                 result.passed = False

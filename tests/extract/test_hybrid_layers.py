@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
+import torch
+from torch import nn
+
 from solbench.extract import pipeline
 
 LFM2 = {"model_type": "lfm2", "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
@@ -24,3 +28,30 @@ def test_lfm2_conv_and_attention_layers_go_generic(tmp_path):
     assert "embedding_v128_h64" in names  # the templates keep what they read
     assert not any("failed validation" in line or "not captured" in line for line in result.not_emitted), \
         result.not_emitted
+
+
+class _Scale(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(8))
+
+    def forward(self, x):
+        return torch.tanh(x * self.weight).cumsum(1)
+
+
+@pytest.mark.parametrize("sizes", [(4, 6), (4, 6, 10)])
+def test_validation_uses_the_capture_sizes_with_two_or_three_of_them(sizes):
+    """With two sizes the last capture point repeats; the check must compare each recorded call at the size
+    it was recorded at (once), never at a workload size."""
+    from solbench.extract import blocks
+    from solbench.extract.built import BuiltModel
+
+    with torch.device("meta"):
+        model = nn.Sequential(_Scale()).eval()
+    built = BuiltModel("tiny/scale", model, "module",
+                       lambda axes, dtype: ((torch.empty(2, axes["seq_len"], 8, dtype=dtype),), {}),
+                       {"seq_len": sizes}, {"seq_len": (128, 1024)})
+    found = blocks.extract_blocks(built, torch.float32)
+    assert found.drafts and all(v.passed for v in found.validations), [v.message for v in found.validations]
+    assert found.drafts[0].workload_points[-1] == {"seq_len": 1024}
+    assert (len(sizes) == 2) == ("compared at 1 size" in found.validations[0].message)
