@@ -55,3 +55,21 @@ def test_validation_uses_the_capture_sizes_with_two_or_three_of_them(sizes):
     assert found.drafts and all(v.passed for v in found.validations), [v.message for v in found.validations]
     assert found.drafts[0].workload_points[-1] == {"seq_len": 1024}
     assert (len(sizes) == 2) == ("compared at 1 size" in found.validations[0].message)
+
+
+JAMBA = {"model_type": "jamba", "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
+         "num_key_value_heads": 2, "num_hidden_layers": 2, "attn_layer_period": 2, "attn_layer_offset": 1,
+         "num_experts": 1, "expert_layer_period": 1, "expert_layer_offset": 0, "vocab_size": 128,
+         "mamba_d_state": 8, "mamba_d_conv": 4, "mamba_expand": 2, "mamba_dt_rank": 4}
+
+
+def test_jamba_mamba_layer_goes_generic_and_a_fixed_size_is_said(tmp_path):
+    """The slow Mamba path loops over the sequence, so its export fixes seq_len: the problem is compared at
+    the traced size (where get_inputs fits the call), and the validation says so."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(JAMBA))
+    result = pipeline.extract_model("tiny/jamba", path, use_hub=False)
+    assert not result.failed, [(v.problem, v.message) for v in result.failed]
+    mixer = next(v for v in result.validations if v.problem.startswith("jamba_mamba_mixer_"))
+    assert "traced size only" in mixer.message and mixer.exact == {"float32": True, "bfloat16": True}
+    assert any(d.name.startswith("jamba_mamba_decoder_layer_") for d in result.drafts)
