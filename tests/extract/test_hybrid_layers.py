@@ -73,3 +73,18 @@ def test_jamba_mamba_layer_goes_generic_and_a_fixed_size_is_said(tmp_path):
     mixer = next(v for v in result.validations if v.problem.startswith("jamba_mamba_mixer_"))
     assert "traced size only" in mixer.message and mixer.exact == {"float32": True, "bfloat16": True}
     assert any(d.name.startswith("jamba_mamba_decoder_layer_") for d in result.drafts)
+
+
+def test_a_block_too_large_for_cpu_validation_is_reported(monkeypatch):
+    from solbench.extract import blocks
+    from solbench.extract.built import BuiltModel
+
+    monkeypatch.setattr(blocks, "MAX_BLOCK_PARAMS", 4)  # the 8-weight block is over it
+    with torch.device("meta"):
+        model = nn.Sequential(_Scale()).eval()
+    built = BuiltModel("tiny/scale", model, "module",
+                       lambda axes, dtype: ((torch.empty(2, axes["seq_len"], 8, dtype=dtype),), {}),
+                       {"seq_len": (4, 6)}, {"seq_len": (128,)})
+    found = blocks.extract_blocks(built, torch.float32)
+    assert not found.drafts
+    assert any("too large to validate on CPU" in item.reason for item in found.not_emitted), found.not_emitted
