@@ -74,7 +74,9 @@ def extract_model(model_id: str, config_path: str | Path | None = None, *, valid
         result.validate_seconds = time.perf_counter() - t0
     if generic or found.skipped or result.failed:  # what a template skipped or got wrong goes generic
         try:
-            _generic(result, config, dtype, validate, tell, covered=_family_paths(traced, result.drafts))
+            kept = {d.name for d in result.drafts}
+            dropped = [d for d in found.drafts if d.name not in kept]
+            _generic(result, config, dtype, validate, tell, covered=_family_paths(traced, result.drafts, dropped))
         except SpecError as exc:
             result.skipped.append(f"generic capture: {exc}")
     result.seconds = time.perf_counter() - start
@@ -180,7 +182,7 @@ def summarise(left: list) -> list[str]:
             for (cls, reason), paths in groups.items()]
 
 
-def _family_paths(traced, drafts: list[Draft]) -> Callable[[str], str]:
+def _family_paths(traced, drafts: list[Draft], dropped: list[Draft] = ()) -> Callable[[str], str]:
     """What the family templates drafted (and validation kept) is theirs; everything else is generic.
 
     Inside the layer stack a layer kind's fused problem claims its whole layer; otherwise each child
@@ -192,10 +194,12 @@ def _family_paths(traced, drafts: list[Draft]) -> Callable[[str], str]:
     kind_of = {k.signature: k.index for k in traced.kinds}
     layer_kind = [kind_of.get(layer_signature(layer)) for layer in traced.layers]
     claimed: dict[int, set[str]] = {}
-    for draft in drafts:
-        scope, colon, sub = draft.check.module.partition(":") if draft.check else ("", "", "")
-        if colon and scope.startswith("layer") and scope[5:].isdigit():
-            claimed.setdefault(int(scope[5:]), set()).add(sub.split(".")[0])  # "" = the fused layer
+    for kept, group in ((True, drafts), (False, dropped)):  # a child with any failed template draft is not theirs
+        for draft in group:
+            scope, colon, sub = draft.check.module.partition(":") if draft.check else ("", "", "")
+            if colon and scope.startswith("layer") and scope[5:].isdigit():
+                names = claimed.setdefault(int(scope[5:]), set())
+                (names.add if kept else names.discard)(sub.split(".")[0])  # "" = the fused layer
 
     def covered(path: str) -> str:
         if stack is not None and (path == stack or path.startswith(stack + ".")):
