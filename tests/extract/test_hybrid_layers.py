@@ -88,3 +88,28 @@ def test_a_block_too_large_for_cpu_validation_is_reported(monkeypatch):
     found = blocks.extract_blocks(built, torch.float32)
     assert not found.drafts
     assert any("too large to validate on CPU" in item.reason for item in found.not_emitted), found.not_emitted
+
+
+class _Cast(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(8))
+
+    def forward(self, x):
+        return (x.float() * self.weight).to(torch.bfloat16, copy=True, memory_format=torch.contiguous_format)
+
+
+def test_a_cast_with_a_memory_format_is_emitted_as_valid_code():
+    """aten.to passes memory_format positionally; Tensor.to takes it by keyword only (Qwen3-Next's gated
+    delta net failed with a TypeError)."""
+    from solbench.extract import blocks
+    from solbench.extract.built import BuiltModel
+
+    with torch.device("meta"):
+        model = nn.Sequential(_Cast()).eval()
+    built = BuiltModel("tiny/cast", model, "module",
+                       lambda axes, dtype: ((torch.empty(2, axes["seq_len"], 8, dtype=dtype),), {}),
+                       {"seq_len": (4, 6, 10)}, {"seq_len": (128,)})
+    found = blocks.extract_blocks(built, torch.float32)
+    assert found.drafts and all(v.passed for v in found.validations), [v.message for v in found.validations]
+    assert "memory_format=torch.contiguous_format" in found.drafts[0].code, found.drafts[0].code
