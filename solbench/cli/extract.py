@@ -121,10 +121,13 @@ def _run(args: argparse.Namespace, console) -> int:
             return 0
         console.print("problems on disk differ from what this code extracts; run `solbench extract --all`")
         return 1
-    written = emit.write(problems, args.output, args.references)
+    skipped: list[str] = []
+    written = emit.write(problems, args.output, args.references,
+                         on_skip=lambda name, why: (skipped.append(name), console.print(
+                             f"[red]not written[/red] {name}: {why}")))
     console.print(f"wrote {summary} ({len(written)} files) under {args.output}/{emit.SUBDIR} and "
                   f"{args.references}/{emit.SUBDIR} in {time.perf_counter() - started:.1f} s")
-    return 1 if failed else 0
+    return 1 if failed or skipped else 0
 
 
 def _run_module(args: argparse.Namespace, console, started: float) -> int:
@@ -143,10 +146,13 @@ def _run_module(args: argparse.Namespace, console, started: float) -> int:
                                         progress=lambda step: status.update(f"{built.model_id}: {step}"))
     failed = _report(result, built.model_id, not args.no_validate, console)
     problems = pipeline.collect([result])
-    written = emit.write(problems, args.output, args.references)
-    console.print(f"wrote {len(problems)} problems ({len(written)} files) under {args.output}/{emit.SUBDIR} in "
-                  f"{time.perf_counter() - started:.1f} s")
-    return 1 if failed else 0
+    skipped: list[str] = []
+    written = emit.write(problems, args.output, args.references,
+                         on_skip=lambda name, why: (skipped.append(name), console.print(
+                             f"[red]not written[/red] {name}: {why}")))
+    console.print(f"wrote {len(problems) - len(skipped)} problems ({len(written)} files) under "
+                  f"{args.output}/{emit.SUBDIR} in {time.perf_counter() - started:.1f} s")
+    return 1 if failed or skipped else 0
 
 
 def _extract_each(models: list[str], args: argparse.Namespace, validate: bool, use_hub: bool, console):

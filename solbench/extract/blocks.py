@@ -21,6 +21,11 @@ from solbench.extract.draft import Draft
 from solbench.extract.partition import NotEmitted
 from solbench.extract.validate import Validation
 
+# A block is copied to CPU in fp32 and bf16 to be validated: past this many parameters (4 GB in fp32; a
+# FLUX double-stream block has about 0.34 G, Qwen3-Next's 512-expert MoE layer 1.6 G) it is reported,
+# not captured; its smaller parts are still emitted.
+MAX_BLOCK_PARAMS = 10**9
+TOO_LARGE = "too large to validate on CPU ({:.2f} G parameters); its parts are emitted"
 DTYPE_SUFFIX = {torch.bfloat16: "", torch.float16: "_fp16", torch.float32: "_fp32"}
 
 
@@ -52,6 +57,10 @@ def extract_blocks(built: BuiltModel, dtype: torch.dtype = torch.bfloat16, *, va
         reason = covered(block.path) if covered else ""
         if reason:
             result.not_emitted.append(NotEmitted(block.path, block.class_name, reason))
+            continue
+        size = sum(p.numel() for p in block.module.parameters())
+        if size > MAX_BLOCK_PARAMS:
+            result.not_emitted.append(NotEmitted(block.path, block.class_name, TOO_LARGE.format(size / 1e9)))
             continue
         tell(f"capturing {block.class_name} ({number}/{len(kinds)})")
         try:

@@ -208,8 +208,12 @@ class _Writer:
         if op == "slice" and target._overloadname == "Tensor":
             return self.slice(args)
         if op in ("to", "_to_copy"):
-            kwargs = {k: v for k, v in kwargs.items() if k not in ("layout", "pin_memory")}
-            return self.call(f"{self.arg(args[0])}.to", args[1:], kwargs)
+            # Tensor.to takes memory_format by keyword only: aten's trailing positionals become keywords
+            lead = 3 if target._overloadname == "device" else 2
+            extra = dict(zip(("non_blocking", "copy", "memory_format"), args[lead:]))
+            kwargs = {k: v for k, v in {**extra, **kwargs}.items() if k not in ("layout", "pin_memory")
+                      and v not in (False, None, torch.preserve_format)}
+            return self.call(f"{self.arg(args[0])}.to", args[1:lead], kwargs)
         if op == "histc" and not args[0].meta["val"].is_floating_point():
             # traced on meta, a model takes its GPU branch (histc on integers); CPU has only the float one,
             # which counts the same

@@ -73,6 +73,8 @@ class Draft:
     # generic drafts: the workloads' axis values, listed (instead of a named shape set); None = `shapes`
     workload_points: list[dict[str, int]] | None = None
     versions: dict[str, str] = field(default_factory=dict)  # libraries beyond transformers (diffusers, ...)
+    # generic drafts: the var axes at each capture point (0 traced, 1.. validated); not part of the problem
+    capture_points: list[dict[str, int]] | None = field(default=None, compare=False)
 
     def const(self, axis: str) -> int:
         return self.axes[axis][1]

@@ -7,6 +7,7 @@ Layout: `<problems>/hf/<name>/definition.json`, `<problems>/hf/<name>/workload.j
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -92,13 +93,22 @@ def _absorb_existing(problem: Problem, problems_root: Path) -> None:
             problem.models[hf_id] = _Recorded(hf_id, entry.get("config_sha256", ""))
 
 
-def write(problems: dict[str, Problem], problems_root: Path, references_root: Path, merge_existing: bool = True
-          ) -> list[Path]:
+def write(problems: dict[str, Problem], problems_root: Path, references_root: Path, merge_existing: bool = True,
+          on_skip: Callable[[str, str], None] | None = None) -> list[Path]:
+    """Write every problem; one whose files cannot be made is named to `on_skip(name, why)` and left out,
+    so a single bad draft never costs the others (nothing of it is written)."""
     written = []
-    for problem in problems.values():
+    for name, problem in problems.items():
         if merge_existing:
             _absorb_existing(problem, problems_root)
-        for rel, content in problem.files().items():
+        try:
+            files = problem.files()
+        except Exception as exc:  # noqa: BLE001 - one problem's emit bug must not abort the whole write
+            if on_skip is None:
+                raise
+            on_skip(name, f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}")
+            continue
+        for rel, content in files.items():
             path = _place(rel, problems_root, references_root)
             path.parent.mkdir(parents=True, exist_ok=True)
             if not path.is_file() or not same_extraction(path.read_text(), content):

@@ -153,7 +153,8 @@ def make_draft(block: Block, gen: Generated, model_id: str, model_points: list[d
                    f"emitted at torch/F level; {len(block.members)} module(s) of the model share it.")
     return Draft(name=name, op_type=block.op_type, description=description, axes=declared, inputs=inputs,
                  outputs=outputs, code=gen.code, shapes="", dtype=DTYPE_NAMES[dtype], workload_points=points,
-                 hints={"module_class": block.class_name, "module_paths": block.members[:32]})
+                 hints={"module_class": block.class_name, "module_paths": block.members[:32]},
+                 capture_points=[{a.name: a.values[i] for a in axes.values()} for i in range(len(block.calls))])
 
 
 def _describe(name: str, axes: dict[str, Axis]) -> str:

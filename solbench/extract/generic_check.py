@@ -17,7 +17,7 @@ from solbench.extract.codegen import Generated
 from solbench.extract.draft import Draft
 from solbench.extract.generic import Block
 from solbench.extract.validate import Validation, one_thread
-from solbench.spec import axes as axes_eval
+from solbench.extract.workloads import axis_values
 
 DTYPES = (torch.float32, torch.bfloat16)
 
@@ -27,8 +27,15 @@ def check(draft: Draft, block: Block, gen: Generated) -> Validation:
     result = Validation(draft.name)
     namespace: dict = {}
     exec(compile(draft.reference(), f"<reference {draft.name}>", "exec"), namespace)
-    points = draft.workload_points[: len(block.calls) - 1]
-    if len(points) < 2:
+    captured = draft.capture_points or []
+    points = {}  # call index -> its var axes: the sizes each call was recorded at, never workload sizes
+    for index, axes in enumerate(captured[1:], start=1):
+        if axes not in points.values() and _fits(draft, gen, block.calls[index], axes):
+            points[index] = axes
+    if not points and captured and _fits(draft, gen, block.calls[0], captured[0]):
+        points = {0: captured[0]}  # the export fixed a size the calls vary (a loop over it): the traced call only
+        result.message = "compared at the traced size only: the module's code fixes a size its calls vary; "
+    elif len(points) < 2:
         result.message = f"compared at {len(points)} size(s) other than the traced one (static shapes)"
     with one_thread():
         for dtype in DTYPES:
@@ -37,7 +44,7 @@ def check(draft: Draft, block: Block, gen: Generated) -> Validation:
                 module = cpu_copy(block.module, dtype)
                 params = dict(module.named_parameters()) | dict(module.named_buffers())
                 exact = True
-                for index, axes in enumerate(points, start=1):
+                for index, axes in points.items():
                     exact &= _compare_once(namespace, draft, block, gen, module, params, axes, index, dtype)
             except Exception as exc:  # noqa: BLE001 - a failing comparison is a failed validation, reported
                 result.passed = False
@@ -53,11 +60,7 @@ def check(draft: Draft, block: Block, gen: Generated) -> Validation:
 def _compare_once(namespace: dict, draft: Draft, block: Block, gen: Generated, module, params: dict,
                   axes: dict[str, int], index: int, dtype: torch.dtype) -> bool:
     block_dtype = getattr(torch, draft.dtype)
-    consts = {n: s[1] for n, s in draft.axes.items() if s[0] == "const"}
-    values = consts | axes
-    for name, spec in draft.axes.items():
-        if spec[0] == "expr":
-            values[name] = int(axes_eval.evaluate(spec[1], dict(values)))
+    values = axis_values(draft, axes)
     torch.manual_seed(index)
     drawn = namespace["get_inputs"](values, "cpu")
     call = block.calls[index]
@@ -85,6 +88,21 @@ def _compare_once(namespace: dict, draft: Draft, block: Block, gen: Generated, m
     got = list(got) if isinstance(got, (tuple, list)) else [got]
     return len(got) == len(want) and all(g.shape == w.shape and g.dtype == w.dtype and torch.equal(g, w)
                                          for g, w in zip(got, want))
+
+
+def _fits(draft: Draft, gen: Generated, call, axes: dict[str, int]) -> bool:
+    """Whether the draft's inputs at `axes` have the shapes the module was called with."""
+    try:
+        values = axis_values(draft, axes)
+    except Exception:  # noqa: BLE001 - an axis the point lacks: it does not fit
+        return False
+    tensors = [x for x in call.leaves() if isinstance(x, torch.Tensor)]
+    for arg, inp in zip(draft.inputs, gen.inputs):
+        if inp.kind == "user":
+            shape = tuple(int(e) if e.isdigit() else values.get(e, -1) for e in arg.shape)
+            if shape != tuple(tensors[inp.target].shape):
+                return False
+    return True
 
 
 def _fill(meta: torch.Tensor) -> torch.Tensor:

@@ -38,8 +38,9 @@ def extract_model(model_id: str, config_path: str | Path | None = None, *, valid
                   progress: Callable[[str], None] | None = None) -> ModelResult:
     """Trace one model and draft its problems; with `validate`, compare each with its module on CPU.
 
-    Models no family template knows go through the generic capture (`blocks.py`); with `generic`, the
-    blocks outside the templates' layer stack do too. `progress` hears each step (config, trace, every problem compared) as it starts."""
+    Models no family template knows go through the generic capture (`blocks.py`); so do the layers and
+    sub-blocks a template skipped or failed to validate (a hybrid's conv, Mamba or linear-attention
+    mixers), and with `generic` the blocks outside the templates' layer stack too. `progress` hears each step (config, trace, every problem compared) as it starts."""
     start = time.perf_counter()
     tell = progress or (lambda step: None)
     tell("reading its config")
@@ -71,8 +72,13 @@ def extract_model(model_id: str, config_path: str | Path | None = None, *, valid
         failed = {v.problem for v in result.validations if not v.passed}
         result.drafts = [d for d in found.drafts if d.name not in failed]  # never emit a mismatch
         result.validate_seconds = time.perf_counter() - t0
-    if generic:
-        _generic(result, config, dtype, validate, tell, covered=_family_paths(traced, result.drafts))
+    if generic or found.skipped or result.failed:  # what a template skipped or got wrong goes generic
+        try:
+            kept = {d.name for d in result.drafts}
+            dropped = [d for d in found.drafts if d.name not in kept]
+            _generic(result, config, dtype, validate, tell, covered=_family_paths(traced, result.drafts, dropped))
+        except SpecError as exc:
+            result.skipped.append(f"generic capture: {exc}")
     result.seconds = time.perf_counter() - start
     return result
 
@@ -176,13 +182,33 @@ def summarise(left: list) -> list[str]:
             for (cls, reason), paths in groups.items()]
 
 
-def _family_paths(traced, drafts: list[Draft]) -> Callable[[str], str]:
-    """Blocks inside the layer stack the family templates traced are theirs; the rest is generic."""
+def _family_paths(traced, drafts: list[Draft], dropped: list[Draft] = ()) -> Callable[[str], str]:
+    """What the family templates drafted (and validation kept) is theirs; everything else is generic.
+
+    Inside the layer stack a layer kind's fused problem claims its whole layer; otherwise each child
+    (attention, MLP, norm) with a kept template draft is claimed and the rest of the layer, the layer
+    itself included, goes to the generic capture (a hybrid's conv, Mamba or linear-attention mixer)."""
+    from solbench.extract.trace import layer_signature
+
     stack = next((p for p, m in traced.model.named_modules() if m is traced.layers), None)
+    kind_of = {k.signature: k.index for k in traced.kinds}
+    layer_kind = [kind_of.get(layer_signature(layer)) for layer in traced.layers]
+    claimed: dict[int, set[str]] = {}
+    for kept, group in ((True, drafts), (False, dropped)):  # a child with any failed template draft is not theirs
+        for draft in group:
+            scope, colon, sub = draft.check.module.partition(":") if draft.check else ("", "", "")
+            if colon and scope.startswith("layer") and scope[5:].isdigit():
+                names = claimed.setdefault(int(scope[5:]), set())
+                (names.add if kept else names.discard)(sub.split(".")[0])  # "" = the fused layer
 
     def covered(path: str) -> str:
         if stack is not None and (path == stack or path.startswith(stack + ".")):
-            return "covered by the family templates (attention, MLP, MoE, norms, fused layer)"
+            index, _, rest = path[len(stack) + 1:].partition(".")
+            kind = layer_kind[int(index)] if index.isdigit() and int(index) < len(layer_kind) else None
+            mine = claimed.get(kind, set()) if kind is not None else set()
+            if not index or "" in mine or (rest and rest.split(".")[0] in mine):
+                return "covered by the family templates (attention, MLP, MoE, norms, fused layer)"
+            return ""
         if drafts and path in ("", "model.embed_tokens", "lm_head", "model.norm"):
             return "covered by the family templates (embedding, final norm, LM head)"
         return ""

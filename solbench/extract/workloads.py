@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from solbench.extract.draft import Draft
 from solbench.spec import axes as axes_expr
 from solbench.spec import dtypes
+from solbench.spec.errors import SpecError
 
 _NAMESPACE = uuid.UUID("5a1b3e4c-0d2f-4b8e-9c61-7e2f5d9a0b17")
 
@@ -58,11 +59,28 @@ def tolerance(draft: Draft) -> dict:
     return {"max_atol": rule.atol * s, "max_rtol": rule.rtol * s, "required_matched_ratio": rule.matched}
 
 
+def axis_values(draft: Draft, axes: dict[str, int]) -> dict[str, int]:
+    """Every axis's value at a workload point: consts, the point's var axes, then the expression axes
+    (generic drafts: `dim_0 = 2 * height`), in whatever order they depend on each other."""
+    values = {name: spec[1] for name, spec in draft.axes.items() if spec[0] == "const"} | dict(axes)
+    pending = {name: spec[1] for name, spec in draft.axes.items() if spec[0] == "expr" and name not in axes}
+    while pending:
+        done = {}
+        for name, text in pending.items():
+            try:
+                done[name] = int(axes_expr.evaluate(text, values))
+            except SpecError:  # names an axis not evaluated yet (or a real error, raised below)
+                continue
+        if not done:
+            name, text = next(iter(pending.items()))
+            axes_expr.evaluate(text, values)  # raises the SpecError that says why
+        values |= done
+        pending = {n: t for n, t in pending.items() if n not in done}
+    return values
+
+
 def workload_bytes(draft: Draft, axes: dict[str, int]) -> int:
-    values = {name: spec[1] for name, spec in draft.axes.items() if spec[0] == "const"} | axes
-    for name, spec in draft.axes.items():  # expression axes (generic drafts: `dim_0 = 2 * height`) after the rest
-        if spec[0] == "expr":
-            values[name] = int(axes_expr.evaluate(spec[1], values))
+    values = axis_values(draft, axes)
     total = 0
     for arg in (*draft.inputs, *draft.outputs):
         if arg.shape is None:

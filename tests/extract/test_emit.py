@@ -72,3 +72,21 @@ def test_check_without_a_model_re_extracts_the_models_the_problems_on_disk_came_
     (tmp_path / SUBDIR / "c").mkdir()
     (tmp_path / SUBDIR / "c" / "definition.json").write_text("{not json")
     assert models_on_disk(tmp_path) == ["org/one", "org/two", "org/three"]
+def test_expression_axes_in_any_order_and_a_bad_problem_is_skipped(llama_and_mistral, tmp_path):
+    import copy
+    import dataclasses
+
+    from solbench.extract import workloads
+
+    good = copy.deepcopy(llama_and_mistral[0].drafts[0])
+    generic = dataclasses.replace(good, name="generic_exprs", axes={  # dim_1 uses dim_0, listed before it
+        "dim_1": ("expr", "dim_0 + 1", "derived"), "dim_0": ("expr", "2 * n", "derived"), "n": ("var", "n")})
+    assert workloads.axis_values(generic, {"n": 3}) == {"n": 3, "dim_0": 6, "dim_1": 7}
+    broken = dataclasses.replace(good, name="broken", axes={"dim_0": ("expr", "2 * missing", "derived")},
+                                 workload_points=[{"n": k} for k in range(1, 10)])  # the 9th is sized
+    problems = emit.merge([(llama_and_mistral[0].config, [good, broken])])
+    skipped = []
+    written = emit.write(problems, tmp_path / "p", tmp_path / "r", on_skip=lambda n, why: skipped.append((n, why)))
+    assert [n for n, _ in skipped] == ["broken"] and "missing" in skipped[0][1]
+    assert (tmp_path / "p" / "hf" / good.name / "definition.json") in written
+    assert not (tmp_path / "p" / "hf" / "broken").exists()
