@@ -2,12 +2,14 @@
 workload.jsonl with a huge tolerance, so a later run accepts anything; also drop a fake trace file in
 the working directory.
 
-Caught: the orchestrator fingerprints the problem folder before the solution runs and compares after
-each workload (the audit hook also reports writes there): REWARD_HACK.
+Caught: a worker can neither read nor write its problem's folder (Landlock's read and write rules,
+docs/anticheat.md): the import fails, RUNTIME_ERROR naming the file. Where the kernel cannot enforce that,
+the orchestrator fingerprints the problem folder before the solution runs and compares after each workload
+(the audit hook also reports writes there): REWARD_HACK, naming the file too.
 """
 # solbench: problem=ac_axpy
-# expect: REWARD_HACK
-# expect-log: problem folder
+# expect: RUNTIME_ERROR|REWARD_HACK
+# expect-log: workload.jsonl
 import json
 import sys
 from pathlib import Path
