@@ -23,7 +23,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from solbench import __version__ as SOLBENCH_VERSION
-from solbench.inputs.errors import InputError, MissingDataError
 from solbench.orchestrator.devices import nvml_query, torch_cuda_version
 from solbench.spec.errors import SpecError
 from solbench.spec.problem import Problem, baseline_solution
@@ -53,7 +52,9 @@ def _file_sha256(path: str, size: int, mtime_ns: int) -> str:
 
 def blob_hash(relative: str, roots: Sequence[Path]) -> str:
     """The sha256 of the file a safetensors input reads, or why there is none (then nothing is measured)."""
-    from solbench.inputs.safetensors_blobs import resolve_blob  # inner: imports torch, needed only for blobs
+    # inner: the `solbench.inputs` package imports torch, needed only for blobs (the driver never imports it)
+    from solbench.inputs.errors import InputError, MissingDataError
+    from solbench.inputs.safetensors_blobs import resolve_blob
 
     try:
         path = resolve_blob(relative, roots)
