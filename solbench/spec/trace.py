@@ -14,10 +14,10 @@ from dataclasses import field
 from enum import StrEnum
 from typing import Any
 
-from pydantic import computed_field, field_validator, model_validator
+from pydantic import Field, computed_field, field_validator, model_validator
 from pydantic.dataclasses import dataclass
 
-from solbench.spec.model import LENIENT, FiniteFloat, FormatModel
+from solbench.spec.model import LENIENT, FiniteFloat, FormatModel, absent
 from solbench.spec.sol_record import SolRecord
 from solbench.spec.trace_versions import TRACE_SCHEMA, migrate
 from solbench.spec.workload import Workload
@@ -108,7 +108,7 @@ class Environment(FormatModel):
     hostname: str | None = None
     clocks_start: dict[str, Any] | None = None
     clocks_end: dict[str, Any] | None = None
-    cpu_threads: int | None = None  # CPU runs: torch's intra-op threads the calls were timed with (docs/timing.md)
+    cpu_threads: int | None = Field(default=None, exclude_if=absent)  # CPU runs: torch's intra-op threads the calls were timed with (docs/timing.md)
     sandbox: dict[str, Any] | None = None  # mechanism -> applied (True or a note) or why not (worker/sandbox.py)
 
     @computed_field
