@@ -8,6 +8,12 @@ from pathlib import Path
 
 import pytest
 
+# pytest-xdist's workers set COLUMNS=80 and LINES=24 (execnet's terminal); solbench honours COLUMNS in piped
+# output (a CI log read at that width), so under `-n 2` every table a test reads, and every child it starts,
+# would be 80 columns wide. The tests read what a user's pipe gives: no width at all.
+for _variable in ("COLUMNS", "LINES"):
+    os.environ.pop(_variable, None)
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CHECKOUT_KEY = pytest.StashKey["set[str] | None"]()
 
