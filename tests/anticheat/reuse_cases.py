@@ -24,7 +24,7 @@ UUID = "w0"  # every problem of a scenario names its one workload so
 @dataclass(frozen=True)
 class Scenario:
     """A device's problem sizes and codes. `reference` takes `{repeat}`: how many times it does the work (1 for
-    the real problem). On the CPU the work is a sleep per element, so that
+    the real problem). On the CPU the work is busy time per element, so that
     time follows the batch and every call lands in the same slot band (`orchestrator.timed.SLOTS_BY_CALL_S`)."""
 
     device: str
@@ -39,13 +39,17 @@ class Scenario:
 
 
 CPU_SLEEP_S = 1.2 * 10e-3  # past the longest slot band's floor however loaded the machine is
+# Busy work, not a sleep: CPU runs time the worker's CPU time (docs/timing.md, "CPU timings"), where a sleep
+# costs nothing. `_busy` spins for a while of the process's CPU time.
+_BUSY = ("import time\n\n\ndef _busy(seconds):\n    end = time.process_time() + seconds\n"
+         "    while time.process_time() < end:\n        pass\n")
 CPU = Scenario(
     "cpu", 64, 640,
-    reference=f"import time\n\nimport torch\n\ndef run(x, y):\n    time.sleep({{repeat}} * {CPU_SLEEP_S / 64!r} * "
+    reference=f"{_BUSY}\nimport torch\n\ndef run(x, y):\n    _busy({{repeat}} * {CPU_SLEEP_S / 64!r} * "
               f"x.shape[0])\n    return x * 2.0 + y\n",
-    honest=f"# solbench: problem=axpy_fp32\nimport time\n\ndef run(x, y):\n    time.sleep({CPU_SLEEP_S / 64!r} * "
+    honest=f"# solbench: problem=axpy_fp32\n{_BUSY}\n\ndef run(x, y):\n    _busy({CPU_SLEEP_S / 64!r} * "
            f"x.shape[0])\n    return x * 2.0 + y\n",
-    attacker=f"# solbench: problem=axpy_fp32\nimport time\n\ndef run(x, y):\n    time.sleep({CPU_SLEEP_S!r})\n"
+    attacker=f"# solbench: problem=axpy_fp32\n{_BUSY}\n\ndef run(x, y):\n    _busy({CPU_SLEEP_S!r})\n"
              f"    return y + 2.0 * x\n")
 GPU = Scenario(
     "cuda", 1 << 20, 1 << 24,
