@@ -13,8 +13,9 @@ _GITIGNORE = "# Written by solbench: everything here is solbench's own output.\n
 
 
 def solbench_folder(root: Path | None = None) -> Path:
-    """`.solbench/` under `root` (default: the working directory), made with its `.gitignore` if need be."""
-    folder = (root or Path.cwd()) / FOLDER_NAME
+    """`.solbench/` under `root` (default: the working directory, named relatively, as messages show it), made
+    with its `.gitignore` if need be."""
+    folder = root / FOLDER_NAME if root is not None else Path(FOLDER_NAME)
     folder.mkdir(parents=True, exist_ok=True)
     ignore = folder / ".gitignore"
     if not ignore.exists():
