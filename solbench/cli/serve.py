@@ -68,6 +68,10 @@ def serve_command(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     from solbench.serve.service import Service, serve  # inner: starts workers, imports torch
 
+    if args.folder == Path(".solbench/serve"):  # the default: .solbench/ git-ignores itself (report/workdir.py)
+        from solbench.report.workdir import solbench_folder
+
+        solbench_folder()
     try:
         service = Service(config, devices, args.folder, token, args.reuse_eager_reference)
     except (SpecError, OSError) as exc:
