@@ -52,9 +52,11 @@ def _file_sha256(path: str, size: int, mtime_ns: int) -> str:
 
 def blob_hash(relative: str, roots: Sequence[Path]) -> str:
     """The sha256 of the file a safetensors input reads, or why there is none (then nothing is measured)."""
-    # inner: the `solbench.inputs` package imports torch, needed only for blobs (the driver never imports it)
-    from solbench.inputs.errors import InputError, MissingDataError
-    from solbench.inputs.safetensors_blobs import resolve_blob
+    from solbench.inputs.errors import (  # inner: the package imports torch (blobs only)
+        InputError,
+        MissingDataError,
+    )
+    from solbench.inputs.safetensors_blobs import resolve_blob  # inner: imports torch, needed only for blobs
 
     try:
         path = resolve_blob(relative, roots)
