@@ -121,10 +121,7 @@ def _run(args: argparse.Namespace, console) -> int:
             return 0
         console.print("problems on disk differ from what this code extracts; run `solbench extract --all`")
         return 1
-    skipped: list[str] = []
-    written = emit.write(problems, args.output, args.references,
-                         on_skip=lambda name, why: (skipped.append(name), console.print(
-                             f"[red]not written[/red] {name}: {why}")))
+    written, skipped = _write(problems, args, console)
     console.print(f"wrote {summary} ({len(written)} files) under {args.output}/{emit.SUBDIR} and "
                   f"{args.references}/{emit.SUBDIR} in {time.perf_counter() - started:.1f} s")
     return 1 if failed or skipped else 0
@@ -146,10 +143,7 @@ def _run_module(args: argparse.Namespace, console, started: float) -> int:
                                         progress=lambda step: status.update(f"{built.model_id}: {step}"))
     failed = _report(result, built.model_id, not args.no_validate, console)
     problems = pipeline.collect([result])
-    skipped: list[str] = []
-    written = emit.write(problems, args.output, args.references,
-                         on_skip=lambda name, why: (skipped.append(name), console.print(
-                             f"[red]not written[/red] {name}: {why}")))
+    written, skipped = _write(problems, args, console)
     console.print(f"wrote {len(problems) - len(skipped)} problems ({len(written)} files) under "
                   f"{args.output}/{emit.SUBDIR} in {time.perf_counter() - started:.1f} s")
     return 1 if failed or skipped else 0
@@ -225,3 +219,14 @@ def _print_list(console) -> None:
         console.print(f"{model_id:50s} {entry['family']:16s} {entry['kind']:10s} {what}")
     console.print("[dim]--model with the start of known ids up to a word boundary (e.g. Qwen/Qwen3, "
                   "black-forest-labs/FLUX.1) extracts that family; models with a reason cannot be extracted[/dim]")
+
+
+def _write(problems: dict, args: argparse.Namespace, console) -> tuple[list, list[str]]:
+    """Write the problems; one that cannot be made is named on its own line and left out (the rest written)."""
+    from solbench.extract import emit
+
+    skipped: list[str] = []
+    written = emit.write(problems, args.output, args.references,
+                         on_skip=lambda name, why: (skipped.append(name), console.print(
+                             f"[red]not written[/red] {name}: {why}")))
+    return written, skipped

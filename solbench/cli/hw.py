@@ -9,7 +9,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from solbench.report.table import fitted, number_column, output_console
+from solbench.report.table import fitted, output_console, rows_table
 from solbench.sol.hardware import REPO_SPECS_DIR, HardwareSpec, detect_spec, list_specs, load_spec, spec_path
 from solbench.spec.errors import SpecError
 
@@ -70,17 +70,8 @@ def specs_table(specs: list[HardwareSpec], leave_out: frozenset[str] = frozenset
                      "HBM GB/s": _fmt(s.hbm_bandwidth_gbps),
                      "L2 MiB": _fmt(round(s.l2_bytes / 2**20, 1) if s.l2_bytes else None), "SMs": _fmt(s.sm_count),
                      "kind": "measured" if s.measured else ("locked clocks" if s.clocks_locked else "datasheet")})
-    table = Table(title="hardware specs (dense TFLOP/s, GB/s)")
-    shown = [k for k in ("name", "bf16", "fp8", "fp4", "tf32", "fp32 simt", "fp64", "HBM GB/s", "L2 MiB", "SMs",
-                         "kind") if k not in leave_out]
-    for key in shown:
-        if key in ("name", "kind"):
-            table.add_column(key, justify="left", overflow="fold")
-        else:
-            number_column(table, key, [row[key] for row in rows])
-    for row in rows:
-        table.add_row(*(row[k] for k in shown))
-    return table
+    return rows_table("hardware specs (dense TFLOP/s, GB/s)", rows, ("name", "bf16", "fp8", "fp4", "tf32",
+                      "fp32 simt", "fp64", "HBM GB/s", "L2 MiB", "SMs", "kind"), ("name", "kind"), leave_out)
 
 
 def _list(console: Console, as_json: bool) -> int:

@@ -14,7 +14,7 @@ from rich.table import Table
 
 from solbench.orchestrator.config import DEFAULT_SOL_HW, RunConfig, cuda_available, sol_hardware
 from solbench.orchestrator.jobs import make_job
-from solbench.report.table import fitted, number_column, output_console
+from solbench.report.table import fitted, output_console, rows_table
 from solbench.sol.hardware import HardwareSpec, detect_spec
 from solbench.spec.errors import SpecError
 from solbench.spec.problem import discover_problems, load_problem
@@ -150,18 +150,9 @@ def sol_table(title: str, records: list[dict], conv: str, leave_out: frozenset[s
                      "bound": c["bound"] if c["t_sol_ms"] is not None else "unavailable",
                      "FLOP/B": "-" if c["intensity"] is None else f"{c['intensity']:.1f}",
                      "other ms": _ms(other["t_sol_ms"]), "method": r["method"]})
-    table = Table(title=title)
-    shown = [k for k in ("#", "uuid", "axes", "matmul GFLOP", "other GFLOP", "MB", "T_SOL ms", "bound", "FLOP/B",
-                         "other ms", "method") if k not in leave_out]
-    for key in shown:
-        header = f"{other_conv} ms" if key == "other ms" else key
-        if key in ("uuid", "axes", "bound", "method"):
-            table.add_column(header, justify="left", overflow="fold")
-        else:
-            number_column(table, header, [row[key] for row in rows])
-    for row in rows:
-        table.add_row(*(row[k] for k in shown))
-    return table
+    return rows_table(title, rows, ("#", "uuid", "axes", "matmul GFLOP", "other GFLOP", "MB", "T_SOL ms", "bound",
+                                    "FLOP/B", "other ms", "method"), ("uuid", "axes", "bound", "method"),
+                      leave_out, headers={"other ms": f"{other_conv} ms"})
 
 
 def print_table(problem, records: list[dict], hw: HardwareSpec, conv: str) -> None:

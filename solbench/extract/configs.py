@@ -143,7 +143,8 @@ def _cleaned(raw: dict[str, Any]) -> dict[str, Any]:
             for k in sorted(raw) if k not in _IGNORED_KEYS}
 
 
-def from_file(model_id: str, path: str | Path) -> ModelConfig:
+def read_json_object(path: str | Path, what: str) -> dict[str, Any]:
+    """A JSON object from a file the user named, or a one-line SpecError (missing, not JSON, not an object)."""
     path = Path(path)
     try:
         raw = json.loads(path.read_text())
@@ -152,7 +153,13 @@ def from_file(model_id: str, path: str | Path) -> ModelConfig:
     except json.JSONDecodeError as exc:
         raise SpecError(f"{path}: not valid JSON: line {exc.lineno}: {exc.msg}") from None
     if not isinstance(raw, dict):
-        raise SpecError(f"{path}: a config.json is a JSON object")
+        raise SpecError(f"{path}: {what} is a JSON object")
+    return raw
+
+
+def from_file(model_id: str, path: str | Path) -> ModelConfig:
+    path = Path(path)
+    raw = read_json_object(path, "a config.json")
     return ModelConfig(model_id, clean_facts(raw), f"file:{path.name}", _family(model_id),
                        _entry(model_id).get("kind", ""))
 

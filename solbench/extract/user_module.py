@@ -28,6 +28,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from solbench.extract import configs
 from solbench.extract.built import BuiltModel
 from solbench.spec.errors import SpecError
 
@@ -117,16 +118,7 @@ def parse_config_kw(items: list[str]) -> dict[str, Any]:
 
 
 def read_config_file(path: str | Path) -> dict[str, Any]:
-    path = Path(path)
-    try:
-        raw = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise SpecError(f"config file {path} does not exist") from None
-    except json.JSONDecodeError as exc:
-        raise SpecError(f"{path}: not valid JSON: line {exc.lineno}: {exc.msg}") from None
-    if not isinstance(raw, dict):
-        raise SpecError(f"{path}: the constructor's arguments are a JSON object")
-    return raw
+    return configs.read_json_object(path, "the constructor's arguments")
 
 
 def import_module_class(target: str) -> type[nn.Module]:

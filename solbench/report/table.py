@@ -138,6 +138,23 @@ def number_column(table: Table, header: str, cells: list[str]) -> None:
     table.add_column(header, justify="right", no_wrap=True, min_width=min(width, 24), overflow="fold")
 
 
+def rows_table(title: str, rows: list[dict[str, str]], order: tuple[str, ...], text_columns: tuple[str, ...],
+               leave_out: frozenset[str] = frozenset(), headers: dict[str, str] | None = None) -> Table:
+    """A table of `rows` (column -> cell) in `order`, less `leave_out`: text columns fold, figures are
+    `number_column`s (never squeezed); `headers` renames a column's header."""
+    table = Table(title=title)
+    shown = [k for k in order if k not in leave_out]
+    for key in shown:
+        header = (headers or {}).get(key, key)
+        if key in text_columns:
+            table.add_column(header, justify="left", overflow="fold")
+        else:
+            number_column(table, header, [row[key] for row in rows])
+    for row in rows:
+        table.add_row(*(row[k] for k in shown))
+    return table
+
+
 def fitted(console: Console, build: Callable[[frozenset[str]], Table], drop_order: tuple[str, ...]) -> Table:
     """The table `build` makes, less as few columns of `drop_order` as make it fit the console's width
     with no cell cut short (rich would otherwise squeeze every column to a few letters); a caption names
