@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from solbench.extract import capture, codegen, generic, generic_check, partition
+from solbench.extract import backward_check, capture, codegen, generic, generic_check, partition
 from solbench.extract.built import BuiltModel
 from solbench.extract.draft import Draft
 from solbench.extract.partition import NotEmitted
@@ -40,8 +40,9 @@ class BlocksResult:
 
 def extract_blocks(built: BuiltModel, dtype: torch.dtype = torch.bfloat16, *, validate: bool = True,
                    covered: Callable[[str], str] | None = None,
-                   progress: Callable[[str], None] | None = None) -> BlocksResult:
-    """Drafts for every distinct block of `built` that `covered(path)` (a reason or "") does not claim."""
+                   progress: Callable[[str], None] | None = None, backward: bool = True) -> BlocksResult:
+    """Drafts for every distinct block of `built` that `covered(path)` (a reason or "") does not claim;
+    with `backward`, also the backward of each block of a kind that has one (`backward_check.derive`)."""
     start = time.perf_counter()
     tell = progress or (lambda step: None)
     result = BlocksResult()
@@ -53,6 +54,7 @@ def extract_blocks(built: BuiltModel, dtype: torch.dtype = torch.bfloat16, *, va
     calls = [capture.record_calls(built, p, dtype) for p in points]
     kinds, result.not_emitted = partition.blocks(model, calls)
     result.blocks = len(kinds)
+    grad_flags: dict = {}  # filled once, by the first block with a backward
     for number, block in enumerate(kinds, 1):
         reason = covered(block.path) if covered else ""
         if reason:
@@ -78,6 +80,13 @@ def extract_blocks(built: BuiltModel, dtype: torch.dtype = torch.bfloat16, *, va
                                                      f"failed validation: {check.message.strip()}"))
                 continue
         result.drafts.append(draft)
+        derived = backward_check.derive(built, block, draft, gen, dtype, validate, grad_flags) if backward else None
+        if derived is not None:
+            result.validations += [derived.validation] if derived.validation else []
+            if derived.draft is not None:
+                result.drafts.append(derived.draft)
+            else:
+                result.not_emitted.append(NotEmitted(block.path, f"{block.class_name} backward", derived.reason))
     result.seconds = time.perf_counter() - start
     return result
 

@@ -97,7 +97,26 @@ def generate(ep, capture_dtype: torch.dtype, user_names: list[str]) -> Generated
     for spec in ep.graph_signature.output_specs:
         if spec.kind != OutputKind.USER_OUTPUT:
             raise Unsupported(f"the block {spec.kind.name.lower().replace('_', ' ')}s {spec.target}")
-    first = next((i for i in inputs if i.value.dtype == capture_dtype), None)
+    return _emit(writer, graph, inputs)
+
+
+def generate_graph(gm: fx.GraphModule, capture_dtype: torch.dtype, inputs: list[Input]) -> Generated:
+    """`run(<inputs>)` source for a plain traced graph (`make_fx`) whose placeholders are `inputs`, in order:
+    the same spelling as `generate`, for graphs that are not an export (a joint forward-backward graph)."""
+    writer = _Writer(gm, capture_dtype)
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    if len(placeholders) != len(inputs):
+        raise Unsupported(f"{len(placeholders)} graph inputs for {len(inputs)} names")
+    kept = []
+    for node, inp in zip(placeholders, inputs):
+        if node.users:
+            writer.names[node] = writer.unique(inp.name)
+            kept.append(Input(writer.names[node], inp.kind, inp.target, inp.value))
+    return _emit(writer, gm.graph, kept)
+
+
+def _emit(writer: _Writer, graph: fx.Graph, inputs: list[Input]) -> Generated:
+    first = next((i for i in inputs if i.value.dtype == writer.capture_dtype), None)
     if first is None:  # no input carries the capture dtype: dtypes stay literal, the device still follows
         writer.capture_dtype = None
         first = next((i for i in inputs if isinstance(i.value, torch.Tensor)), None)
