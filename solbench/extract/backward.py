@@ -116,6 +116,7 @@ class NothingToDifferentiate(Exception):
 def joint(forward: Draft, gen: codegen.Generated, how: Plan):
     """The traced backward of `forward`'s reference: (graph, its inputs as `codegen.Input`s, the forward
     inputs (indices) whose gradients it returns, the outputs (indices) whose gradients it takes)."""
+    from torch._dispatch.python import enable_python_dispatcher
     from torch._guards import detect_fake_mode
     from torch.fx.experimental.proxy_tensor import make_fx
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -153,7 +154,9 @@ def joint(forward: Draft, gen: codegen.Generated, how: Plan):
 
     with fake_mode:
         cpu = [_on_cpu(gen.outputs[k][1]) for k in how.grads_of] + [_on_cpu(values[i]) for i in order]
-    with fake_mode, sdpa_kernel(SDPBackend.MATH), capture.quiet():
+    # the Python dispatcher lets operators whose C++ kernels need concrete sizes (a pad's backward) run their
+    # symbolic-size decompositions, as torch.compile's own joint-graph tracing does
+    with fake_mode, sdpa_kernel(SDPBackend.MATH), capture.quiet(), enable_python_dispatcher():
         graph = make_fx(backward)(*cpu)
     _tidy(graph)
     inputs = [codegen.Input(f"grad_{gen.outputs[k][0]}", "grad", k, cpu[n]) for n, k in enumerate(how.grads_of)]
