@@ -63,7 +63,8 @@ class OneHotRouting:
             if ids is not None and tuple(out.shape) == (*ids.shape[:-1], args[1].numel()):
                 self._detect(ids, args[1].numel(), out, table=args[1])
             return
-        if name == "scatter" and len(args) > 3 and isinstance(args[2], torch.Tensor) and args[3] == 1:
+        if name == "scatter" and len(args) > 3 and isinstance(args[2], torch.Tensor) \
+                and not isinstance(args[3], torch.Tensor) and args[3] == 1:  # scatter.src (a backward) is no one_hot
             # one_hot's other decomposition: zeros([..., E]).scatter_(-1, ids.unsqueeze(-1), 1)
             if src in self.zero_filled and _norm(args[1], src.dim()) == src.dim() - 1 \
                     and tuple(args[2].shape) == (*src.shape[:-1], 1):

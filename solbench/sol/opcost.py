@@ -123,7 +123,7 @@ REDUCTION_OPS = frozenset({
 PER_ELEMENT_OPS = {
     "_softmax": 4, "_log_softmax": 4, "softmax": 4, "log_softmax": 4, "native_layer_norm": 5,
     "native_group_norm": 5, "native_batch_norm": 4, "_native_batch_norm_legit": 4,
-    "_native_batch_norm_legit_no_training": 4, "_fused_rms_norm": 4, "rms_norm": 4,
+    "_native_batch_norm_legit_no_training": 4, "_fused_rms_norm": 4, "rms_norm": 4, "_safe_softmax": 4,
     "native_layer_norm_backward": 8, "native_group_norm_backward": 8, "native_batch_norm_backward": 8,
     "_fused_rms_norm_backward": 8, "_batch_norm_with_update": 4, "_batch_norm_no_update": 4,
     "batch_norm_backward": 8, "scatter_add": 1, "scatter_reduce": 1, "index_add": 1, "index_reduce": 1,
@@ -153,6 +153,8 @@ FREE_OPS = frozenset({
     "squeeze_copy", "unsqueeze_copy", "view_copy", "permute_copy", "expand_copy", "t_copy", "sym_size",
     "sym_stride", "sym_numel", "sym_storage_offset", "is_nonzero", "equal", "allclose", "isin",
     "_has_compatible_shallow_copy_type", "_linalg_check_errors", "split_with_sizes_copy", "split_copy", "unbind_copy",
+    # autograd's data movement: a view's gradient placed into zeros of the base's shape
+    "slice_backward", "select_backward", "diagonal_backward", "unfold_backward",
 })
 
 # Ops that read only the rows they gather from their first tensor argument (the "table").
@@ -186,7 +188,11 @@ FFT_OPS = frozenset({"_fft_r2c", "_fft_c2r", "_fft_c2c"})
 # Pointwise arithmetic not tagged as such in aten.
 EXTRA_POINTWISE = frozenset({"floor_divide", "masked_fill", "remainder", "fmod", "clamp_min", "clamp_max",
                              "hardtanh", "leaky_relu", "elu", "softplus", "threshold", "prelu", "rrelu",
-                             "logit", "xlogy", "polar", "complex", "angle", "heaviside", "glu"})
+                             "logit", "xlogy", "polar", "complex", "angle", "heaviside", "glu",
+                             # activation backwards aten does not tag pointwise (silu's, gelu's are)
+                             "softplus_backward", "hardtanh_backward", "leaky_relu_backward", "elu_backward",
+                             "mish_backward", "hardswish_backward", "hardsigmoid_backward", "logit_backward",
+                             "glu_backward", "native_dropout_backward"})
 
 
 def packet_name(func) -> str:
