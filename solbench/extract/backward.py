@@ -172,18 +172,25 @@ def _on_cpu(value: torch.Tensor) -> torch.Tensor:
 
 
 def _tidy(graph: torch.fx.GraphModule) -> None:
-    """Drop `detach` (identity here) and spell `_unsafe_view` as the `reshape` it is."""
+    """Spell the recorded graph as a person would: drop `detach` (identity here), `_unsafe_view` as the
+    `reshape` it is, `_softmax(x, dim, False)` as `softmax(x, dim)` (the same kernel), and no variable
+    named with a leading underscore."""
     aten = torch.ops.aten
+    public = {aten._unsafe_view.default: aten.reshape.default, aten._softmax.default: aten.softmax.int,
+              aten._log_softmax.default: aten.log_softmax.int}
     for node in list(graph.graph.nodes):
         if node.op != "call_function":
             continue
         if node.target in (aten.detach.default, aten.lift_fresh.default):
             node.replace_all_uses_with(node.args[0])
             graph.graph.erase_node(node)
-        elif node.target is aten._unsafe_view.default:
-            node.target = aten.reshape.default
+            continue
+        if node.target in public and (node.target is aten._unsafe_view.default or node.args[2] is False):
+            node.target, node.args = public[node.target], tuple(node.args[:2])
     graph.graph.eliminate_dead_code()
     graph.recompile()
+    for node in graph.graph.nodes:  # only `codegen` reads the names now (and makes them unique)
+        node.name = node.name.lstrip("_") or node.name
 
 
 @dataclass

@@ -40,7 +40,7 @@ class BlocksResult:
 
 def extract_blocks(built: BuiltModel, dtype: torch.dtype = torch.bfloat16, *, validate: bool = True,
                    covered: Callable[[str], str] | None = None,
-                   progress: Callable[[str], None] | None = None, backward: bool = True) -> BlocksResult:
+                   progress: Callable[[str], None] | None = None, backward: bool = False) -> BlocksResult:
     """Drafts for every distinct block of `built` that `covered(path)` (a reason or "") does not claim;
     with `backward`, also the backward of each block of a kind that has one (`backward_check.derive`)."""
     start = time.perf_counter()

@@ -224,6 +224,8 @@ class _Writer:
             return f"{self.arg(args[0])}[{subscripts}]"
         if op == "sym_size":
             return f"{self.arg(args[0])}.shape[{args[1]}]"
+        if op == "sym_numel":
+            return f"{self.arg(args[0])}.numel()"
         if op == "slice" and target._overloadname == "Tensor":
             return self.slice(args)
         if op in ("to", "_to_copy"):

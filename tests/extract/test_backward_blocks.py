@@ -28,7 +28,7 @@ KEEP = ("LlamaMLP", "LlamaRMSNorm", "LlamaRotaryEmbedding")
 def llama():
     built = build.build_transformers("test/llama-backward", LLAMA)
     kept = {p for p, m in built.module.named_modules() if type(m).__name__ in KEEP}
-    result = blocks.extract_blocks(built, torch.bfloat16,
+    result = blocks.extract_blocks(built, torch.bfloat16, backward=True,
                                    covered=lambda path: "" if path in kept else "not wanted in this test")
     return built, result
 
