@@ -123,3 +123,31 @@ def test_backward_problems_pass_solbench_run_and_are_priced(llama, tmp_path):
     records = [json.loads(line) for line in sol.stdout.splitlines() if line.startswith("{")]
     assert len(records) == 6 and all(not r["unknown_ops"] and r["method"] == "meta" for r in records)
     assert all(r["strict"]["flops_other"] > 0 for r in records)
+
+
+QWEN3_MOE = {"model_type": "qwen3_moe", "hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4,
+             "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 128, "moe_intermediate_size": 32,
+             "num_experts": 8, "num_experts_per_tok": 2, "vocab_size": 128}
+
+
+@pytest.mark.gpu
+def test_backward_references_run_on_the_gpu(tmp_path):
+    """Traced on CPU fake tensors, the backwards hold no CPU-only operator: attention (math SDPA), a decoder
+    layer, norms and a MoE block (grouped matmuls, histc) run with `solbench run --device cuda`, their own
+    reference as the solution, at the model's real sizes too."""
+    built = build.build_transformers("test/qwen3-moe-backward", QWEN3_MOE)
+    keep = ("Qwen3MoeAttention", "Qwen3MoeSparseMoeBlock", "Qwen3MoeRMSNorm", "Qwen3MoeDecoderLayer")
+    kept = {p for p, m in built.module.named_modules() if type(m).__name__ in keep}
+    result = blocks.extract_blocks(built, torch.bfloat16, backward=True,
+                                   covered=lambda path: "" if path in kept else "not wanted in this test")
+    chosen = [d for d in result.drafts if d.op_type.endswith("_backward")]
+    assert len(chosen) >= 4, result.not_emitted
+    emit.write(emit.merge([(ModelConfig("test/qwen3-moe-backward", QWEN3_MOE, "test"), chosen)]),
+               tmp_path / "problems", tmp_path / "references")
+    run = subprocess.run([sys.executable, "-m", "solbench", "run", str(tmp_path / "problems"), "--max-workloads",
+                          "4", "--device", "cuda", "--json"], capture_output=True, text=True, env=repo_env(ROOT),
+                         timeout=1200)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    traces = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
+    statuses = [t.get("evaluation", {}).get("status", t.get("status")) for t in traces]
+    assert len(statuses) == 4 * len(chosen) and set(statuses) == {"PASSED"}, run.stdout[-3000:]
