@@ -4,12 +4,12 @@
     python benchmarks/interrupt_check.py --runs 5 --serves 0 --submits 0 --gates 0 --extracts 0 --seed 7
 
 Each interruption is Ctrl-C (SIGINT to the command's whole process group, as a terminal sends it) or SIGTERM (to the
-command's process), after a random delay. Checked every time: no traceback in what it printed; exit 130 or 143
-(or 0 where it had finished, `gate` also 1 (its verdict); `serve` too exits 130 or 143 after a clean stop; killed by the signal
-before Python could handle it counts as the shell's 128 + N); no process it started left running (found by a marker in their
-environment); every line of the traces file parses and, for `run`, as many as the command said it kept (all of
-its workloads when it had finished); every `traces in FILE` it printed names a file that exists.
-`tests/test_interrupts.py` runs a few of the same.
+command's process), after a random delay. Checked every time: no traceback in what it printed; the exit status of
+its signal, 130 after Ctrl-C and 143 after SIGTERM (or 0 where it had finished, `gate` also 1, its verdict; `serve`
+exits the same way after a clean stop; killed by the signal before Python could handle it counts as the shell's
+128 + N); no process it started left running (found by a marker in their environment); every line of the traces file parses and, for `run`, as many as the command said it kept (all of
+its workloads when it had finished); every `traces in FILE` and `verdict in FILE` it printed names a file that exists.
+`tests/test_interrupts.py` runs a few of the same. The count of submit traces is checked when it finished.
 
 Deadlines are for a loaded machine (2 cores shared with other work): a command gets `--grace-s` (default 300 s)
 to end after its signal and its processes as long again to be gone, a service as long to start listening.
@@ -38,7 +38,7 @@ PROBLEM = ROOT / "problem_defs" / "core" / "layernorm_fp32_h1024"
 MARK = "SOLBENCH_INTERRUPT_MARK"
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 KEPT_RE = re.compile(r"(\d+) finished workload\(s\) kept")
-NAMED_RE = re.compile(r"traces in (\S+?)[;)\s]")
+NAMED_RE = re.compile(r"(?:traces|verdict) in (\S+?)[;),\s]")
 GRACE_S = 300.0  # --grace-s: how long a command may take to end, or its processes to be gone, on a loaded machine
 
 
@@ -100,8 +100,11 @@ def interrupt(proc: subprocess.Popen, signum: int) -> None:
         pass
 
 
-def finish(proc: subprocess.Popen, outcome: Outcome, marker: str, codes: tuple[int, ...], cwd: Path) -> str:
-    """Wait for the command, then check its exit, its output and what it left running; its output."""
+def finish(proc: subprocess.Popen, outcome: Outcome, marker: str, signum: int, cwd: Path,
+           done: tuple[int, ...] = (0,)) -> str:
+    """Wait for the command, then check its exit (128 + the signal: 130 for Ctrl-C, 143 for SIGTERM; or one of
+    `done` where it had finished first), its output and what it left running; its output."""
+    codes = (*done, 128 + signum)
     signalled = time.monotonic()
     try:
         out, err = proc.communicate(timeout=GRACE_S)
@@ -163,7 +166,7 @@ def check_run(folder: Path, delay_s: float, signum: int, max_workloads: int = 3)
                   "-o", str(traces)], marker, folder)
     time.sleep(delay_s)
     interrupt(proc, signum)
-    text = finish(proc, outcome, marker, (0, 130, 143), folder)  # 0: it had finished before the signal
+    text = finish(proc, outcome, marker, signum, folder)  # 0: it had finished before the signal
     check_traces(traces, text, outcome, kept_count=True, finished=max_workloads)
     return outcome
 
@@ -182,7 +185,7 @@ def check_command(kind: str, folder: Path, delay_s: float, signum: int) -> Outco
     proc = start(args, marker, folder)
     time.sleep(delay_s)
     interrupt(proc, signum)
-    text = finish(proc, outcome, marker, (0, 1, 130, 143) if kind == "gate" else (0, 130, 143), folder)
+    text = finish(proc, outcome, marker, signum, folder, (0, 1) if kind == "gate" else (0,))  # gate: 1 = fail
     if kind == "gate":
         check_traces(Path(str(out) + ".jsonl"), text, outcome, kept_count=False)
     return outcome
@@ -221,18 +224,18 @@ def check_serve(folder: Path, delay_s: float, signum: int, interrupt_submit: boo
         time.sleep(delay_s)
         if interrupt_submit:
             interrupt(submit, signum)
-            finish(submit, outcome, marker + "s", (0, 130, 143), folder)
+            finish(submit, outcome, marker + "s", signum, folder)
             workloads = len((PROBLEM / "workload.jsonl").read_text().splitlines())  # a submit sends them all
             check_traces(traces, "", outcome, kept_count=False, finished=workloads)
             time.sleep(1.0)  # the service notices the client went away
             interrupt(serve, signal.SIGINT)
             (sub_problems, code), outcome.problems = (outcome.problems, outcome.code), []
-            finish(serve, outcome, marker, (0, 130, 143), folder)
+            finish(serve, outcome, marker, signal.SIGINT, folder, done=())
             outcome.problems = sub_problems + [f"serve: {p}" for p in outcome.problems]
             outcome.code = code
         else:
             interrupt(serve, signum)
-            finish(serve, outcome, marker, (0, 130, 143), folder)
+            finish(serve, outcome, marker, signum, folder, done=())
             submit.kill()
             submit.communicate()
     finally:
@@ -253,6 +256,7 @@ def reference_solution(folder: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
+    global GRACE_S  # the checks read it; one setting for the whole script
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--serves", type=int, default=10)
@@ -264,7 +268,6 @@ def main(argv: list[str] | None = None) -> int:
                         help="how long a command may take to end after its signal (a loaded machine is slow)")
     parser.add_argument("--seed", type=int, default=None)
     args = parser.parse_args(argv)
-    global GRACE_S
     GRACE_S = args.grace_s
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     rng = random.Random(seed)

@@ -65,7 +65,9 @@ def main(argv: list[str] | None = None) -> int:
     signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     previous = {s: signal.signal(s, _interrupt) for s in signals} if main_thread else {}
     try:
-        return _main(argv)
+        code = _main(argv)
+        # A command that stopped on a signal says 130; SIGTERM and SIGHUP make it 143, as `serve` exits
+        return _exit_code() if code == EXIT_INTERRUPTED and _received else code
     except Exception as exc:  # noqa: BLE001 - only what an interrupt caused; anything else is re-raised
         if not (after_interrupt(exc) or _received):
             raise

@@ -132,6 +132,7 @@ def default_verdict_path() -> Path:
 
 
 def gate_command(args: argparse.Namespace) -> int:
+    from solbench.cli import EXIT_INTERRUPTED, stop_requested
     from solbench.gate.isolated import run_isolated, tree_modules
     from solbench.report.traces import read_traces
     from solbench.spec.errors import SpecError
@@ -170,10 +171,16 @@ def gate_command(args: argparse.Namespace) -> int:
         code = run_isolated("solbench", run_arguments(args, files, traces_path), tree, Path(scratch))
         traces = read_traces([traces_path]) if traces_path.exists() else []
     verdict = decide(traces, code, min_score=args.min_score, require_gpu=args.require_gpu)
+    interrupted = stop_requested.is_set()  # Ctrl-C or SIGTERM: a fail verdict, then the signal's exit status
+    if interrupted:
+        verdict.verdict, verdict.reasons = "fail", ["interrupted", *verdict.reasons]
     args.verdict.write_text(json.dumps(asdict(verdict), indent=2) + "\n")
     summary = ", ".join(f"{n} {status}" for status, n in sorted(verdict.counts.items())) or "nothing evaluated"
-    kept = f"verdict in {args.verdict}" + (f", traces in {args.traces}" if args.traces else "")
+    kept = f"verdict in {args.verdict}" + (f", traces in {args.traces}" if args.traces and args.traces.is_file()
+                                           else ", no traces kept" if args.traces else "")
     print(f"solbench gate: {verdict.verdict.upper()} ({summary}); {kept}", file=sys.stderr)
     for reason in verdict.reasons[:20]:
         print(f"  {reason}", file=sys.stderr)
+    if interrupted:
+        return EXIT_INTERRUPTED
     return EXIT_PASS if verdict.verdict == "pass" else (EXIT_BAD_INPUT if code == EXIT_BAD_INPUT else EXIT_FAIL)
