@@ -70,3 +70,30 @@ def test_a_sigterm_stops_the_gate_and_its_run(tmp_path):
     assert "PASSED" not in decided["counts"], decided  # the run stopped: its slow workload never finished
     assert any(line.startswith("solbench gate: FAIL") and f"verdict in {verdict}" in line
                for line in text.splitlines()), text[-2000:]
+
+
+def test_an_interrupt_python_cannot_raise_is_not_printed(monkeypatch):
+    """Ctrl-C handled inside a weakref callback (importlib's module-lock clean-up, met by the benchmark at 0.9 s
+    into a run) reaches `sys.unraisablehook`, whose default prints "Exception ignored in" and a traceback. After
+    a signal, solbench's hook keeps quiet (the stop is carried by `stop_requested`); anything else still goes
+    to the hook before it."""
+    import sys
+    import weakref
+
+    from solbench import cli
+
+    class Held:
+        pass
+
+    def raise_in_callback(_ref) -> None:
+        raise KeyboardInterrupt("SIGINT")
+
+    seen = []
+    monkeypatch.setattr(sys, "unraisablehook", cli._unraisable(seen.append))
+    for received in ([signal.SIGINT], []):
+        monkeypatch.setattr(cli, "_received", received)
+        held = Held()
+        ref = weakref.ref(held, raise_in_callback)
+        del held  # the callback runs now and raises where nothing can catch it
+        assert ref() is None
+    assert [type(u.exc_value) for u in seen] == [KeyboardInterrupt]  # only the one raised without a signal
