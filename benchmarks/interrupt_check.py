@@ -229,10 +229,10 @@ def check_serve(folder: Path, delay_s: float, signum: int, interrupt_submit: boo
             check_traces(traces, "", outcome, kept_count=False, finished=workloads)
             time.sleep(1.0)  # the service notices the client went away
             interrupt(serve, signal.SIGINT)
-            (sub_problems, code), outcome.problems = (outcome.problems, outcome.code), []
+            (sub_problems, code, ended_s), outcome.problems = (outcome.problems, outcome.code, outcome.ended_s), []
             finish(serve, outcome, marker, signal.SIGINT, folder, done=())
             outcome.problems = sub_problems + [f"serve: {p}" for p in outcome.problems]
-            outcome.code = code
+            outcome.code, outcome.ended_s = code, ended_s  # the submit's, which was interrupted
         else:
             interrupt(serve, signum)
             finish(serve, outcome, marker, signum, folder, done=())
