@@ -39,6 +39,18 @@ def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
+def _unraisable(previous):
+    """A hook for exceptions Python cannot raise where they happen: a signal handled inside a weakref callback
+    (importlib's module-lock clean-up during an import) or a `__del__` prints "Exception ignored in" with a
+    traceback, and the KeyboardInterrupt goes no further. The stop is not lost (`stop_requested` is set and
+    polled), so such an interrupt is not printed; every other exception is, as before."""
+    def hook(unraisable) -> None:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt) and _received:
+            return
+        previous(unraisable)
+    return hook
+
+
 def _exit_code() -> int:
     return EXIT_TERMINATED if any(s != signal.SIGINT for s in _received) else EXIT_INTERRUPTED
 
@@ -64,8 +76,11 @@ def main(argv: list[str] | None = None) -> int:
     del _received[:]
     signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     previous = {s: signal.signal(s, _interrupt) for s in signals} if main_thread else {}
+    previous_hook, sys.unraisablehook = sys.unraisablehook, _unraisable(sys.unraisablehook)
     try:
-        return _main(argv)
+        code = _main(argv)
+        # A command that stopped on a signal says 130; SIGTERM and SIGHUP make it 143, as `serve` exits
+        return _exit_code() if code == EXIT_INTERRUPTED and _received else code
     except Exception as exc:  # noqa: BLE001 - only what an interrupt caused; anything else is re-raised
         if not (after_interrupt(exc) or _received):
             raise
@@ -75,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted", file=sys.stderr)
         return _exit_code()
     finally:
+        sys.unraisablehook = previous_hook
         for signum, handler in previous.items():
             signal.signal(signum, handler)
 

@@ -40,12 +40,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="--module: one forward argument, NAME=DIM,DIM,...[:DTYPE]; DIM is a size (1024) or a "
                              "variable axis with its capture sizes (seq:64|96); DTYPE float32|bfloat16|float16|"
                              "int64[HIGH]|int32[HIGH]|bool (see docs/extract.md)")
-    parser.add_argument("-o", "--output", type=Path,
-                        help="problem root; problems go to OUTPUT/hf/<name>/ and, unless --references says "
-                             "otherwise, reference sources to OUTPUT/reference_impls/hf/: everything under OUTPUT "
-                             "(default: problem_defs and reference_impls in the working directory, a checkout's layout)")
+    parser.add_argument("-o", "--output", type=Path, default=Path("."),
+                        help="root of a checkout's layout: problems go to OUTPUT/problem_defs/hf/<name>/ and "
+                             "reference sources to OUTPUT/reference_impls/hf/<name>.py (default: the working "
+                             "directory); --check reads the same places")
     parser.add_argument("--references", type=Path,
-                        help="reference root; sources go to REFERENCES/hf/<name>.py")
+                        help="reference root instead of OUTPUT/reference_impls; sources go to REFERENCES/hf/<name>.py")
     parser.add_argument("--dtype", default="bf16", choices=sorted(DTYPES), help="activation/weight dtype")
     parser.add_argument("--no-validate", action="store_true",
                         help="skip comparing each reference with its transformers module on CPU")
@@ -71,24 +71,21 @@ def handle(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, console) -> int:
     from solbench.extract import emit, hub, pipeline
 
-    if args.references is None:  # -o DIR keeps everything under DIR; no -o: a checkout's two folders
-        args.references = args.output / "reference_impls" if args.output is not None else Path("reference_impls")
-    if args.output is None:
-        args.output = Path("problem_defs")
-
+    problems_root = args.output / emit.PROBLEMS_FOLDER  # -o DIR mirrors a checkout: DIR/problem_defs/hf, ...
+    references_root = args.references if args.references is not None else args.output / emit.REFERENCES_FOLDER
     if args.list:
         _print_list(console)
         return 0
     started = time.perf_counter()
     if args.module:
-        return _run_module(args, console, started)
+        return _run_module(args, console, started, problems_root, references_root)
     models = _selected_models(args.model, console) if args.model else []
     if args.config is not None and len(models) != 1:
         console.print("[red]error:[/red] --config needs exactly one --model (the id it belongs to)")
         return 2
     if args.check:  # no --model: the models the problems on disk came from (not every known model)
         known = set(pipeline.extractable_model_ids())
-        models = models or [m for m in emit.models_on_disk(args.output) if m in known]
+        models = models or [m for m in emit.models_on_disk(problems_root) if m in known]
         validate, use_hub = False, False
     elif args.all:
         models, validate, use_hub = pipeline.extractable_model_ids(), not args.no_validate, False
@@ -112,7 +109,7 @@ def _run(args: argparse.Namespace, console) -> int:
     summary = f"{len(problems)} problems" + (f", {len(shared)} shared by several models (each written once)"
                                              if shared else "")
     if args.check:
-        drift = emit.check(problems, args.output, args.references, complete=not args.model)
+        drift = emit.check(problems, problems_root, references_root, complete=not args.model)
         for label, paths in (("missing", drift.missing), ("changed", drift.changed), ("not extracted", drift.extra)):
             for path in paths:
                 console.print(f"[red]{label}[/red] {path}")
@@ -121,15 +118,15 @@ def _run(args: argparse.Namespace, console) -> int:
             return 0
         console.print("problems on disk differ from what this code extracts; run `solbench extract --all`")
         return 1
-    written, skipped = _write(problems, args, console)
-    console.print(f"wrote {summary} ({len(written)} files) under {args.output}/{emit.SUBDIR} and "
-                  f"{args.references}/{emit.SUBDIR} in {time.perf_counter() - started:.1f} s")
+    written, skipped = _write(problems, problems_root, references_root, console)
+    console.print(_written_line(summary, written, skipped, (problems_root, references_root), started))
     return 1 if failed or skipped else 0
 
 
-def _run_module(args: argparse.Namespace, console, started: float) -> int:
+def _run_module(args: argparse.Namespace, console, started: float, problems_root: Path,
+                references_root: Path) -> int:
     """--module: one nn.Module built from the user's arguments, through the generic capture, written."""
-    from solbench.extract import emit, pipeline, user_module
+    from solbench.extract import pipeline, user_module
     from solbench.spec.errors import SpecError
 
     if args.all or args.check or len(args.model) > 1:
@@ -143,9 +140,9 @@ def _run_module(args: argparse.Namespace, console, started: float) -> int:
                                         progress=lambda step: status.update(f"{built.model_id}: {step}"))
     failed = _report(result, built.model_id, not args.no_validate, console)
     problems = pipeline.collect([result])
-    written, skipped = _write(problems, args, console)
-    console.print(f"wrote {len(problems) - len(skipped)} problems ({len(written)} files) under "
-                  f"{args.output}/{emit.SUBDIR} in {time.perf_counter() - started:.1f} s")
+    written, skipped = _write(problems, problems_root, references_root, console)
+    console.print(_written_line(f"{len(problems)} problems", written, skipped, (problems_root, references_root),
+                                started))
     return 1 if failed or skipped else 0
 
 
@@ -221,12 +218,23 @@ def _print_list(console) -> None:
                   "black-forest-labs/FLUX.1) extracts that family; models with a reason cannot be extracted[/dim]")
 
 
-def _write(problems: dict, args: argparse.Namespace, console) -> tuple[list, list[str]]:
+def _write(problems: dict, problems_root: Path, references_root: Path, console) -> tuple:
     """Write the problems; one that cannot be made is named on its own line and left out (the rest written)."""
     from solbench.extract import emit
 
     skipped: list[str] = []
-    written = emit.write(problems, args.output, args.references,
+    written = emit.write(problems, problems_root, references_root,
                          on_skip=lambda name, why: (skipped.append(name), console.print(
                              f"[red]not written[/red] {name}: {why}")))
     return written, skipped
+
+
+def _written_line(summary: str, written, skipped: list[str], roots: tuple[Path, Path], started: float) -> str:
+    """The last line, counted in problems: written (a file created or changed), unchanged, not written; and
+    the two folders, named only when a problem's files are there (so that they exist)."""
+    from solbench.extract import emit
+
+    counts = f"{len(written.written)} written, {len(written.unchanged)} unchanged" + (
+        f", {len(skipped)} not written" if skipped else "")
+    where = f" in {roots[0] / emit.SUBDIR} and {roots[1] / emit.SUBDIR}" if written.paths else ""
+    return f"{summary}: {counts}{where} ({time.perf_counter() - started:.1f} s)"

@@ -47,7 +47,8 @@ def register(subparsers) -> None:
                    help="problem folder or dataset, from a trusted checkout (not the PR's tree)")
     p.add_argument("--verdict", type=Path,
                    help="write the verdict here (JSON; default .solbench/verdict.json); removed first")
-    p.add_argument("--traces", type=Path, help="keep the traces here (a new file; default: a temporary one)")
+    p.add_argument("--traces", type=Path, help="keep the traces here (a new file; default .solbench/gate-traces.jsonl, "
+                                               "removed first)")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default: auto)")
     p.add_argument("--max-workloads", type=int, help="only the first N workloads of each problem")
     p.add_argument("--min-score", type=float, metavar="X", help="fail a workload whose SOL score is below X (0..1)")
@@ -132,6 +133,7 @@ def default_verdict_path() -> Path:
 
 
 def gate_command(args: argparse.Namespace) -> int:
+    from solbench.cli import EXIT_INTERRUPTED, stop_requested
     from solbench.gate.isolated import run_isolated, tree_modules
     from solbench.report.traces import read_traces
     from solbench.spec.errors import SpecError
@@ -154,6 +156,9 @@ def gate_command(args: argparse.Namespace) -> int:
         return bad("--min-score must be between 0 and 1")
     if args.traces is not None and args.traces.exists():
         return bad(f"--traces {args.traces} exists: the gate writes a new file (no resume from earlier traces)")
+    if args.traces is None:  # beside the verdict, so that the run's last line names a file that stays
+        args.traces = default_verdict_path().with_name("gate-traces.jsonl")
+        args.traces.unlink(missing_ok=True)  # as the verdict: an old (or planted) file is never resumed
     if not args.problems.is_dir():
         return bad(f"--problems {args.problems} is not a folder")
     try:
@@ -165,15 +170,19 @@ def gate_command(args: argparse.Namespace) -> int:
     if other:
         print(f"solbench gate: not graded (not solution files): {', '.join(map(str, other))}", file=sys.stderr)
     with tempfile.TemporaryDirectory(prefix="solbench-gate-") as scratch:
-        traces_path = args.traces or Path(scratch) / "traces.jsonl"
         # decided in a process the tree cannot configure, started in a folder outside it (gate/isolated.py)
-        code = run_isolated("solbench", run_arguments(args, files, traces_path), tree, Path(scratch))
-        traces = read_traces([traces_path]) if traces_path.exists() else []
+        code = run_isolated("solbench", run_arguments(args, files, args.traces), tree, Path(scratch))
+        traces = read_traces([args.traces]) if args.traces.exists() else []
     verdict = decide(traces, code, min_score=args.min_score, require_gpu=args.require_gpu)
+    interrupted = stop_requested.is_set()  # Ctrl-C or SIGTERM: a fail verdict, then the signal's exit status
+    if interrupted:
+        verdict.verdict, verdict.reasons = "fail", ["interrupted", *verdict.reasons]
     args.verdict.write_text(json.dumps(asdict(verdict), indent=2) + "\n")
     summary = ", ".join(f"{n} {status}" for status, n in sorted(verdict.counts.items())) or "nothing evaluated"
-    kept = f"verdict in {args.verdict}" + (f", traces in {args.traces}" if args.traces else "")
+    kept = f"verdict in {args.verdict}, " + (f"traces in {args.traces}" if args.traces.is_file() else "no traces kept")
     print(f"solbench gate: {verdict.verdict.upper()} ({summary}); {kept}", file=sys.stderr)
     for reason in verdict.reasons[:20]:
         print(f"  {reason}", file=sys.stderr)
+    if interrupted:
+        return EXIT_INTERRUPTED
     return EXIT_PASS if verdict.verdict == "pass" else (EXIT_BAD_INPUT if code == EXIT_BAD_INPUT else EXIT_FAIL)

@@ -1,7 +1,9 @@
 """Write problems to disk deterministically, share identical problems across models, and check drift.
 
 Layout: `<problems>/hf/<name>/definition.json`, `<problems>/hf/<name>/workload.jsonl` and
-`<references>/hf/<name>.py`, where the `.py` file is exactly the definition's `reference` string.
+`<references>/hf/<name>.py`, where the `.py` file is exactly the definition's `reference` string. Under one
+output root the two are `problem_defs/` and `reference_impls/`, a checkout's layout: a baseline saved beside a
+reference (`reference_impls/hf/<name>.baseline.py`) is then found for its problem (`spec.problem.find_baseline`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from solbench.spec.errors import SpecError
 from solbench.spec.problem import BASELINE_FILE, BASELINE_SUFFIX
 
 SUBDIR = "hf"
+PROBLEMS_FOLDER, REFERENCES_FOLDER = "problem_defs", "reference_impls"  # under an output root, as in a checkout
 
 
 @dataclass(frozen=True)
@@ -93,11 +96,21 @@ def _absorb_existing(problem: Problem, problems_root: Path) -> None:
             problem.models[hf_id] = _Recorded(hf_id, entry.get("config_sha256", ""))
 
 
+@dataclass
+class Written:
+    """What `write` did, counted in problems: a problem is written when any of its files was created or
+    changed, unchanged when every file already held this extraction; `paths` are all of their files."""
+
+    written: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    paths: list[Path] = field(default_factory=list)
+
+
 def write(problems: dict[str, Problem], problems_root: Path, references_root: Path, merge_existing: bool = True,
-          on_skip: Callable[[str, str], None] | None = None) -> list[Path]:
+          on_skip: Callable[[str, str], None] | None = None) -> Written:
     """Write every problem; one whose files cannot be made is named to `on_skip(name, why)` and left out,
     so a single bad draft never costs the others (nothing of it is written)."""
-    written = []
+    done = Written()
     for name, problem in problems.items():
         if merge_existing:
             _absorb_existing(problem, problems_root)
@@ -108,13 +121,16 @@ def write(problems: dict[str, Problem], problems_root: Path, references_root: Pa
                 raise
             on_skip(name, f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}")
             continue
+        changed = False
         for rel, content in files.items():
             path = _place(rel, problems_root, references_root)
             path.parent.mkdir(parents=True, exist_ok=True)
             if not path.is_file() or not same_extraction(path.read_text(), content):
                 path.write_text(content)  # a file differing only in the tools' versions is left as it is
-            written.append(path)
-    return written
+                changed = True
+            done.paths.append(path)
+        (done.written if changed else done.unchanged).append(name)
+    return done
 
 
 def _place(rel: str, problems_root: Path, references_root: Path) -> Path:

@@ -13,6 +13,7 @@ inside the sandboxed workers.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -59,7 +60,8 @@ def isolated_command(module: str, args: list[str], tree: list[Path]) -> tuple[li
 
 def run_isolated(module: str, args: list[str], tree: list[Path], cwd: Path) -> int:
     """Run it to the end, its output straight to ours; its exit status. Ctrl-C reaches it from the terminal
-    (same process group) and it winds down by its own rules, keeping what finished: this one waits for it."""
+    (same process group) and it winds down by its own rules, keeping what finished: this one waits for it.
+    A SIGTERM or SIGHUP is sent to this process alone (`kill`, a CI runner's cancel): it is passed on."""
     command, env = isolated_command(module, args, tree)
     sys.stdout.flush()
     sys.stderr.flush()
@@ -67,8 +69,10 @@ def run_isolated(module: str, args: list[str], tree: list[Path], cwd: Path) -> i
     while True:
         try:
             return child.wait()
-        except KeyboardInterrupt:
-            continue
+        except KeyboardInterrupt as exc:  # raised by solbench.cli's handler, named after its signal
+            name = exc.args[0] if exc.args else ""
+            if name in ("SIGTERM", "SIGHUP") and child.poll() is None:
+                child.send_signal(getattr(signal, name))
 
 
 def tree_modules(tree: list[Path]) -> list[str]:

@@ -43,7 +43,7 @@ def test_extract_writes_then_check_passes_then_detects_drift(tmp_path):
     out, refs = tmp_path / "defs", tmp_path / "refs"
     common = ["--model", "meta-llama/Llama-3.2-1B", "-o", str(out), "--references", str(refs)]
     assert extract_cli.handle(_args([*common, "--no-validate"])) == 0
-    assert (out / "hf" / "swiglu_mlp_h2048_i8192" / "definition.json").is_file()
+    assert (out / "problem_defs" / "hf" / "swiglu_mlp_h2048_i8192" / "definition.json").is_file()
     assert (refs / "hf" / "swiglu_mlp_h2048_i8192.py").is_file()
     assert extract_cli.handle(_args([*common, "--check"])) == 0
     target = refs / "hf" / "swiglu_mlp_h2048_i8192.py"
@@ -56,7 +56,7 @@ def test_extract_writes_then_check_passes_then_detects_drift(tmp_path):
 def test_shipped_problems_match_the_extractor_for_a_sample():
     """`--check` on two models' problems (the full check runs every shipped model: `--check`)."""
     args = _args(["--check", "--model", "Qwen/Qwen3-0.6B", "--model", "openai/gpt-oss-20b",
-                  "-o", str(ROOT / "problem_defs"), "--references", str(ROOT / "reference_impls")])
+                  "-o", str(ROOT)])
     assert extract_cli.handle(args) == 0
 
 
@@ -82,13 +82,14 @@ def test_progress_names_the_model_and_problem_on_a_terminal(tmp_path):
     screen = b"".join(chunks).decode(errors="replace")
     shown = set(re.findall(r"Qwen/Qwen3-0\.6B: validating (\w+) \((?:float32|bfloat16), \d+/23\)", screen))
     assert len(shown) >= 2, screen[-2000:]
-    assert shown <= {p.name for p in (tmp_path / "defs" / "hf").iterdir()}
+    assert shown <= {p.name for p in (tmp_path / "defs" / "problem_defs" / "hf").iterdir()}
 
 
-def test_output_folder_holds_everything_and_a_rerun_is_stable(tmp_path):
-    """`extract -o DIR` from an empty folder writes only under DIR (references too), says nothing of
-    transformers' FutureWarnings, keeps its lines whole when piped, and a re-run leaves a file that
-    differs only in the recorded tool versions as it is."""
+def test_output_folder_mirrors_a_checkout_and_a_rerun_counts_what_it_wrote(tmp_path):
+    """`extract -o DIR` from an empty folder writes only under DIR, as a checkout lays it out
+    (DIR/problem_defs/hf, DIR/reference_impls/hf), says nothing of transformers' FutureWarnings, keeps its
+    last line whole when piped and names folders that exist; a re-run leaves a file that differs only in the
+    recorded tool versions as it is and counts problems written and unchanged; `--check -o DIR` reads there."""
     empty, out = tmp_path / "empty", tmp_path / "out"
     empty.mkdir()
     env = repo_env(ROOT, HF_HUB_OFFLINE="1")
@@ -96,14 +97,22 @@ def test_output_folder_holds_everything_and_a_rerun_is_stable(tmp_path):
     result = subprocess.run(command, cwd=empty, env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr
     assert list(empty.iterdir()) == []
-    assert (out / "hf" / "swiglu_mlp_h2048_i8192" / "definition.json").is_file()
-    assert (out / "reference_impls" / "hf" / "swiglu_mlp_h2048_i8192.py").is_file()
+    assert sorted(p.name for p in out.iterdir()) == ["problem_defs", "reference_impls"]
+    problems = sorted(p.name for p in (out / "problem_defs" / "hf").iterdir())
+    assert sorted(p.stem for p in (out / "reference_impls" / "hf").iterdir()) == problems
     assert "FutureWarning" not in result.stderr
-    assert any(line.startswith("wrote ") and " in " in line and line.rstrip().endswith(" s")
-               for line in result.stderr.splitlines())  # one line, not wrapped at 80 columns
-    definition = out / "hf" / "swiglu_mlp_h2048_i8192" / "definition.json"
+    last = result.stderr.strip().splitlines()[-1]  # one line, not wrapped at 80 columns
+    where = f"in {out / 'problem_defs' / 'hf'} and {out / 'reference_impls' / 'hf'}"
+    assert re.fullmatch(rf"{len(problems)} problems: {len(problems)} written, 0 unchanged {re.escape(where)} "
+                        r"\(\d+\.\d s\)", last), last
+    definition = out / "problem_defs" / "hf" / "swiglu_mlp_h2048_i8192" / "definition.json"
     older = definition.read_text().replace('"transformers_version": "', '"transformers_version": "0.0.1-')
     definition.write_text(older)
+    edited = out / "reference_impls" / "hf" / f"{problems[0]}.py"
+    edited.write_text(edited.read_text() + "# edited\n")
     rerun = subprocess.run([*command, "--no-validate"], cwd=empty, env=env, capture_output=True, text=True, timeout=600)
     assert rerun.returncode == 0, rerun.stderr
     assert definition.read_text() == older  # the same extraction: not rewritten for a newer transformers
+    assert "# edited" not in edited.read_text()
+    assert f"{len(problems)} problems: 1 written, {len(problems) - 1} unchanged {where}" in rerun.stderr
+    assert extract_cli.handle(_args(["--model", "meta-llama/Llama-3.2-1B", "--check", "-o", str(out)])) == 0

@@ -36,7 +36,7 @@ def test_a_remote_code_model_exits_2_naming_its_reason(capsys, monkeypatch):
 
 def test_malformed_and_unknown_configs_exit_2_and_leave_written_problems_alone(tmp_path, capsys):
     out = tmp_path / "defs"
-    kept = out / "hf" / "some_problem" / "definition.json"
+    kept = out / "problem_defs" / "hf" / "some_problem" / "definition.json"
     kept.parent.mkdir(parents=True)
     kept.write_text('{"name": "some_problem"}')
     common = ["--model", "me/odd", "-o", str(out), "--no-validate"]
@@ -49,4 +49,4 @@ def test_malformed_and_unknown_configs_exit_2_and_leave_written_problems_alone(t
         err = capsys.readouterr().err
         assert len(_error_lines(err)) == 1 and message in err and "Traceback" not in err, err
     assert kept.read_text() == '{"name": "some_problem"}'
-    assert sorted(p.name for p in (out / "hf").iterdir()) == ["some_problem"]
+    assert sorted(p.name for p in (out / "problem_defs" / "hf").iterdir()) == ["some_problem"]

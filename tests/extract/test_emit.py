@@ -88,5 +88,6 @@ def test_expression_axes_in_any_order_and_a_bad_problem_is_skipped(llama_and_mis
     skipped = []
     written = emit.write(problems, tmp_path / "p", tmp_path / "r", on_skip=lambda n, why: skipped.append((n, why)))
     assert [n for n, _ in skipped] == ["broken"] and "missing" in skipped[0][1]
-    assert (tmp_path / "p" / "hf" / good.name / "definition.json") in written
+    assert (tmp_path / "p" / "hf" / good.name / "definition.json") in written.paths
+    assert written.written == [good.name] and written.unchanged == []
     assert not (tmp_path / "p" / "hf" / "broken").exists()

@@ -69,10 +69,11 @@ def test_family_cli_writes_shared_problems_once(tmp_path, monkeypatch):
     union = set().union(*per_model.values())
     shared = {name for name in union if sum(name in names for names in per_model.values()) > 1}
     assert len(union) < sum(len(names) for names in per_model.values()) and shared
-    assert {p.name for p in (out / "hf").iterdir()} == union
-    assert f"wrote {len(union)} problems, {len(shared)} shared by several models" in err
+    assert {p.name for p in (out / "problem_defs" / "hf").iterdir()} == union
+    assert (f"{len(union)} problems, {len(shared)} shared by several models (each written once): "
+            f"{len(union)} written, 0 unchanged in {out / 'problem_defs' / 'hf'} and {refs / 'hf'}") in err
     for name in shared:
-        recorded = json.loads((out / "hf" / name / "definition.json").read_text())["solbench"]["models"]
+        recorded = json.loads((out / "problem_defs" / "hf" / name / "definition.json").read_text())["solbench"]["models"]
         assert sorted(m["hf_id"] for m in recorded) == sorted(m for m, names in per_model.items() if name in names)
     # dense and MoE text decoders both contributed
     assert "swiglu_mlp_h4096_i12288" in union and "moe_experts_swiglu_e128_k8_h2048_i768" in union

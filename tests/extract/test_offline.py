@@ -64,7 +64,7 @@ def test_extract_offline_says_so_once_and_does_not_retry(unreachable_hub, tmp_pa
     assert f"{unreachable_hub} is not reachable: Connection refused" in err
     assert err.count("(config: shipped)") == 2
     assert not any(note in result.stderr for note in RETRY_NOTES), result.stderr
-    assert (out / "hf" / "rmsnorm_h1024_eps1e-06" / "definition.json").is_file()
+    assert (out / "problem_defs" / "hf" / "rmsnorm_h1024_eps1e-06" / "definition.json").is_file()
 
 
 def test_pull_offline_says_so_and_names_the_way_out(unreachable_hub, tmp_path):

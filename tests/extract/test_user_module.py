@@ -87,7 +87,7 @@ def test_cli_module_extracts_validated_problems(tmp_path):
                               "--input", "x=2,seq:16|24|40,64", "--input", "scale=1:float32", "--model", "me/gated",
                               "-o", str(out)])
     assert extract_cli.handle(args) == 0
-    written = sorted((out / "hf").iterdir())
+    written = sorted((out / "problem_defs" / "hf").iterdir())
     assert written
     meta = json.loads((written[0] / "definition.json").read_text())
     assert meta["solbench"]["models"][0]["hf_id"] == "me/gated"
