@@ -24,6 +24,7 @@ Exit status 1 when a verdict differs from the cold runs'.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import shlex
 import statistics
@@ -194,7 +195,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("problem", nargs="?", default=str(DEFAULT_PROBLEM))
     parser.add_argument("solutions", nargs="*")
     parser.add_argument("--device", default="cuda")
-    parser.add_argument("--max-workloads", type=int, default=3)
+    parser.add_argument("--max-workloads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--think-s", type=float, default=0.0)
     parser.add_argument("--quick", action="store_true", help="smoke-test settings (1 trial, 3 timed calls)")
@@ -211,6 +212,9 @@ def parse_args() -> argparse.Namespace:
     args.ways = [w for w in args.ways.split(",") if w in WAYS]
     if not args.ways:
         raise SystemExit(f"--ways: name some of {','.join(WAYS)}")
+    if "serve" in args.ways and importlib.util.find_spec("aiohttp") is None:
+        raise SystemExit("--ways serve needs aiohttp (solbench[serve]); on the GPU machine carry its wheels in .whl/ "
+                         "(benchmarks/README.md), or leave serve out of --ways")
     return args
 
 

@@ -118,6 +118,11 @@ def print_table(rows: list[dict], wall: float) -> None:
     sums = {p: sum(r["phases"].get(p, 0.0) for r in rows) for p in PHASES}
     print(f"{'sum':34} {'':22} {'':8} {total:6.1f} {sum(r['gpu_timed'] for r in rows):6.1f} {'':6} "
           + " ".join(f"{sums[p]:6.1f}" for p in PHASES))
+    if total > 0:  # the same sums as shares of the workloads' seconds: where the cold run's time goes
+        print("share of the workloads' seconds: " + ", ".join(
+            f"{SHORT.get(p, p)} {sums[p] / total:.0%}" for p in sorted(PHASES, key=lambda p: -sums[p])
+            if sums[p] >= 0.005 * total and p != "timing.inputs_in_loop")  # that one is a part of warm-up and loop
+            + f"; timed calls (gpu_timed) {sum(r['gpu_timed'] for r in rows) / total:.0%}")
     passed = sum(r["status"] == "PASSED" for r in rows)
     print(f"\n{len(rows)} workloads, {passed} PASSED; wall {wall:.1f} s (workloads {total:.1f} s, outside them "
           f"{wall - total:.1f} s)")
