@@ -60,7 +60,7 @@ class DeviceSession:
         # before it imports this module, so their imports overlap its own).
         self.reference, self.candidate = workers or (WorkerProcess(device, role="reference"),
                                                      WorkerProcess(device, role="solution"))
-        self._loaded: dict[int, tuple] = {}  # id(worker) -> (what is loaded there, whether it is trusted)
+        self._loaded: dict[int, tuple] = {}  # id(worker) -> (what is loaded there, whether trusted, in which pid)
         self._loads = 0
         self.environment: EnvironmentRecord | None = None
         self.runtime_warnings: list[str] = []  # what the solution's audit hook noticed (per solution)
@@ -353,7 +353,7 @@ class DeviceSession:
         self._join_prefetch()  # a worker may be stopped below: not while a request is on its channel
         key = load_key(problem, solution, self.config.all_data_roots(problem.directory))
         previous = self._loaded.get(id(worker))
-        if previous is not None and previous[0] == key and worker.alive:
+        if previous is not None and previous[0] == key and worker.alive and previous[2] == worker.running_pid:
             self._note_job(worker, problem, solution)  # the same content: what the process holds is the same
             return
         trusted = is_reference(solution, problem.definition)
@@ -370,7 +370,7 @@ class DeviceSession:
         elif not worker.alive:
             worker.start()
         fresh = worker.requests == 0  # a new process (started here or by `prestart`)
-        self._loaded[id(worker)] = (None, trusted)  # from here on the process has seen this code
+        self._loaded[id(worker)] = (None, trusted, worker.running_pid)  # from here on the process has seen this code
         self._loads += 1
         request = msg.Load(definition=problem.definition, solution=solution,
                            work_dir=f"{worker.scratch.name}/load{self._loads}",
@@ -378,7 +378,7 @@ class DeviceSession:
                            data_roots=[str(p) for p in self.config.all_data_roots(problem.directory)],
                            readable_roots=worker.granted(readable))
         self.ask(worker, request, self.config.compile_timeout_s + 60)
-        self._loaded[id(worker)] = (key, trusted)
+        self._loaded[id(worker)] = (key, trusted, worker.running_pid)
         self._note_job(worker, problem, solution)
         if worker is not self.reference:
             self.ipc_usable, self.ipc_offered = True, False  # a solution (re)loaded: IPC is offered afresh
