@@ -1,0 +1,131 @@
+"""Workers forked from the pre-imported template (orchestrator/zygote.py, worker/zygote.py) start in the state
+a spawned worker starts in (issue 49): the same namespaces, session and group, parent-death signal, open
+descriptors, environment, signal dispositions, flags, thread count, sandbox and cgroup. Two real
+`solbench run`s of one solution that writes what it sees into /dev/shm (where its sandbox lets it write):
+one with SOLBENCH_WORKER_START=spawn, one with the default."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.child_env import repo_env
+from tests.runner.conftest import write_problem, write_solution
+
+REPO = Path(__file__).resolve().parents[2]
+
+STATE = '''
+import ctypes, json, os, resource, signal, sys, tempfile
+import torch
+
+libc = ctypes.CDLL(None)
+
+
+def prctl_int(option):
+    value = ctypes.c_int(-1)
+    result = libc.prctl(option, ctypes.byref(value), 0, 0, 0)
+    return value.value if option == 2 else result
+
+
+def descriptors():
+    out = {}
+    for fd in sorted(os.listdir("/proc/self/fd"), key=int):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        out[fd] = target.split(":")[0] if target.startswith(("socket:", "pipe:", "anon_inode:")) else target
+    return out
+
+
+def status(field):
+    return next(line.split()[1] for line in open("/proc/self/status") if line.startswith(field + ":"))
+
+
+here = os.getcwd()
+run_folder = os.path.dirname(here)
+
+
+def norm(value):
+    return str(value).replace(here, "<scratch>").replace(run_folder, "<run>")
+
+
+umask = os.umask(0o22)
+os.umask(umask)
+state = {
+    "forked": "solbench.worker.zygote" in sys.modules,
+    "ids": [os.getpid(), os.getppid(), os.getpgid(0), os.getsid(0)],
+    "pid_namespace": os.readlink("/proc/self/ns/pid"),
+    "pdeathsig": prctl_int(2), "dumpable": prctl_int(3),
+    "descriptors": descriptors(),
+    "environment": {k: norm(v) for k, v in os.environ.items() if k != "SOLBENCH_WORKER_START"},
+    "signals": {name: status(name) for name in ("SigBlk", "SigIgn", "SigCgt")},
+    "handlers": {s.name: str(signal.getsignal(s)) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD,
+                                                            signal.SIGHUP, signal.SIGPIPE)},
+    "threads": len(os.listdir("/proc/self/task")), "torch_threads": torch.get_num_threads(),
+    "tempdir": norm(tempfile.gettempdir()), "cwd": norm(here), "umask": umask,
+    "flags": list(sys.flags), "path": [norm(p) for p in sys.path], "argv": [norm(a) for a in sys.argv],
+    "cgroup": re.sub(r"solbench-[0-9]+-[0-9]+-", "solbench-N-N-", open("/proc/self/cgroup").read()),
+    "nofile": resource.getrlimit(resource.RLIMIT_NOFILE), "no_new_privs": status("NoNewPrivs"),
+    "seccomp": status("Seccomp"), "capabilities": status("CapEff"),
+}
+with open(REPORT, "a") as f:
+    f.write(json.dumps(state) + "\\n")
+
+
+def run(x, y):
+    return x * 2.0 + y
+'''
+
+
+def run_and_report(tmp_path: Path, way: str | None) -> tuple[dict, dict, str]:
+    """(what the solution's worker saw, the trace's environment, the run's stderr)."""
+    problem = write_problem(tmp_path / way_name(way))
+    report = Path(f"/dev/shm/solbench-forked-{uuid.uuid4().hex}.jsonl")
+    solution = write_solution(tmp_path / way_name(way), f"import re\nREPORT = {str(report)!r}\n" + STATE)
+    env = repo_env(REPO)
+    env.pop("SOLBENCH_WORKER_START", None)
+    if way:
+        env["SOLBENCH_WORKER_START"] = way
+    out = tmp_path / f"{way_name(way)}.jsonl"
+    try:
+        result = subprocess.run([sys.executable, "-m", "solbench", "run", str(problem), "--solution", str(solution),
+                                 "--device", "cpu", "--max-workloads", "1", "--trials", "1", "--iters", "2",
+                                 "--no-adaptive", "--timing-rounds", "1", "-o", str(out)],
+                                env=env, capture_output=True, text=True, timeout=600)
+        assert out.is_file(), f"exit {result.returncode}: {result.stderr[-3000:]}"
+        trace = json.loads(out.read_text().splitlines()[0])
+        assert trace["evaluation"]["status"] == "PASSED", trace["evaluation"]["log"][-2000:]
+        assert report.is_file(), "the solution never ran"
+        state = json.loads(report.read_text().splitlines()[0])
+    finally:
+        report.unlink(missing_ok=True)
+    return state, trace["evaluation"]["environment"], result.stderr
+
+
+def way_name(way: str | None) -> str:
+    return way or "default"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the template forks on Linux only")
+def test_a_forked_worker_starts_in_the_state_a_spawned_one_does(tmp_path):
+    spawned, spawned_env, _ = run_and_report(tmp_path, "spawn")
+    forked, forked_env, stderr = run_and_report(tmp_path, None)
+    assert "not forked" not in stderr, stderr[-2000:]  # the default forks, and said nothing
+    assert forked.pop("forked") is True and spawned.pop("forked") is False
+    # descriptor numbers differ (a spawned worker keeps the orchestrator's); what is open must not
+    assert sorted(forked.pop("descriptors").values()) == sorted(spawned.pop("descriptors").values())
+    mine = os.readlink("/proc/self/ns/pid")
+    if str(spawned_env["sandbox"].get("namespaces", "")).startswith(("pid", "user+pid")):  # each its own
+        assert len({mine, forked.pop("pid_namespace"), spawned.pop("pid_namespace")}) == 3
+    differ = {key: (forked.get(key), value) for key, value in spawned.items() if forked.get(key) != value}
+    assert not differ, differ
+    assert forked["pdeathsig"] == 9  # SIGKILL, tied to its parent (the template, or the namespace's supervisor)
+    for field in ("sandbox", "cpu_threads", "torch", "python", "triton"):
+        assert forked_env.get(field) == spawned_env.get(field), field
