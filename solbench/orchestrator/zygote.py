@@ -45,6 +45,14 @@ _templates_lock = threading.Lock()
 _said: list[str] = []
 
 
+def _forget_in_child() -> None:
+    """A process forked from this one (a pool process) has none of these templates' reading threads."""
+    _templates.clear()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
+
+
 def wanted(device: str) -> bool:
     """Whether a worker for `device` is forked from a template (Linux only)."""
     way = os.environ.get(START_ENV, "").strip().lower()
