@@ -218,7 +218,10 @@ class Template:
             if not data:
                 self._fail(f"the template ended{self._last_words()}")
                 threading.Event().wait()
-            self._handle(json.loads(data))
+            try:
+                self._handle(json.loads(data))
+            except Exception as exc:  # noqa: BLE001 - this thread must live on: the template dies with it
+                say_once(f"a message from the template was not understood: {exc!r}")
 
     def _last_words(self) -> str:
         """The last line the template wrote on its stderr (a traceback's), if any."""
@@ -262,7 +265,7 @@ class Template:
                 process.forked(message["pid"], self)
             elif "failed" in message:
                 say_once(f"the template refused a fork: {message.get('why')}")
-                self._pending.pop(message["failed"]).spawn()
+                self._pending.pop(message["failed"]).spawn()  # from this thread, which lives on
             elif "exited" in message:
                 process = self._running.pop(message["exited"], None)
                 if process is not None:

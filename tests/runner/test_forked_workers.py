@@ -2,7 +2,8 @@
 a spawned worker starts in (issue 49): the same namespaces, session and group, parent-death signal, open
 descriptors, environment, signal dispositions, flags, thread count, sandbox and cgroup. Two real
 `solbench run`s of one solution that writes what it sees into /dev/shm (where its sandbox lets it write):
-one with SOLBENCH_WORKER_START=spawn, one with the default."""
+one with SOLBENCH_WORKER_START=spawn, one with the default; on a GPU too (`-m gpu`), where the worker has no
+PID namespace and sees its GPU through CUDA_VISIBLE_DEVICES."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.child_env import repo_env
+from tests.conftest import HAS_CUDA
 from tests.runner.conftest import write_problem, write_solution
 
 REPO = Path(__file__).resolve().parents[2]
@@ -60,7 +62,8 @@ umask = os.umask(0o22)
 os.umask(umask)
 state = {
     "forked": "solbench.worker.zygote" in sys.modules,
-    "ids": [os.getpid(), os.getppid(), os.getpgid(0), os.getsid(0)],
+    # the namespace's first process (its outside ids read 0), or a session and group leader of its own
+    "ids": [os.getpid() == 1, os.getppid() == 0, os.getpgid(0) == os.getpid(), os.getsid(0) == os.getpid()],
     "pid_namespace": os.readlink("/proc/self/ns/pid"),
     "pdeathsig": prctl_int(2), "dumpable": prctl_int(3),
     "descriptors": descriptors(),
@@ -74,6 +77,7 @@ state = {
     "cgroup": re.sub(r"solbench-[0-9]+-[0-9]+-", "solbench-N-N-", open("/proc/self/cgroup").read()),
     "nofile": resource.getrlimit(resource.RLIMIT_NOFILE), "no_new_privs": status("NoNewPrivs"),
     "seccomp": status("Seccomp"), "capabilities": status("CapEff"),
+    "cuda": [torch.cuda.device_count(), torch.cuda.get_device_name(0)] if torch.cuda.is_available() else [],
 }
 with open(REPORT, "a") as f:
     f.write(json.dumps(state) + "\\n")
@@ -84,7 +88,7 @@ def run(x, y):
 '''
 
 
-def run_and_report(tmp_path: Path, way: str | None) -> tuple[dict, dict, str]:
+def run_and_report(tmp_path: Path, way: str | None, device: str) -> tuple[dict, dict, str]:
     """(what the solution's worker saw, the trace's environment, the run's stderr)."""
     problem = write_problem(tmp_path / way_name(way))
     report = Path(f"/dev/shm/solbench-forked-{uuid.uuid4().hex}.jsonl")
@@ -96,7 +100,7 @@ def run_and_report(tmp_path: Path, way: str | None) -> tuple[dict, dict, str]:
     out = tmp_path / f"{way_name(way)}.jsonl"
     try:
         result = subprocess.run([sys.executable, "-m", "solbench", "run", str(problem), "--solution", str(solution),
-                                 "--device", "cpu", "--max-workloads", "1", "--trials", "1", "--iters", "2",
+                                 "--device", device, "--max-workloads", "1", "--trials", "1", "--iters", "2",
                                  "--no-adaptive", "--timing-rounds", "1", "-o", str(out)],
                                 env=env, capture_output=True, text=True, timeout=600)
         assert out.is_file(), f"exit {result.returncode}: {result.stderr[-3000:]}"
@@ -114,9 +118,12 @@ def way_name(way: str | None) -> str:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the template forks on Linux only")
-def test_a_forked_worker_starts_in_the_state_a_spawned_one_does(tmp_path):
-    spawned, spawned_env, _ = run_and_report(tmp_path, "spawn")
-    forked, forked_env, stderr = run_and_report(tmp_path, None)
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_a_forked_worker_starts_in_the_state_a_spawned_one_does(tmp_path, device):
+    if device == "cuda" and not HAS_CUDA:
+        pytest.skip("needs a CUDA GPU")
+    spawned, spawned_env, _ = run_and_report(tmp_path, "spawn", device)
+    forked, forked_env, stderr = run_and_report(tmp_path, None, device)
     assert "not forked" not in stderr, stderr[-2000:]  # the default forks, and said nothing
     assert forked.pop("forked") is True and spawned.pop("forked") is False
     # descriptor numbers differ (a spawned worker keeps the orchestrator's); what is open must not
@@ -124,6 +131,9 @@ def test_a_forked_worker_starts_in_the_state_a_spawned_one_does(tmp_path):
     mine = os.readlink("/proc/self/ns/pid")
     if str(spawned_env["sandbox"].get("namespaces", "")).startswith(("pid", "user+pid")):  # each its own
         assert len({mine, forked.pop("pid_namespace"), spawned.pop("pid_namespace")}) == 3
+        assert forked["ids"] == [True, True, False, False]  # pid 1; its parent and group are outside
+    else:
+        assert forked["ids"][2:] == [True, True]  # its own session and process group
     differ = {key: (forked.get(key), value) for key, value in spawned.items() if forked.get(key) != value}
     assert not differ, differ
     assert forked["pdeathsig"] == 9  # SIGKILL, tied to its parent (the template, or the namespace's supervisor)
