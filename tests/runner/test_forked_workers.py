@@ -139,3 +139,30 @@ def test_a_forked_worker_starts_in_the_state_a_spawned_one_does(tmp_path, device
     assert forked["pdeathsig"] == 9  # SIGKILL, tied to its parent (the template, or the namespace's supervisor)
     for field in ("sandbox", "cpu_threads", "torch", "python", "triton"):
         assert forked_env.get(field) == spawned_env.get(field), field
+
+
+def test_a_template_that_cannot_start_leaves_spawned_workers_and_one_line(monkeypatch, capsys):
+    """Any failure of the template (here: not ready in time) spawns the workers that waited for it, says so
+    once on stderr, and every later worker of that environment is spawned; nothing crashes."""
+    from solbench.orchestrator import zygote
+    from solbench.orchestrator.process import WorkerProcess
+    from solbench.protocol import messages as msg
+
+    monkeypatch.delenv("SOLBENCH_WORKER_START", raising=False)
+    monkeypatch.setattr(zygote, "READY_TIMEOUT_S", 0.01)
+    monkeypatch.setattr(zygote, "_said", [])
+    key = {"SOLBENCH_TEST_TEMPLATE": uuid.uuid4().hex}  # a template of its own, not the other tests'
+    workers = [WorkerProcess("cpu", extra_env=key) for _ in range(2)]
+    try:
+        for worker in workers:
+            worker.start()
+            assert isinstance(worker.request(msg.Ping(), 300), msg.Pong)
+        stderr = capsys.readouterr().err
+        assert stderr.count("workers are spawned, not forked") == 1, stderr
+        assert "did not start" in stderr
+        template = next(t for k, t in zygote._templates.items() if dict(k).get("SOLBENCH_TEST_TEMPLATE"))
+        assert template.state == "failed"
+        assert all(worker.proc._popen is not None for worker in workers)  # spawned, both
+    finally:
+        for worker in workers:
+            worker.kill()
