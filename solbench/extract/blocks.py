@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from solbench.extract import capture, codegen, generic, generic_check, partition
+from solbench.extract import capture, codegen, generic, generic_check, partition, precision, workload_check
 from solbench.extract.built import BuiltModel
 from solbench.extract.draft import Draft
 from solbench.extract.partition import NotEmitted
@@ -34,6 +34,7 @@ class BlocksResult:
     drafts: list[Draft] = field(default_factory=list)
     validations: list[Validation] = field(default_factory=list)
     not_emitted: list[NotEmitted] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what was emitted with less than it would have (workloads)
     blocks: int = 0
     seconds: float = 0.0
 
@@ -45,12 +46,11 @@ def extract_blocks(built: BuiltModel, dtype: torch.dtype = torch.bfloat16, *, va
     start = time.perf_counter()
     tell = progress or (lambda step: None)
     result = BlocksResult()
-    model = built.module
-    if next(model.parameters()).dtype != dtype:  # built in another dtype: one capture per dtype
-        model.to(dtype)
+    model = precision.cast(built.module, dtype, built.library)  # as the library loads it in `dtype`
     points = capture.axis_points(built)
     tell(f"recording module calls at {len(points)} sizes")
     calls = [capture.record_calls(built, p, dtype) for p in points]
+    large = _LargeCalls(built, dtype)
     kinds, result.not_emitted = partition.blocks(model, calls)
     result.blocks = len(kinds)
     for number, block in enumerate(kinds, 1):
@@ -64,10 +64,14 @@ def extract_blocks(built: BuiltModel, dtype: torch.dtype = torch.bfloat16, *, va
             continue
         tell(f"capturing {block.class_name} ({number}/{len(kinds)})")
         try:
-            draft, gen = _draft(built, block, points, dtype)
+            draft, gen, sizes = _draft(built, block, points, dtype, large)
         except Exception as exc:  # noqa: BLE001 - one block failing must not stop the model; it is reported
             why = f"not captured: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
             result.not_emitted.append(NotEmitted(block.path, block.class_name, why))
+            continue
+        if not sizes.kept:
+            result.not_emitted.append(NotEmitted(block.path, block.class_name,
+                                                 f"no workload its reference runs at: {sizes.dropped[0][1]}"))
             continue
         if validate:
             tell(f"validating {draft.name}")
@@ -77,19 +81,70 @@ def extract_blocks(built: BuiltModel, dtype: torch.dtype = torch.bfloat16, *, va
                 result.not_emitted.append(NotEmitted(block.path, block.class_name,
                                                      f"failed validation: {check.message.strip()}"))
                 continue
+        if sizes.dropped:
+            result.notes.append(f"{draft.name} ({block.class_name}): {sizes.summary()}")
         result.drafts.append(draft)
     result.seconds = time.perf_counter() - start
     return result
 
 
-def _draft(built: BuiltModel, block: generic.Block, points: list[dict[str, int]], dtype: torch.dtype):
+def _draft(built: BuiltModel, block: generic.Block, points: list[dict[str, int]], dtype: torch.dtype,
+           large: _LargeCalls) -> tuple[Draft, codegen.Generated, workload_check.PointCheck]:
+    """The block exported at its first capture size, with the workloads its reference runs at.
+
+    Export follows the code path of the size it traces and may fix what it derives from it (Mamba2: one
+    chunk of 256 at 16 tokens, so a chunk count of 1; no padding at 4096). When the reference fails at some
+    of the model's real sizes, the block is exported again traced (on meta, free) just past the model's
+    largest sizes, then at them, and the export that runs at the most workloads with the same axes is kept."""
     dynamic = capture.varying_dims(block.calls[:2])
-    ep = capture.export_block(block.module, block.calls[0], dynamic)
-    gen = codegen.generate(ep, dtype, capture.input_names(block.module, block.calls[0]))
+    names = capture.input_names(block.module, block.calls[0])
+    best = _drafted(built, block, points, dtype, capture.export_block(block.module, block.calls[0], dynamic), names)
+    var_axes = {a for a, spec in best[0].axes.items() if spec[0] == "var"}
+    for call in large.calls(block.path) if best[2].failed_runs and dynamic is not None else ():
+        if capture.varying_dims([block.calls[0], call]) is None:
+            continue
+        try:
+            again = _drafted(built, block, points, dtype, capture.export_block(block.module, call, dynamic), names)
+        except Exception:  # noqa: BLE001 - this trace size does not export: the first export stands
+            continue
+        if {a for a, spec in again[0].axes.items() if spec[0] == "var"} == var_axes and \
+                len(again[2].kept) > len(best[2].kept):
+            best = again
+        if not best[2].dropped:
+            break
+    return best
+
+
+def _drafted(built: BuiltModel, block: generic.Block, points: list[dict[str, int]], dtype: torch.dtype, ep,
+             names: list[str]) -> tuple[Draft, codegen.Generated, workload_check.PointCheck]:
+    gen = codegen.generate(ep, dtype, names)
     draft = generic.make_draft(block, gen, built.model_id, points, built.workload_axes, dtype, name="")
+    sizes = workload_check.check_points(ep, draft, generic.symbol_axes(gen, block, points))
+    draft.workload_points = sizes.kept
     identity = json.dumps([draft.code, draft.axes, [a.to_dict() for a in draft.inputs],
                            [a.to_dict() for a in draft.outputs]], sort_keys=True, default=str)
     digest = hashlib.sha256(identity.encode()).hexdigest()[:10]
     draft.name = f"{block.op_type}_{digest}{DTYPE_SUFFIX.get(dtype, '')}"
     draft.versions = dict(built.versions)
-    return draft, gen
+    return draft, gen, sizes
+
+
+class _LargeCalls:
+    """Every module's calls past and at the model's largest workload sizes, recorded (on fake tensors) when
+    first asked: the trace sizes of a second export."""
+
+    def __init__(self, built: BuiltModel, dtype: torch.dtype):
+        self.built, self.dtype = built, dtype
+        self.recorded: list[dict[str, capture.Call]] | None = None
+
+    def calls(self, path: str) -> list[capture.Call]:
+        if self.recorded is None:
+            real = self.built.workload_axes
+            top = {axis: max(real.get(axis) or sizes) for axis, sizes in self.built.capture_axes.items()}
+            self.recorded = []
+            for point in ({axis: size + 1 for axis, size in top.items()}, top):  # past: no size divides evenly
+                try:
+                    self.recorded.append(capture.record_calls(self.built, point, self.dtype))
+                except Exception:  # noqa: BLE001 - the model refuses that size: it is not a trace size
+                    continue
+        return [calls[path] for calls in self.recorded if path in calls]
