@@ -15,7 +15,16 @@ from dataclasses import dataclass, field
 
 import torch
 
-from solbench.extract import capture, codegen, generic, generic_check, partition, precision, workload_check
+from solbench.extract import (
+    capture,
+    codegen,
+    eager_path,
+    generic,
+    generic_check,
+    partition,
+    precision,
+    workload_check,
+)
 from solbench.extract.built import BuiltModel
 from solbench.extract.draft import Draft
 from solbench.extract.partition import NotEmitted
@@ -90,29 +99,61 @@ def extract_blocks(built: BuiltModel, dtype: torch.dtype = torch.bfloat16, *, va
 
 def _draft(built: BuiltModel, block: generic.Block, points: list[dict[str, int]], dtype: torch.dtype,
            large: _LargeCalls) -> tuple[Draft, codegen.Generated, workload_check.PointCheck]:
-    """The block exported at its first capture size, with the workloads its reference runs at.
+    """The block's draft, from an export whose code does not depend on the size it was traced at.
 
-    Export follows the code path of the size it traces and may fix what it derives from it (Mamba2: one
-    chunk of 256 at 16 tokens, so a chunk count of 1; no padding at 4096). When the reference fails at some
-    of the model's real sizes, the block is exported again traced (on meta, free) just past the model's
-    largest sizes, then at them, and the export that runs at the most workloads with the same axes is kept."""
+    Export follows the code path of the size it traces and may fix what it derives from it, without a guard:
+    Mamba2 at 16 tokens sees one chunk of 256 and bakes a chunk count of 1; Qwen3-Next's gated delta rule
+    unrolls its loop over chunks once. Such a reference runs, wrongly, at other sizes. So the block is
+    exported again traced (on meta, free) past the model's largest sizes: the same code means it does not
+    depend on them. Else a third trace further out is compared with the second (Mamba2: one padded path for
+    every length), and that export is used; else only the sizes validation ran at are kept, and it says so."""
     dynamic = capture.varying_dims(block.calls[:2])
     names = capture.input_names(block.module, block.calls[0])
-    best = _drafted(built, block, points, dtype, capture.export_block(block.module, block.calls[0], dynamic), names)
-    var_axes = {a for a, spec in best[0].axes.items() if spec[0] == "var"}
-    for call in large.calls(block.path) if best[2].failed_runs and dynamic is not None else ():
+    first = _drafted(built, block, points, dtype, _export(block, block.calls[0], dynamic), names)
+    if dynamic is None:
+        return first
+    traced = []
+    for call in large.calls(block.path):
         if capture.varying_dims([block.calls[0], call]) is None:
             continue
         try:
-            again = _drafted(built, block, points, dtype, capture.export_block(block.module, call, dynamic), names)
-        except Exception:  # noqa: BLE001 - this trace size does not export: the first export stands
+            traced.append(_drafted(built, block, points, dtype, _export(block, call, dynamic), names))
+        except Exception:  # noqa: BLE001 - this trace size does not export: it cannot confirm anything
             continue
-        if {a for a, spec in again[0].axes.items() if spec[0] == "var"} == var_axes and \
-                len(again[2].kept) > len(best[2].kept):
-            best = again
-        if not best[2].dropped:
+        if traced[0][0].code == first[0].code:
+            return first
+        if len(traced) == 2:
             break
-    return best
+    if len(traced) == 2 and traced[0][0].code == traced[1][0].code and _var_axes(traced[0][0]) == _var_axes(first[0]):
+        return traced[0]
+    if not traced:
+        return first  # no other size could be traced (the model refuses sizes past its largest)
+    return _validated_sizes_only(first, "its code depends on the size it is traced at (a loop over a size, or a "
+                                        "branch on one): only the validated sizes are kept")
+
+
+def _var_axes(draft: Draft) -> set[str]:
+    return {name for name, spec in draft.axes.items() if spec[0] == "var"}
+
+
+def _validated_sizes_only(drafted, why: str):
+    """Keep only the workloads inside the range of sizes validation compares at."""
+    draft, gen, sizes = drafted
+    captured = draft.capture_points or []
+    low = {a: min(p[a] for p in captured) for a in captured[0]} if captured else {}
+    high = {a: max(p[a] for p in captured) for a in captured[0]} if captured else {}
+    kept = []
+    for point in sizes.kept:
+        if all(low.get(a, v) <= v <= high.get(a, v) for a, v in point.items()):
+            kept.append(point)
+        else:
+            sizes.dropped.append((point, why))
+    sizes.kept = draft.workload_points = kept
+    return draft, gen, sizes
+
+
+def _export(block: generic.Block, call: capture.Call, dynamic: list[set[int]] | None):
+    return eager_path.export(block.module, lambda: capture.export_block(block.module, call, dynamic))
 
 
 def _drafted(built: BuiltModel, block: generic.Block, points: list[dict[str, int]], dtype: torch.dtype, ep,
@@ -130,8 +171,8 @@ def _drafted(built: BuiltModel, block: generic.Block, points: list[dict[str, int
 
 
 class _LargeCalls:
-    """Every module's calls past and at the model's largest workload sizes, recorded (on fake tensors) when
-    first asked: the trace sizes of a second export."""
+    """Every module's calls past the model's largest workload sizes (just past, then twice as far), recorded
+    on fake tensors when first asked: the trace sizes that tell whether an export depends on its size."""
 
     def __init__(self, built: BuiltModel, dtype: torch.dtype):
         self.built, self.dtype = built, dtype
@@ -142,7 +183,8 @@ class _LargeCalls:
             real = self.built.workload_axes
             top = {axis: max(real.get(axis) or sizes) for axis, sizes in self.built.capture_axes.items()}
             self.recorded = []
-            for point in ({axis: size + 1 for axis, size in top.items()}, top):  # past: no size divides evenly
+            for far in (1, 2):  # +1: no power of two divides it; a loop over chunks runs another count
+                point = {axis: far * size + 1 for axis, size in top.items()}
                 try:
                     self.recorded.append(capture.record_calls(self.built, point, self.dtype))
                 except Exception:  # noqa: BLE001 - the model refuses that size: it is not a trace size
