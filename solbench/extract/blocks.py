@@ -15,7 +15,17 @@ from dataclasses import dataclass, field
 
 import torch
 
-from solbench.extract import backward_check, capture, codegen, generic, generic_check, partition
+from solbench.extract import (
+    backward_check,
+    capture,
+    codegen,
+    eager_path,
+    generic,
+    generic_check,
+    partition,
+    precision,
+    workload_check,
+)
 from solbench.extract.built import BuiltModel
 from solbench.extract.draft import Draft
 from solbench.extract.partition import NotEmitted
@@ -34,6 +44,7 @@ class BlocksResult:
     drafts: list[Draft] = field(default_factory=list)
     validations: list[Validation] = field(default_factory=list)
     not_emitted: list[NotEmitted] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what was emitted with less than it would have (workloads)
     blocks: int = 0
     seconds: float = 0.0
 
@@ -46,12 +57,11 @@ def extract_blocks(built: BuiltModel, dtype: torch.dtype = torch.bfloat16, *, va
     start = time.perf_counter()
     tell = progress or (lambda step: None)
     result = BlocksResult()
-    model = built.module
-    if next(model.parameters()).dtype != dtype:  # built in another dtype: one capture per dtype
-        model.to(dtype)
+    model = precision.cast(built.module, dtype, built.library)  # as the library loads it in `dtype`
     points = capture.axis_points(built)
     tell(f"recording module calls at {len(points)} sizes")
     calls = [capture.record_calls(built, p, dtype) for p in points]
+    large = _LargeCalls(built, dtype)
     kinds, result.not_emitted = partition.blocks(model, calls)
     result.blocks = len(kinds)
     grad_flags: dict = {}  # filled once, by the first block with a backward
@@ -66,10 +76,14 @@ def extract_blocks(built: BuiltModel, dtype: torch.dtype = torch.bfloat16, *, va
             continue
         tell(f"capturing {block.class_name} ({number}/{len(kinds)})")
         try:
-            draft, gen = _draft(built, block, points, dtype)
+            draft, gen, sizes = _draft(built, block, points, dtype, large)
         except Exception as exc:  # noqa: BLE001 - one block failing must not stop the model; it is reported
             why = f"not captured: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
             result.not_emitted.append(NotEmitted(block.path, block.class_name, why))
+            continue
+        if not sizes.kept:
+            result.not_emitted.append(NotEmitted(block.path, block.class_name,
+                                                 f"no workload its reference runs at: {sizes.dropped[0][1]}"))
             continue
         if validate:
             tell(f"validating {draft.name}")
@@ -79,6 +93,8 @@ def extract_blocks(built: BuiltModel, dtype: torch.dtype = torch.bfloat16, *, va
                 result.not_emitted.append(NotEmitted(block.path, block.class_name,
                                                      f"failed validation: {check.message.strip()}"))
                 continue
+        if sizes.dropped:
+            result.notes.append(f"{draft.name} ({block.class_name}): {sizes.summary()}")
         result.drafts.append(draft)
         derived = backward_check.derive(built, block, draft, gen, dtype, validate, grad_flags) if backward else None
         if derived is not None:
@@ -91,14 +107,96 @@ def extract_blocks(built: BuiltModel, dtype: torch.dtype = torch.bfloat16, *, va
     return result
 
 
-def _draft(built: BuiltModel, block: generic.Block, points: list[dict[str, int]], dtype: torch.dtype):
+def _draft(built: BuiltModel, block: generic.Block, points: list[dict[str, int]], dtype: torch.dtype,
+           large: _LargeCalls) -> tuple[Draft, codegen.Generated, workload_check.PointCheck]:
+    """The block's draft, from an export whose code does not depend on the size it was traced at.
+
+    Export follows the code path of the size it traces and may fix what it derives from it, without a guard:
+    Mamba2 at 16 tokens sees one chunk of 256 and bakes a chunk count of 1; Qwen3-Next's gated delta rule
+    unrolls its loop over chunks once. Such a reference runs, wrongly, at other sizes. So the block is
+    exported again traced (on meta, free) past the model's largest sizes: the same code means it does not
+    depend on them. Else a third trace further out is compared with the second (Mamba2: one padded path for
+    every length), and that export is used; else only the sizes validation ran at are kept, and it says so."""
     dynamic = capture.varying_dims(block.calls[:2])
-    ep = capture.export_block(block.module, block.calls[0], dynamic)
-    gen = codegen.generate(ep, dtype, capture.input_names(block.module, block.calls[0]))
+    names = capture.input_names(block.module, block.calls[0])
+    first = _drafted(built, block, points, dtype, _export(block, block.calls[0], dynamic), names)
+    if dynamic is None:
+        return first
+    traced = []
+    for call in large.calls(block.path):
+        if capture.varying_dims([block.calls[0], call]) is None:
+            continue
+        try:
+            traced.append(_drafted(built, block, points, dtype, _export(block, call, dynamic), names))
+        except Exception:  # noqa: BLE001 - this trace size does not export: it cannot confirm anything
+            continue
+        if traced[0][0].code == first[0].code:
+            return first
+        if len(traced) == 2:
+            break
+    if len(traced) == 2 and traced[0][0].code == traced[1][0].code and _var_axes(traced[0][0]) == _var_axes(first[0]):
+        return traced[0]
+    if not traced:
+        return first  # no other size could be traced (the model refuses sizes past its largest)
+    return _validated_sizes_only(first, "its code depends on the size it is traced at (a loop over a size, or a "
+                                        "branch on one): only the validated sizes are kept")
+
+
+def _var_axes(draft: Draft) -> set[str]:
+    return {name for name, spec in draft.axes.items() if spec[0] == "var"}
+
+
+def _validated_sizes_only(drafted, why: str):
+    """Keep only the workloads inside the range of sizes validation compares at."""
+    draft, gen, sizes = drafted
+    captured = draft.capture_points or []
+    low = {a: min(p[a] for p in captured) for a in captured[0]} if captured else {}
+    high = {a: max(p[a] for p in captured) for a in captured[0]} if captured else {}
+    kept = []
+    for point in sizes.kept:
+        if all(low.get(a, v) <= v <= high.get(a, v) for a, v in point.items()):
+            kept.append(point)
+        else:
+            sizes.dropped.append((point, why))
+    sizes.kept = draft.workload_points = kept
+    return draft, gen, sizes
+
+
+def _export(block: generic.Block, call: capture.Call, dynamic: list[set[int]] | None):
+    return eager_path.export(block.module, lambda: capture.export_block(block.module, call, dynamic))
+
+
+def _drafted(built: BuiltModel, block: generic.Block, points: list[dict[str, int]], dtype: torch.dtype, ep,
+             names: list[str]) -> tuple[Draft, codegen.Generated, workload_check.PointCheck]:
+    gen = codegen.generate(ep, dtype, names)
     draft = generic.make_draft(block, gen, built.model_id, points, built.workload_axes, dtype, name="")
+    sizes = workload_check.check_points(ep, draft, generic.symbol_axes(gen, block, points))
+    draft.workload_points = sizes.kept
     identity = json.dumps([draft.code, draft.axes, [a.to_dict() for a in draft.inputs],
                            [a.to_dict() for a in draft.outputs]], sort_keys=True, default=str)
     digest = hashlib.sha256(identity.encode()).hexdigest()[:10]
     draft.name = f"{block.op_type}_{digest}{DTYPE_SUFFIX.get(dtype, '')}"
     draft.versions = dict(built.versions)
-    return draft, gen
+    return draft, gen, sizes
+
+
+class _LargeCalls:
+    """Every module's calls past the model's largest workload sizes (just past, then twice as far), recorded
+    on fake tensors when first asked: the trace sizes that tell whether an export depends on its size."""
+
+    def __init__(self, built: BuiltModel, dtype: torch.dtype):
+        self.built, self.dtype = built, dtype
+        self.recorded: list[dict[str, capture.Call]] | None = None
+
+    def calls(self, path: str) -> list[capture.Call]:
+        if self.recorded is None:
+            real = self.built.workload_axes
+            top = {axis: max(real.get(axis) or sizes) for axis, sizes in self.built.capture_axes.items()}
+            self.recorded = []
+            for far in (1, 2):  # +1: no power of two divides it; a loop over chunks runs another count
+                point = {axis: far * size + 1 for axis, size in top.items()}
+                try:
+                    self.recorded.append(capture.record_calls(self.built, point, self.dtype))
+                except Exception:  # noqa: BLE001 - the model refuses that size: it is not a trace size
+                    continue
+        return [calls[path] for calls in self.recorded if path in calls]

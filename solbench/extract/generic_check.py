@@ -35,6 +35,10 @@ def check(draft: Draft, block: Block, gen: Generated) -> Validation:
     if not points and captured and _fits(draft, gen, block.calls[0], captured[0]):
         points = {0: captured[0]}  # the export fixed a size the calls vary (a loop over it): the traced call only
         result.message = "compared at the traced size only: the module's code fixes a size its calls vary; "
+    elif not points:  # no size the module was called at has the reference's shapes: nothing was compared
+        result.passed = False
+        result.message = "no capture size has the shapes the reference declares; "
+        return result
     elif len(points) < 2:
         result.message = f"compared at {len(points)} size(s) other than the traced one (static shapes)"
     with one_thread():

@@ -164,6 +164,7 @@ def _add_blocks(result: ModelResult, built, dtype: str, validate: bool, tell: Ca
     left = summarise(found.not_emitted)
     result.not_emitted += left
     result.skipped += [f"not emitted: {line}" for line in left]
+    result.skipped += [f"workloads: {line}" for line in found.notes]
 
 
 def _templates_apply(drafts: list[Draft]) -> bool:
