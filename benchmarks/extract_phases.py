@@ -16,6 +16,7 @@ import functools
 import io
 import os
 import pstats
+import signal
 import sys
 import time
 from collections import defaultdict
@@ -98,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
 
     timers = Timers()
     install(timers)
+    signal.signal(signal.SIGTERM, lambda *_: (_print_phases(timers, "interrupted: "), sys.exit(1)))
     profiler = cProfile.Profile() if args.profile else None
     load = os.getloadavg()[0]
     w, c = time.perf_counter(), time.process_time()
@@ -110,13 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     failed = len(result.failed)
     print(f"{args.model}: {len(result.drafts)} problems, {len(result.validations) - failed} validated, "
           f"{failed} failed; wall {wall:.1f} s, CPU {cpu:.1f} s; load {load:.1f} -> {os.getloadavg()[0]:.1f}")
-    print(f"{'phase':40s} {'calls':>5s} {'wall s':>8s} {'cpu s':>8s}")
-    for phase, (pw, pc, n) in sorted(timers.phase.items(), key=lambda kv: -kv[1][0]):
-        print(f"{phase:40s} {n:5d} {pw:8.1f} {pc:8.1f}")
-    rows = sorted(timers.blocks.items(), key=lambda kv: -sum(kv[1].values()))[: args.top]
-    print(f"\n{'block':45s} {'export s':>9s} {'check s':>9s}")
-    for label, phases in rows:
-        print(f"{label:45s} {phases.get('torch.export', 0):9.1f} {phases.get('CPU validation (generic)', 0):9.1f}")
+    _print_phases(timers, "", args.top)
     for line in result.skipped:
         print(f"  skipped {line[:160]}")
     if profiler:
@@ -124,6 +120,19 @@ def main(argv: list[str] | None = None) -> int:
         pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(args.profile)
         print(out.getvalue())
     return 0
+
+
+def _print_phases(timers: Timers, title: str, top: int = 20) -> None:
+    """The time per phase (slowest first), then the slowest blocks; also on SIGTERM (a `timeout`)."""
+    print(f"{title}process CPU {time.process_time():.1f} s; load {os.getloadavg()[0]:.1f}")
+    print(f"{'phase':40s} {'calls':>5s} {'wall s':>8s} {'cpu s':>8s}")
+    for phase, (pw, pc, n) in sorted(timers.phase.items(), key=lambda kv: -kv[1][0]):
+        print(f"{phase:40s} {n:5d} {pw:8.1f} {pc:8.1f}")
+    rows = sorted(timers.blocks.items(), key=lambda kv: -sum(kv[1].values()))[:top]
+    print(f"\n{'block':45s} {'export s':>9s} {'check s':>9s}")
+    for label, phases in rows:
+        print(f"{label:45s} {phases.get('torch.export', 0):9.1f} {phases.get('CPU validation (generic)', 0):9.1f}",
+              flush=True)
 
 
 if __name__ == "__main__":

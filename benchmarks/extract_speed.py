@@ -155,7 +155,9 @@ def _measure(model_id: str) -> dict:
     return {"problems": len(result.drafts), "validated": sum(v.passed for v in result.validations),
             "failed_validation": len(result.failed), "not_emitted": sum(n for c, n in left.items() if c != "by design"),
             "not_emitted_by_cause": left,
-            "failures": [line for line in result.not_emitted if not line.partition("): ")[2].startswith(BY_DESIGN)]}
+            "failures": [line for line in result.not_emitted if not line.partition("): ")[2].startswith(BY_DESIGN)],
+            "reused": next((n.split(" as ", 1)[1].split(":")[0] for n in result.skipped
+                            if n.startswith("same architecture facts as ")), "")}
 
 
 def _cause(reason: str) -> str:
@@ -171,7 +173,7 @@ def _official(args: argparse.Namespace) -> int:
     import torch  # noqa: F401 - imported once here: each model's process is forked from this one
     import transformers  # noqa: F401
 
-    from solbench.extract import configs, parallel, pipeline
+    from solbench.extract import configs, parallel, pipeline, reuse
     if "diffusers" in pipeline.libraries():
         import diffusers  # noqa: F401
     dataset = args.dataset or _shared_dataset()
@@ -202,18 +204,26 @@ def _official(args: argparse.Namespace) -> int:
             row["error"] = outcome.error
         else:
             row.update(outcome.result)
+        if args.save:  # after every model, so that an interrupted run keeps what it measured
+            _save(args.save, rows, t0, load, args.jobs)
         print(f"{outcome.model_id:52s} {row.get('problems', 0):4d} {row.get('validated', 0):4d} "
               f"{row.get('failed_validation', 0):3d} {row.get('not_emitted', 0):4d} {outcome.wall_s:7.1f} "
               f"{outcome.cpu_s:7.1f}  {outcome.error[:80]}", flush=True)
 
     print(f"{'model':52s} {'prob':>4s} {'val.':>4s} {'bad':>3s} {'left':>4s} {'wall s':>7s} {'cpu s':>7s}")
-    parallel.run_each(runnable, _measure, jobs=args.jobs, on_done=done, timeout_s=args.timeout)
-    summary = _summarise(list(rows.values()), time.perf_counter() - t0, load, args.jobs)
+    parallel.run_each(runnable, _measure, jobs=args.jobs, on_done=done, timeout_s=args.timeout,
+                      group=reuse.shipped_key)
+    summary = _save(args.save, rows, t0, load, args.jobs) if args.save else \
+        _summarise(list(rows.values()), time.perf_counter() - t0, load, args.jobs)
     _print_summary(summary, list(rows.values()), markdown=args.markdown)
-    if args.save:
-        args.save.parent.mkdir(parents=True, exist_ok=True)
-        args.save.write_text(json.dumps({"summary": summary, "models": list(rows.values())}, indent=1) + "\n")
     return 0 if summary["with_validated_problem"] >= ACCEPTANCE_IDS else 1
+
+
+def _save(path: Path, rows: dict[str, dict], t0: float, load: tuple, jobs: int) -> dict:
+    summary = _summarise(list(rows.values()), time.perf_counter() - t0, load, jobs)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"summary": summary, "models": list(rows.values())}, indent=1) + "\n")
+    return summary
 
 
 def _shared_dataset() -> Path:
@@ -241,7 +251,7 @@ def _summarise(rows: list[dict], total_s: float, load: tuple, jobs: int) -> dict
             key = "model error: " + row["error"].split(":", 2)[-1].strip()[:60]
             causes[key] = causes.get(key, 0) + 1
     timed = [r for r in rows if "wall_s" in r]
-    return {"ids": len(rows), "skipped": sum("skipped" in r for r in rows),
+    return {"ids": len(rows), "measured": len(timed), "skipped": sum("skipped" in r for r in rows),
             "errors": sum("error" in r for r in rows),
             "with_validated_problem": sum(r.get("problems", 0) > 0 for r in rows), "acceptance": ACCEPTANCE_IDS,
             "problems": sum(r.get("problems", 0) for r in rows),
