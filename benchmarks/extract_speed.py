@@ -177,7 +177,7 @@ def _official(args: argparse.Namespace) -> int:
     if "diffusers" in pipeline.libraries():
         import diffusers  # noqa: F401
     dataset = args.dataset or _shared_dataset()
-    ids = official_ids(dataset)
+    ids = [m for m in official_ids(dataset) if not args.model or m in args.model]  # --model: only those
     if not ids:
         print(f"no definitions with an hf_id under {dataset}", file=sys.stderr)
         return 2
@@ -211,6 +211,8 @@ def _official(args: argparse.Namespace) -> int:
               f"{outcome.cpu_s:7.1f}  {outcome.error[:80]}", flush=True)
 
     print(f"{'model':52s} {'prob':>4s} {'val.':>4s} {'bad':>3s} {'left':>4s} {'wall s':>7s} {'cpu s':>7s}")
+    order = list(FAMILY_OF_KIND.values())  # cheap families first: an interrupted run has counted the most ids
+    runnable.sort(key=lambda m: order.index(rows[m]["family"]) if rows[m]["family"] in order else len(order))
     parallel.run_each(runnable, _measure, jobs=args.jobs, on_done=done, timeout_s=args.timeout,
                       group=reuse.shipped_key)
     summary = _save(args.save, rows, t0, load, args.jobs) if args.save else \
