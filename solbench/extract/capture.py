@@ -15,6 +15,7 @@ import copy
 import io
 import logging
 import warnings
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -155,15 +156,33 @@ def input_names(module: nn.Module, call: Call) -> list[str]:
 
 
 def cpu_copy(module: nn.Module, dtype: torch.dtype) -> nn.Module:
-    """A CPU copy of a meta module, parameters and buffers filled at realistic scales (seeded)."""
+    """A CPU copy of a meta module, parameters and buffers filled at realistic scales (seeded).
+
+    Validation asks for a float32 copy, then a bfloat16 one. The values are drawn once, in float32, and
+    the second copy casts them: drawing them again cost as much as the comparison for large blocks (a
+    Jamba MoE layer), and gives the same bits, since both copies cast the same float32 draws."""
+    global _LAST_DRAWN
     block = copy.deepcopy(module).to_empty(device="cpu").eval()
     if dtype == torch.float32:  # else keep the dtypes the model was built with (float32 buffers stay so)
         block.to(dtype)
+    drawn = _LAST_DRAWN[1] if _LAST_DRAWN is not None and _LAST_DRAWN[0]() is module else None
+    _LAST_DRAWN = None
     gen = torch.Generator().manual_seed(0)
+    values = {}
     with torch.no_grad():
         for name, tensor in [*block.named_parameters(), *block.named_buffers()]:
-            tensor.copy_(realistic(name, tuple(tensor.shape), tensor.dtype, gen))
+            if drawn is not None and name in drawn:
+                tensor.copy_(drawn[name])
+                continue
+            value = realistic(name, tuple(tensor.shape), tensor.dtype, gen)
+            tensor.copy_(value)
+            values[name] = tensor if tensor.dtype in (torch.float32, value.dtype) else value
+    if drawn is None and dtype == torch.float32:
+        _LAST_DRAWN = (weakref.ref(module), values)
     return block
+
+
+_LAST_DRAWN: tuple | None = None  # (the module, its float32 draws): the next copy of it casts them
 
 
 def realistic(name: str, shape: tuple[int, ...], dtype: torch.dtype, gen: torch.Generator) -> torch.Tensor:

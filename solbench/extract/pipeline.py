@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from solbench.extract import configs, emit
+from solbench.extract import configs, emit, reuse
 from solbench.extract.draft import Draft
 from solbench.extract.families import drafts_for
 from solbench.extract.trace import trace
@@ -45,6 +45,18 @@ def extract_model(model_id: str, config_path: str | Path | None = None, *, valid
     tell = progress or (lambda step: None)
     tell("reading its config")
     config = configs.resolve(model_id, config_path, use_hub=use_hub)
+    result_key = reuse.key(config.library, config.facts, config.family, config.kind, validate=validate,
+                           dtype=dtype, generic=generic)
+    result = reuse.lookup(result_key, config)
+    if result is None:
+        result = _extract(config, validate, dtype, generic, tell, start)
+        reuse.remember(result_key, result)
+    return result
+
+
+def _extract(config: configs.ModelConfig, validate: bool, dtype: str, generic: bool, tell: Callable[[str], None],
+             start: float) -> ModelResult:
+    """extract_model's work for a resolved config: family templates where they apply, else generic."""
     if config.library == "diffusers":
         return _extract_diffusers(config, dtype, validate, tell, start)
     tell(f"tracing {config.model_type} on meta tensors")
@@ -68,7 +80,7 @@ def extract_model(model_id: str, config_path: str | Path | None = None, *, valid
         t0 = time.perf_counter()
         validator = Validator(traced)
         result.validations = validator.validate_all(found.drafts, low_precision=getattr(torch, dtype),
-                                                    progress=progress)
+                                                    progress=tell)
         failed = {v.problem for v in result.validations if not v.passed}
         result.drafts = [d for d in found.drafts if d.name not in failed]  # never emit a mismatch
         result.validate_seconds = time.perf_counter() - t0
@@ -214,6 +226,14 @@ def _family_paths(traced, drafts: list[Draft], dropped: list[Draft] = ()) -> Cal
             return "covered by the family templates (embedding, final norm, LM head)"
         return ""
     return covered
+
+
+def portable(result: ModelResult) -> ModelResult:
+    """The result without the template drafts' validation hooks (closures over the model), so it can be
+    sent from a worker process; nothing written depends on them."""
+    for draft in result.drafts:
+        draft.check = None
+    return result
 
 
 def collect(results: list[ModelResult]) -> dict[str, emit.Problem]:

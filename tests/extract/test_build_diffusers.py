@@ -218,4 +218,18 @@ def test_rope_tables_cached_under_one_mode_are_not_reused_under_another():
     with torch.no_grad(), torch.device("meta"):
         args, kwargs = built.make_call(axes, torch.bfloat16)
         out = built.module(*args, **kwargs)[0]
-    assert out.shape == (2, axes["latent_height"] * axes["latent_width"] // 4 * 2, 16)  # Edit: two grids
+    assert out.shape == (axes["batch_size"], axes["latent_height"] * axes["latent_width"] // 4 * 2, 16)  # Edit: two grids
+
+
+def test_tiny_flux_blocks_validate_bit_exact_at_the_small_sizes():
+    """Traced at the larger capture point, every block of a FLUX transformer is compared bit for bit with its
+    module at the two small ones (batch 2 and 3, 2x3 and 3x2 patches), in float32 and bfloat16."""
+    from solbench.extract import blocks
+
+    (built,) = build_component("tiny/model", "transformer", "FluxTransformer2DModel",
+                               TINY["FluxTransformer2DModel"][0], torch.bfloat16)
+    result = blocks.extract_blocks(built, torch.bfloat16)
+    assert len(result.drafts) >= 15 and len(result.validations) == len(result.drafts)
+    assert all(v.passed and v.exact == {"float32": True, "bfloat16": True} for v in result.validations)
+    assert all(not v.message for v in result.validations)  # two sizes other than the traced one, every block
+    assert not [n for n in result.not_emitted if "valid" in n.reason or "captured" in n.reason]

@@ -4,9 +4,13 @@ Axes are model-level and in latent units where the model sees latents: `latent_h
 the VAE latent's spatial size (before any patching), `latent_frames` its frame count, `text_len` the text
 encoder's sequence length, `image_height`/`image_width` pixels (a VAE encoder's input).
 
-Capture sizes are small, >= 2, three per axis (the capture traces at the first and validates at the others),
-and chosen so that no two variable sizes of one call coincide, patched sizes included: torch.export gives
-equal sizes one symbol (duck sizing) and would tie unrelated axes together.
+Capture sizes are >= 2, three per axis: the capture traces at the first and validates at the other two.
+Tracing runs on fake tensors and costs the same at any size, so the first point is the larger one, chosen
+so that no two variable sizes of its call coincide, patched and downsampled sizes included (torch.export
+gives equal sizes one symbol, duck sizing, and would tie unrelated axes together). The two validation
+points are the smallest sizes that still move every axis: validation runs the module and the reference
+on CPU in float32 and bfloat16, and its cost grows with batch x height x width (about 11x less than
+validating at the traced sizes' scale), while any size exercises the same code for bit-exactness.
 """
 
 from __future__ import annotations
@@ -18,10 +22,10 @@ from torch import nn
 
 from solbench.extract.built import CallMaker
 
-BATCH_CAPTURE = (2, 3, 4)
+BATCH_CAPTURE = (4, 2, 3)
 BATCH_WORKLOAD = (1, 2)  # one prompt; two with classifier-free guidance run as one batch
-TEXT_CAPTURE = (7, 11, 13)
-FRAMES_CAPTURE = (3, 7, 5)
+TEXT_CAPTURE = (13, 7, 11)
+FRAMES_CAPTURE = (5, 2, 3)
 
 
 @dataclass
@@ -36,10 +40,10 @@ class ComponentCall:
 
 
 def spatial_capture(factor: int) -> dict[str, tuple[int, ...]]:
-    """Latent height/width capture sizes that are multiples of `factor` (patch size or the UNet's downsampling),
-    with patched sizes 4/5/6 and 6/9/8: at each capture point (every axis at its i-th size) distinct from each
-    other and from the batch (2/3/4), text (7/11/13) and frame (3/7/5) sizes."""
-    return {"latent_height": (4 * factor, 5 * factor, 6 * factor), "latent_width": (6 * factor, 9 * factor, 8 * factor)}
+    """Latent height/width capture sizes that are multiples of `factor` (patch size or the UNet's downsampling).
+    Traced at 6 and 8 patches (a UNet's levels 6f/3f/.. and 8f/4f/..), distinct from each other and from the
+    traced batch (4), text (13) and frame (5) sizes; validated at 2x3 and 3x2 patches."""
+    return {"latent_height": (6 * factor, 2 * factor, 3 * factor), "latent_width": (8 * factor, 3 * factor, 2 * factor)}
 
 
 def latent_sizes(pixels: tuple[int, ...], vae_factor: int) -> tuple[int, ...]:

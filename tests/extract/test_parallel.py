@@ -1,0 +1,82 @@
+"""Several models at once (`--jobs`, forked processes) and reuse between models with the same facts."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+import pytest
+
+from solbench.cli import extract as extract_cli
+from solbench.extract import parallel, pipeline, reuse
+from solbench.spec.errors import SpecError
+
+
+def _work(model_id: str):
+    if model_id == "bad":
+        raise SpecError("bad: no such model")
+    if model_id == "dies":
+        os._exit(3)
+    return (model_id, os.getpid())
+
+
+def test_results_come_back_in_order_with_failures_named():
+    ids = ["a", "bad", "dies", "b", "c"]
+    heard: list[int] = []
+    outcomes = parallel.run_each(ids, _work, jobs=2, on_done=lambda index, outcome: heard.append(index))
+    assert [o.model_id for o in outcomes] == ids and sorted(heard) == list(range(len(ids)))
+    assert [o.result[0] for o in outcomes if o.result] == ["a", "b", "c"]
+    assert outcomes[1].bad_input and outcomes[1].error == "bad: no such model"
+    assert "died (exit 3)" in outcomes[2].error and not outcomes[2].bad_input
+    assert len({o.result[1] for o in outcomes if o.result} | {os.getpid()}) == 4  # a process per model
+
+
+def test_a_group_shares_one_process_in_its_order():
+    outcomes = parallel.run_each(["a", "x", "b", "y"], _work, jobs=2, group=lambda m: m in "ab")
+    pid = {o.model_id: o.result[1] for o in outcomes}
+    assert pid["a"] == pid["b"] and pid["x"] == pid["y"] and pid["a"] != pid["x"]
+
+
+def test_models_with_the_same_facts_are_extracted_once_per_session(monkeypatch):
+    """Qwen3-4B and Qwen3-4B-Instruct-2507 ship the same facts: the second reuses the first in a session."""
+    calls: list[str] = []
+    real = pipeline._extract
+    monkeypatch.setattr(pipeline, "_extract", lambda config, *a: calls.append(config.model_id) or real(config, *a))
+    first, second = "Qwen/Qwen3-4B", "Qwen/Qwen3-4B-Instruct-2507"
+    with reuse.session():
+        a = pipeline.extract_model(first, validate=False, use_hub=False)
+        b = pipeline.extract_model(second, validate=False, use_hub=False)
+    assert calls == [first]
+    assert b.config.model_id == second and [d.name for d in b.drafts] == [d.name for d in a.drafts]
+    assert f"same architecture facts as {first}" in b.skipped[-1]
+    alone = pipeline.extract_model(second, validate=False, use_hub=False)  # no session: extracted again
+    assert calls == [first, second] and [d.name for d in alone.drafts] == [d.name for d in b.drafts]
+    written = pipeline.collect([a, b])
+    assert all(set(p.models) == {first, second} for p in written.values())
+
+
+def test_diffusers_models_are_never_shared():
+    """FLUX.1-dev and -Kontext ship the same components, but Kontext's call adds a reference image."""
+    assert reuse.key("diffusers", {}, "FLUX.1", "diffusion") is None
+    assert reuse.shipped_key("black-forest-labs/FLUX.1-dev") != reuse.shipped_key("black-forest-labs/FLUX.1-Kontext-dev")
+    assert reuse.shipped_key("Qwen/Qwen3-8B") == reuse.shipped_key("nvidia/Qwen3-8B-NVFP4")
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("models", [["meta-llama/Llama-3.2-1B", "Qwen/Qwen3-0.6B", "Qwen/Qwen3-8B",
+                                     "nvidia/Qwen3-8B-NVFP4"]])
+def test_jobs_write_the_same_files_as_one_process(tmp_path, models, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    parser = argparse.ArgumentParser()
+    extract_cli.add_arguments(parser)
+    trees = []
+    for jobs in ("1", "3"):
+        out = tmp_path / jobs
+        argv = [a for m in models for a in ("--model", m)] + ["--no-validate", "-o", str(out), "--jobs", jobs]
+        assert extract_cli.handle(parser.parse_args(argv)) == 0
+        trees.append(_tree(out))
+    assert trees[0] and trees[0] == trees[1]
