@@ -1,7 +1,7 @@
 """How many official problems does `solbench extract` reach? Op-set containment, by model family.
 
     python benchmarks/extract_coverage.py [--official DIR] [--extracted DIR] [--families MD] [--jobs N]
-                                          [--details] [--save FILE.json]
+                                          [--details] [--save FILE.json] [--cache FILE.json]
 
 Every official problem that names a model (`hf_id`) is compared with the extracted problems of THAT
 model (the model ids an extracted problem records: `solbench.models[*].hf_id` and its `hf_id`). Each
@@ -13,6 +13,9 @@ prices), on the workload with the smallest axes. Views, copies, casts and alloca
   direction (a problem is a backward one when its name says `backward`);
 - **same boundary**: the op sets are equal (counted apart; also contained).
 
+Op sets are cached (`--cache`) by the definition's content and the recorder's source, so a rerun after
+a new extraction traces only what changed.
+
 Quantised problems (the dataset's `Quant` category, or an fp8 / fp4 input or output) are counted apart:
 extraction emits none yet.
 Families come from `solbench/extract/data/models.json`'s `kind` where it has one, else from the family
@@ -22,6 +25,7 @@ column of the official model-config notes (`--families`, a Markdown table with `
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import multiprocessing
 import os
@@ -48,6 +52,7 @@ def _shared(*parts: str) -> Path:
 DEFAULT_OFFICIAL = _shared("sol-execbench")
 DEFAULT_EXTRACTED = ROOT / "problem_defs" / "hf"
 DEFAULT_FAMILIES = _shared("notes", "official-model-configs.md")
+RECORDER_SOURCE = ROOT / "solbench" / "sol" / "op_set.py"
 MODELS_JSON = ROOT / "solbench" / "extract" / "data" / "models.json"
 FAMILIES = ("dense LLM", "MoE", "VL", "diffusion", "audio", "SSM/hybrid", "vision")
 FAMILY_NAMES = {"llm": "dense LLM", "dense llm": "dense LLM", "dense": "dense LLM", "moe": "MoE", "vl": "VL",
@@ -85,6 +90,15 @@ def read_problem(path: Path) -> Problem:
     quantized = path.parent.name == "Quant" or any(d.startswith(("float8", "float4")) for d in dtypes)
     return Problem(str(path), data["name"], sorted({i.lower() for i in ids if i}), quantized,
                    "backward" in data["name"].lower())
+
+
+def cache_key(problem: Problem) -> str:
+    """The definition's and workloads' content plus the recorder's source: any change traces anew."""
+    folder = Path(problem.path)
+    digest = hashlib.sha256()
+    for part in (folder / "definition.json", folder / "workload.jsonl", RECORDER_SOURCE):
+        digest.update(part.read_bytes() if part.is_file() else b"-")
+    return digest.hexdigest()
 
 
 def record_ops(problem: Problem) -> Problem:
@@ -159,21 +173,41 @@ def _row(label: str, verdicts: list[Verdict]) -> str:
             f" | {sum(bool(v.same_boundary) for v in plain)} | {sum(bool(v.contained_in) for v in quant)} of {len(quant)} |")
 
 
-def coverage(official_dir: Path, extracted_dir: Path, families_md: Path | None, jobs: int) -> list[Verdict]:
+def coverage(official_dir: Path, extracted_dir: Path, families_md: Path | None, jobs: int,
+             cache_file: Path | None = None) -> list[Verdict]:
     officials = [read_problem(p.parent) for p in sorted(official_dir.glob("*/*/definition.json"))]
     officials = [p for p in officials if p.models]
     wanted = {p.models[0] for p in officials}
     extracted = [read_problem(p.parent) for p in sorted(extracted_dir.glob("**/definition.json"))]
     extracted = [e for e in extracted if wanted & set(e.models)]  # only the models an official problem names
-    todo = officials + extracted
-    if jobs > 1:
-        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-            done = list(pool.map(record_ops, todo, chunksize=4))
-    else:
-        done = [record_ops(p) for p in todo]
+    done = _record_all(officials + extracted, jobs, cache_file)
     officials, extracted = done[:len(officials)], done[len(officials):]
     families = read_families(families_md)
     return [judge(o, extracted, families.get(o.models[0], "unknown")) for o in officials]
+
+
+def _record_all(problems: list[Problem], jobs: int, cache_file: Path | None) -> list[Problem]:
+    """Every problem's op set, from the cache where its key is there; new results are added to it."""
+    cache = json.loads(cache_file.read_text()) if cache_file is not None and cache_file.is_file() else {}
+    keys = [cache_key(p) for p in problems]
+    todo = [p for p, k in zip(problems, keys) if k not in cache]
+    if jobs > 1 and len(todo) > 1:
+        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            traced = list(pool.map(record_ops, todo, chunksize=4))
+    else:
+        traced = [record_ops(p) for p in todo]
+    fresh = iter(traced)
+    done = []
+    for problem, key in zip(problems, keys):
+        if key in cache:
+            problem.ops, problem.error = cache[key]["ops"], cache[key]["error"]
+        else:
+            problem = next(fresh)
+            cache[key] = {"ops": problem.ops, "error": problem.error}
+        done.append(problem)
+    if cache_file is not None and todo:
+        cache_file.write_text(json.dumps(cache, sort_keys=True) + "\n")
+    return done
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -186,13 +220,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--details", action="store_true", help="one line per official problem with its reason")
     parser.add_argument("--save", type=Path, help="write every verdict as JSON")
+    parser.add_argument("--cache", type=Path, help="op sets by content (read, then updated): reruns trace only "
+                                                    "what changed")
     args = parser.parse_args(argv)
     for folder in (args.official, args.extracted):
         if not folder.is_dir():
             print(f"error: {folder} is not a folder", file=sys.stderr)
             return 2
     started = time.monotonic()
-    verdicts = coverage(args.official, args.extracted, args.families, max(1, args.jobs))
+    verdicts = coverage(args.official, args.extracted, args.families, max(1, args.jobs), args.cache)
     plain = [v for v in verdicts if not v.quantized]
     print(f"official problems naming a model: {len(verdicts)} ({len(plain)} not quantised); "
           f"extracted from {args.extracted}; op sets: core aten, views/copies/allocations left out")

@@ -4,8 +4,10 @@ Two references that compute the same thing can reach the dispatcher at different
 `scaled_dot_product_attention` against a hand-written `softmax(q @ k^T) @ v`, `F.layer_norm` against
 its mean/var/rsqrt spelled out. `OpSetRecorder` is a dispatch mode that puts every op on one level,
 **core aten** (`torch._decomp.core_aten_decompositions()`, the operator set `torch.export` lowers to
-for backends), with normalisations decomposed as well (`NORMALISATIONS`, `RECORDED_AS`): an op with a core-aten decomposition is replaced by it (recursively, under the same
-mode), and only what is left is recorded. The reference runs through the speed-of-light tracer
+for backends): an op with a core-aten decomposition is replaced by it (recursively, under the same
+mode), and only what is left is recorded. A few equal computations that core aten still spells apart
+are recorded alike (`RECORDED_AS`: matrix products of any batching are `mm`, softmax is its arithmetic,
+and so on; `NORMALISATIONS` and GELU are decomposed too). The reference runs through the speed-of-light tracer
 (`capture.run_capture`: meta tensors, custom inputs, invented values where data is asked for), so a
 reference `solbench sol` can price is one whose op set can be recorded.
 
@@ -29,17 +31,27 @@ LAYOUT_OPS = frozenset({
     "zeros", "zeros_like", "ones", "ones_like", "full", "full_like", "new_zeros", "new_ones", "new_full",
     "scalar_tensor", "_local_scalar_dense", "resize", "set", "_assert_async", "_assert_scalar",
     "_functional_assert_async", "sym_constrain_range", "sym_size", "sym_stride", "sym_numel",
-    "contiguous", "fill", "zero",
-})
+    "contiguous", "fill", "zero", "repeat",
+})  # `repeat` is a broadcast made contiguous: `expand` (a view) + a copy
 
-# Recorded as the op they are, not decomposed: `_safe_softmax` (what the math attention path calls) is a
-# softmax whose fully masked rows give 0; its decomposition's guards (`eq`, `any`, `where`) would make a
-# fused attention look unlike a hand-written softmax attention.
-# `var_mean` is both reductions. Normalisations (kept whole by core aten) are decomposed too, so that
-# `F.layer_norm` and a layer norm spelled out in mean / var / rsqrt compare alike.
-RECORDED_AS = {"_safe_softmax": ("_softmax",), "var_mean": ("var", "mean")}
+# Recorded as the computation they are, whatever form a reference wrote them in (one level, tested):
+# - matrix products are `mm` however they are batched (`bmm`, an `einsum`, a loop of `F.linear`), with
+#   a fused bias as the `add` it is (`addmm`);
+# - softmax (and `_safe_softmax`, what the math attention path calls) is its arithmetic (`amax`, `sub`,
+#   `exp`, `sum`, `div`), so a fused attention and a hand-written `exp(x - max) / sum` compare alike;
+#   log-softmax likewise; `var_mean` is both reductions;
+# - a reduction's values are `amax` / `amin` whether or not `max(dim)` also returned the indices;
+# - a table lookup is `index` (`F.embedding`, `index_select`, `w[ids]`);
+# - an accumulating scatter is `scatter_add` (`index_add_`, `index_put_(accumulate=True)`, `scatter_add`).
+SOFTMAX = ("amax", "sub", "exp", "sum", "div")
+RECORDED_AS = {"_safe_softmax": SOFTMAX, "_softmax": SOFTMAX, "_log_softmax": ("amax", "sub", "exp", "sum", "log"),
+               "var_mean": ("var", "mean"), "addmm": ("mm", "add"), "bmm": ("mm",), "embedding": ("index",),
+               "index_select": ("index",), "scatter_add": ("scatter_add",)}
+REDUCTIONS_AS = {"max": "amax", "min": "amin"}  # their reducing overloads (not the binary max.other)
+# Decomposed although core aten keeps them whole: normalisations, so that `F.layer_norm` and a layer norm
+# spelled out in mean / var / rsqrt compare alike, and GELU, so that `F.gelu` and its formula do.
 NORMALISATIONS = frozenset({"native_layer_norm", "native_group_norm", "native_batch_norm", "_fused_rms_norm",
-                            "_native_batch_norm_legit", "_native_batch_norm_legit_no_training"})
+                            "_native_batch_norm_legit", "_native_batch_norm_legit_no_training", "gelu"})
 
 _DECOMPOSITIONS: dict | None = None
 
@@ -63,6 +75,19 @@ def op_name(func) -> str:
     return name[:-1] if name.endswith("_") and not name.endswith("__") else name
 
 
+def recorded_as(func, name: str, args: tuple, kwargs: dict) -> tuple[str, ...]:
+    """The names an op is recorded as without decomposing it (see `RECORDED_AS`); () for the others."""
+    if name in RECORDED_AS:
+        return RECORDED_AS[name]
+    if name in REDUCTIONS_AS and func._overloadname in ("default", "dim", "dim_max", "dim_min"):
+        return (REDUCTIONS_AS[name],)
+    if name == "index_put" and (kwargs.get("accumulate") or (len(args) > 3 and args[3])):
+        return ("scatter_add",)
+    if name == "div" and len(args) > 1 and isinstance(args[1], (int, float)) and not kwargs.get("rounding_mode"):
+        return ("mul",)  # scaling by a constant: `x / c` is `x * (1 / c)`
+    return ()
+
+
 class OpSetRecorder(TorchDispatchMode):
     """Records the core-aten ops a computation dispatches (decomposing the others), then runs them.
 
@@ -77,8 +102,9 @@ class OpSetRecorder(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = op_name(func)
-        if name in RECORDED_AS:
-            self.counts.update(RECORDED_AS[name])
+        recorded = recorded_as(func, name, args, kwargs)
+        if recorded:
+            self.counts.update(recorded)
             return func(*args, **kwargs)
         decomposition = self.table.get(func)
         if decomposition is not None:

@@ -32,11 +32,36 @@ def test_fused_and_hand_written_attention_record_alike():
                    "    p = torch.softmax((q @ k.transpose(-1, -2)) * 8 ** -0.5, dim=-1)\n"
                    "    return p @ v\n")
     assert fused == by_hand
-    assert {"bmm", "_softmax", "mul"} <= fused and not {"view", "expand", "clone"} & fused
+    assert {"mm", "amax", "exp", "sum", "div", "mul"} <= fused and not {"view", "expand", "clone", "bmm"} & fused
     fused = _ops("import torch.nn.functional as F\ndef run(q, k, v):\n    return F.layer_norm(q, (8,))\n")
     by_hand = _ops("import torch\ndef run(q, k, v):\n"
                    "    return (q - q.mean(-1, keepdim=True)) * torch.rsqrt(q.var(-1, keepdim=True, unbiased=False) + 1e-5)\n")
     assert fused == by_hand == {"mean", "var", "sub", "add", "rsqrt", "mul"}
+
+
+X = {"x": (["B", 16, 32], "float32"), "w": ([64, 32], "float32"), "i": (["B"], "int64")}
+OUT_X = {"o": (["B", 16, 64], "float32")}
+SAME = [  # pairs of one computation written two ways: each pair records one op set
+    ("import torch\ndef run(x, w, i):\n    return torch.bmm(x, w.T.expand(x.shape[0], 32, 64))\n",
+     "import torch.nn.functional as F\ndef run(x, w, i):\n    return F.linear(x, w)\n"),  # batched or not: mm
+    ("import torch\ndef run(x, w, i):\n    return x.index_add(0, i, x)\n",
+     "import torch\ndef run(x, w, i):\n    return x.scatter_add(0, i[:, None, None].expand_as(x), x)\n"),
+    ("import torch\ndef run(x, w, i):\n    e = torch.exp(x - x.amax(-1, keepdim=True))\n    return e / e.sum(-1, keepdim=True)\n",
+     "import torch\ndef run(x, w, i):\n    return torch.softmax(x, -1)\n"),
+    ("import torch\ndef run(x, w, i):\n    return x.repeat(2, 1, 1) / 4.0\n",
+     "import torch\ndef run(x, w, i):\n    return 0.25 * x.expand(2, -1, -1, -1).contiguous()\n"),
+    ("import torch.nn.functional as F\ndef run(x, w, i):\n    return F.embedding(i, w)\n",
+     "def run(x, w, i):\n    return w[i]\n"),
+    ("import torch\ndef run(x, w, i):\n    return x.max(-1).values\n",
+     "import torch\ndef run(x, w, i):\n    return x.amax(-1)\n"),
+]
+
+
+def test_equal_computations_written_apart_record_alike():
+    for first, second in SAME:
+        assert _ops(first, X, OUT_X) == _ops(second, X, OUT_X), (first, second)
+    assert _ops(SAME[0][1], X, OUT_X) == {"mm"}
+    assert _ops("import torch\ndef run(x, w, i):\n    return x / x.sum()\n", X, OUT_X) == {"sum", "div"}
 
 
 def _problem(root: Path, name: str, reference: str, models: list[str], official: bool) -> None:
