@@ -9,9 +9,12 @@ problem's **op set** is recorded by `solbench.sol.op_set`: a dispatch-level reco
 decomposition level, core aten, over the reference run on meta tensors (the trace `solbench sol`
 prices), on the workload with the smallest axes. Views, copies, casts and allocations are left out.
 
-- **contained**: the official op set is a subset of some extracted problem's op set of the same model and
-  direction (a problem is a backward one when its name says `backward`);
-- **same boundary**: the op sets are equal (counted apart; also contained).
+- **contained**: the official problem's ops on data (those with an operand that depends on its inputs;
+  every op where it has none) are a subset of some extracted problem's op set of the same model and
+  direction (a problem is a backward one when its name says `backward`). Masks and tables built from
+  shapes alone (`arange`, a causal `triu`, a RoPE table of positions 0..n) are constants a kernel may
+  precompute: an official reference that builds them inline is not asking for more work on its inputs;
+- **same boundary**: the whole op sets are equal (counted apart; also contained).
 
 Op sets are cached (`--cache`) by the definition's content and the recorder's source, so a rerun after
 a new extraction traces only what changed.
@@ -67,7 +70,8 @@ class Problem:
     models: list[str]  # lower-cased model ids
     quantized: bool
     backward: bool
-    ops: list[str] | None = None
+    ops: list[str] | None = None  # every op its reference runs
+    data_ops: list[str] | None = None  # those with an operand that depends on its inputs
     error: str | None = None
 
 
@@ -103,13 +107,14 @@ def cache_key(problem: Problem) -> str:
 
 def record_ops(problem: Problem) -> Problem:
     """The problem's core-aten op set on its smallest workload (in a pool process)."""
-    from solbench.sol.op_set import record_op_set
+    from solbench.sol.op_set import record_op_sets
     from solbench.spec.problem import load_problem
 
     try:
         loaded = load_problem(Path(problem.path))
         workload = min(loaded.workloads, key=lambda w: (sum(v for v in w.axes.values() if isinstance(v, int)), w.uuid))
-        problem.ops = sorted(record_op_set(loaded.definition, workload.axes, workload.scalar_values()))
+        sets = record_op_sets(loaded.definition, workload.axes, workload.scalar_values())
+        problem.ops, problem.data_ops = sorted(sets.all), sorted(sets.data)
     except Exception as exc:  # noqa: BLE001 - a problem that cannot be traced is reported, not fatal
         problem.error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
     return problem
@@ -141,10 +146,10 @@ def judge(official: Problem, extracted: list[Problem], family: str) -> Verdict:
     if not mine:
         verdict.reason = "no extracted problem of this model"
         return verdict
-    want = set(official.ops)
+    want = set(official.data_ops or official.ops)  # its work on its inputs (all of it if it has none)
     same_direction = [e for e in mine if e.ops is not None and e.backward == official.backward]
     verdict.contained_in = sorted(e.name for e in same_direction if want <= set(e.ops))
-    verdict.same_boundary = sorted(e.name for e in same_direction if want == set(e.ops))
+    verdict.same_boundary = sorted(e.name for e in same_direction if set(official.ops) == set(e.ops))
     if not verdict.contained_in:
         if not same_direction:
             verdict.reason = f"no extracted {'backward' if official.backward else 'forward'} problem of this model"
@@ -200,10 +205,10 @@ def _record_all(problems: list[Problem], jobs: int, cache_file: Path | None) -> 
     done = []
     for problem, key in zip(problems, keys):
         if key in cache:
-            problem.ops, problem.error = cache[key]["ops"], cache[key]["error"]
+            problem.ops, problem.data_ops, problem.error = (cache[key][k] for k in ("ops", "data_ops", "error"))
         else:
             problem = next(fresh)
-            cache[key] = {"ops": problem.ops, "error": problem.error}
+            cache[key] = {"ops": problem.ops, "data_ops": problem.data_ops, "error": problem.error}
         done.append(problem)
     if cache_file is not None and todo:
         cache_file.write_text(json.dumps(cache, sort_keys=True) + "\n")

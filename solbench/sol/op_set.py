@@ -20,9 +20,12 @@ computation.
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 
 import torch
+from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.weak import WeakIdKeyDictionary
 
 # Ops that move or re-label memory, allocate, or read a scalar back: not part of an op set.
 LAYOUT_OPS = frozenset({
@@ -91,46 +94,92 @@ def recorded_as(func, name: str, args: tuple, kwargs: dict) -> tuple[str, ...]:
 class OpSetRecorder(TorchDispatchMode):
     """Records the core-aten ops a computation dispatches (decomposing the others), then runs them.
 
-    Stack it above the speed-of-light tracer: what it passes on is executed (and costed) there.
+    Stack it above the speed-of-light tracer: what it passes on is executed (and costed) there. Each op
+    is also recorded apart when one of its operands depends on the reference's inputs (`data_ops`):
+    tables and masks built from shapes alone (`arange`, a causal `triu`, a RoPE table from positions
+    0..n) are constants a kernel may precompute, and a reference that builds them inline does no more
+    work on its inputs than one that takes them ready-made.
     """
 
     def __init__(self):
         super().__init__()
         self.counts: Counter = Counter()
+        self.data_counts: Counter = Counter()
         self.table = core_aten_decompositions()
+        self.derived = WeakIdKeyDictionary()  # tensors that depend on an input (the tracer's view, kept
+        self._tracer_derived = None  # up while it is suppressed inside a fused op)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = op_name(func)
+        on_data = self._on_data(args, kwargs)
         recorded = recorded_as(func, name, args, kwargs)
         if recorded:
-            self.counts.update(recorded)
-            return func(*args, **kwargs)
+            self._count(recorded, on_data)
+            return self._mark(func(*args, **kwargs), on_data)
         decomposition = self.table.get(func)
         if decomposition is not None:
-            before = self.counts.copy()
+            before = self.counts.copy(), self.data_counts.copy()
             try:
                 with self:  # the decomposition's own ops come back here, to be recorded or decomposed
                     result = decomposition(*args, **kwargs)
             except Exception:  # noqa: BLE001 - its Python checks refuse the trace's mix of meta and real
                 result = NotImplemented  # tensors: the op is recorded whole, as core aten would not
             if result is not NotImplemented:
-                return result
-            self.counts = before
+                return self._mark(result, on_data)
+            self.counts, self.data_counts = before
         if not (func.is_view or name in LAYOUT_OPS):
-            self.counts[name] += 1
-        return func(*args, **kwargs)
+            self._count((name,), on_data)
+        return self._mark(func(*args, **kwargs), on_data)
+
+    def _count(self, names: tuple[str, ...], on_data: bool) -> None:
+        self.counts.update(names)
+        if on_data:
+            self.data_counts.update(names)
+
+    def _on_data(self, args, kwargs) -> bool:
+        if self._tracer_derived is None:
+            from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+            self._tracer_derived = next((m.derived for m in _get_current_dispatch_mode_stack()
+                                         if m is not self and hasattr(m, "derived")), WeakIdKeyDictionary())
+        return any(isinstance(t, torch.Tensor) and (t in self.derived or t in self._tracer_derived)
+                   for t in pytree.tree_leaves((args, kwargs)))
+
+    def _mark(self, result, on_data: bool):
+        if on_data:
+            for t in pytree.tree_leaves(result):
+                if isinstance(t, torch.Tensor):
+                    self.derived[t] = True
+        return result
 
     @property
     def ops(self) -> frozenset[str]:
         return frozenset(self.counts)
 
+    @property
+    def data_ops(self) -> frozenset[str]:
+        return frozenset(self.data_counts)
 
-def record_op_set(definition, axis_values: dict[str, int], scalars: dict | None = None) -> frozenset[str]:
-    """The core-aten op set of one workload of `definition` (raises `CaptureError` when it cannot be traced)."""
+
+@dataclass(frozen=True)
+class OpSets:
+    """Every op a reference runs (`all`), and those with an operand that depends on its inputs (`data`)."""
+
+    all: frozenset[str]
+    data: frozenset[str]
+
+
+def record_op_sets(definition, axis_values: dict[str, int], scalars: dict | None = None) -> OpSets:
+    """The core-aten op sets of one workload of `definition` (raises `CaptureError` when it cannot be traced)."""
     from solbench.sol.capture import run_capture  # torch-heavy; the import graph keeps it one way
 
     recorder = OpSetRecorder()
     axes = definition.resolve_axes(axis_values)
     run_capture(definition, axes, dict(scalars or {}), recorder=recorder)
-    return recorder.ops
+    return OpSets(recorder.ops, recorder.data_ops)
+
+
+def record_op_set(definition, axis_values: dict[str, int], scalars: dict | None = None) -> frozenset[str]:
+    """Every core-aten op of one workload of `definition` (`record_op_sets(...).all`)."""
+    return record_op_sets(definition, axis_values, scalars).all

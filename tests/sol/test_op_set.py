@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from solbench.sol.op_set import record_op_set
+from solbench.sol.op_set import record_op_set, record_op_sets
 from tests.sol.conftest import make_definition
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "extract_coverage.py"
@@ -62,6 +62,24 @@ def test_equal_computations_written_apart_record_alike():
         assert _ops(first, X, OUT_X) == _ops(second, X, OUT_X), (first, second)
     assert _ops(SAME[0][1], X, OUT_X) == {"mm"}
     assert _ops("import torch\ndef run(x, w, i):\n    return x / x.sum()\n", X, OUT_X) == {"sum", "div"}
+
+
+def test_tables_and_masks_built_from_shapes_are_not_work_on_data():
+    """A causal mask and a RoPE table built inline from `arange` are constants: recorded in `all`, not in
+    `data`; what is done to q, k and v is in both."""
+    inline = ("import torch\ndef run(q, k, v):\n    pos = torch.arange(q.shape[-2], device=q.device)\n"
+              "    inv = 1.0 / (10000.0 ** (torch.arange(0, 8, 2, device=q.device).float() / 8))\n"
+              "    ang = pos[:, None].float() * inv\n    emb = torch.cat((ang, ang), -1)\n"
+              "    q = q * emb.cos() + q * emb.sin()\n"
+              "    s = (q @ k.transpose(-1, -2)).masked_fill(pos[None, :] > pos[:, None], float('-inf'))\n"
+              "    return torch.softmax(s, -1) @ v\n")
+    sets = record_op_sets(make_definition(QKV, OUT, inline, {"B": 2}), {})
+    assert {"arange", "cos", "sin", "pow", "reciprocal", "gt"} <= sets.all
+    assert not {"arange", "cos", "sin", "pow", "reciprocal", "gt", "cat"} & sets.data
+    assert {"mm", "mul", "add", "exp", "where"} <= sets.data
+    fused = "import torch.nn.functional as F\ndef run(q, k, v):\n    return F.scaled_dot_product_attention(q, k, v)\n"
+    fused_sets = record_op_sets(make_definition(QKV, OUT, fused, {"B": 2}), {})
+    assert fused_sets.data == fused_sets.all  # inside the fused call too (the tracer is quiet there)
 
 
 def _problem(root: Path, name: str, reference: str, models: list[str], official: bool) -> None:
