@@ -192,27 +192,24 @@ def coverage(official_dir: Path, extracted_dir: Path, families_md: Path | None, 
 
 
 def _record_all(problems: list[Problem], jobs: int, cache_file: Path | None) -> list[Problem]:
-    """Every problem's op set, from the cache where its key is there; new results are added to it."""
+    """Every problem's op set, from the cache where its key is there; new results are added to it as they
+    come (a run cut short keeps what it traced)."""
     cache = json.loads(cache_file.read_text()) if cache_file is not None and cache_file.is_file() else {}
     keys = [cache_key(p) for p in problems]
-    todo = [p for p, k in zip(problems, keys) if k not in cache]
-    if jobs > 1 and len(todo) > 1:
-        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-            traced = list(pool.map(record_ops, todo, chunksize=4))
-    else:
-        traced = [record_ops(p) for p in todo]
-    fresh = iter(traced)
-    done = []
-    for problem, key in zip(problems, keys):
-        if key in cache:
-            problem.ops, problem.data_ops, problem.error = (cache[key][k] for k in ("ops", "data_ops", "error"))
-        else:
-            problem = next(fresh)
+    todo = [(p, k) for p, k in zip(problems, keys) if k not in cache]
+    pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) if jobs > 1 else None
+    traced = pool.map(record_ops, [p for p, _ in todo], chunksize=1) if pool else map(record_ops, [p for p, _ in todo])
+    try:
+        for number, ((_, key), problem) in enumerate(zip(todo, traced), 1):
             cache[key] = {"ops": problem.ops, "data_ops": problem.data_ops, "error": problem.error}
-        done.append(problem)
-    if cache_file is not None and todo:
-        cache_file.write_text(json.dumps(cache, sort_keys=True) + "\n")
-    return done
+            if cache_file is not None and (number % 20 == 0 or number == len(todo)):
+                cache_file.write_text(json.dumps(cache, sort_keys=True) + "\n")
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
+    for problem, key in zip(problems, keys):
+        problem.ops, problem.data_ops, problem.error = (cache[key][k] for k in ("ops", "data_ops", "error"))
+    return problems
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -117,9 +117,15 @@ def test_containment_by_model(tmp_path, capsys):
     _problem(extracted, "matmul_b", "def run(x, w):\n    return x @ w\n", ["org/model-b"], False)
     families = tmp_path / "families.md"
     families.write_text("| hf_id | family |\n|---|---|\n| org/model-a | LLM |\n| org/model-b | MoE |\n")
-    assert _coverage_script().main(["--official", str(official), "--extracted", str(extracted), "--families",
-                                    str(families), "--jobs", "1", "--details", "--save", str(tmp_path / "v.json")]) == 0
+    args = ["--official", str(official), "--extracted", str(extracted), "--families", str(families), "--jobs", "1",
+            "--details", "--save", str(tmp_path / "v.json"), "--cache", str(tmp_path / "cache.json")]
+    assert _coverage_script().main(args) == 0
     stdout = capsys.readouterr().out
+    assert len(json.loads((tmp_path / "cache.json").read_text())) == 7  # one op set per problem content
+    assert _coverage_script().main(args) == 0  # from the cache: the same verdicts
+    again = capsys.readouterr().out
+    assert [x for x in again.splitlines() if "|" in x or x.startswith("  ")] == \
+        [x for x in stdout.splitlines() if "|" in x or x.startswith("  ")]
     verdicts = {v["problem"]: v for v in json.loads((tmp_path / "v.json").read_text())}
     assert verdicts["001_gelu_linear"]["contained_in"] == ["block_a"] and not verdicts["001_gelu_linear"]["same_boundary"]
     assert verdicts["002_block"]["same_boundary"] == ["block_a"]
