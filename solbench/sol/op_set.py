@@ -42,14 +42,18 @@ LAYOUT_OPS = frozenset({
 #   a fused bias as the `add` it is (`addmm`);
 # - softmax (and `_safe_softmax`, what the math attention path calls) is its arithmetic (`amax`, `sub`,
 #   `exp`, `sum`, `div`), so a fused attention and a hand-written `exp(x - max) / sum` compare alike;
-#   log-softmax likewise; `var_mean` is both reductions;
+#   log-softmax likewise;
 # - a reduction's values are `amax` / `amin` whether or not `max(dim)` also returned the indices;
 # - a table lookup is `index` (`F.embedding`, `index_select`, `w[ids]`);
-# - an accumulating scatter is `scatter_add` (`index_add_`, `index_put_(accumulate=True)`, `scatter_add`).
+# - an accumulating scatter is `scatter_add` (`index_add_`, `index_put_(accumulate=True)`, `scatter_add`);
+# - a variance is its arithmetic (`sub`, `mul`, `mean`), a square is a `mul` (`x ** 2` is `x * x`) and
+#   a square root is `rsqrt` (`x / sqrt(v)` is `x * rsqrt(v)`), so a norm spelled out by hand and
+#   `F.layer_norm` / `F.rms_norm` compare alike.
 SOFTMAX = ("amax", "sub", "exp", "sum", "div")
 RECORDED_AS = {"_safe_softmax": SOFTMAX, "_softmax": SOFTMAX, "_log_softmax": ("amax", "sub", "exp", "sum", "log"),
-               "var_mean": ("var", "mean"), "addmm": ("mm", "add"), "bmm": ("mm",), "embedding": ("index",),
-               "index_select": ("index",), "scatter_add": ("scatter_add",)}
+               "var_mean": ("sub", "mul", "mean"), "addmm": ("mm", "add"), "bmm": ("mm",), "embedding": ("index",),
+               "index_select": ("index",), "scatter_add": ("scatter_add",), "index_add": ("scatter_add",),
+               "var": ("sub", "mul", "mean"), "sqrt": ("rsqrt",)}
 REDUCTIONS_AS = {"max": "amax", "min": "amin"}  # their reducing overloads (not the binary max.other)
 # Decomposed although core aten keeps them whole: normalisations, so that `F.layer_norm` and a layer norm
 # spelled out in mean / var / rsqrt compare alike, and GELU, so that `F.gelu` and its formula do.
@@ -86,6 +90,8 @@ def recorded_as(func, name: str, args: tuple, kwargs: dict) -> tuple[str, ...]:
         return (REDUCTIONS_AS[name],)
     if name == "index_put" and (kwargs.get("accumulate") or (len(args) > 3 and args[3])):
         return ("scatter_add",)
+    if name == "pow" and len(args) > 1 and isinstance(args[0], torch.Tensor) and args[1] == 2:
+        return ("mul",)
     if name == "div" and len(args) > 1 and isinstance(args[1], (int, float)) and not kwargs.get("rounding_mode"):
         return ("mul",)  # scaling by a constant: `x / c` is `x * (1 / c)`
     return ()
