@@ -34,8 +34,9 @@ LAYOUT_OPS = frozenset({
     "zeros", "zeros_like", "ones", "ones_like", "full", "full_like", "new_zeros", "new_ones", "new_full",
     "scalar_tensor", "_local_scalar_dense", "resize", "set", "_assert_async", "_assert_scalar",
     "_functional_assert_async", "sym_constrain_range", "sym_size", "sym_stride", "sym_numel",
-    "contiguous", "fill", "zero", "repeat",
-})  # `repeat` is a broadcast made contiguous: `expand` (a view) + a copy
+    "contiguous", "fill", "zero", "repeat", "constant_pad_nd",
+})  # `repeat` is a broadcast made contiguous (`expand`, a view, + a copy); padding copies into a larger
+# buffer (`F.pad` + a convolution and a convolution with `padding=` are one computation)
 
 # Recorded as the computation they are, whatever form a reference wrote them in (one level, tested):
 # - matrix products are `mm` however they are batched (`bmm`, an `einsum`, a loop of `F.linear`), with
@@ -48,12 +49,14 @@ LAYOUT_OPS = frozenset({
 # - an accumulating scatter is `scatter_add` (`index_add_`, `index_put_(accumulate=True)`, `scatter_add`);
 # - a variance is its arithmetic (`sub`, `mul`, `mean`), a square is a `mul` (`x ** 2` is `x * x`) and
 #   a square root is `rsqrt` (`x / sqrt(v)` is `x * rsqrt(v)`), so a norm spelled out by hand and
-#   `F.layer_norm` / `F.rms_norm` compare alike.
+#   `F.layer_norm` / `F.rms_norm` compare alike; an integer power is a product (`mul`);
+# - a comparison is `compare` whichever way it faces (`x > 0` and `0 <= x` are one computation).
 SOFTMAX = ("amax", "sub", "exp", "sum", "div")
 RECORDED_AS = {"_safe_softmax": SOFTMAX, "_softmax": SOFTMAX, "_log_softmax": ("amax", "sub", "exp", "sum", "log"),
                "var_mean": ("sub", "mul", "mean"), "addmm": ("mm", "add"), "bmm": ("mm",), "embedding": ("index",),
                "index_select": ("index",), "scatter_add": ("scatter_add",), "index_add": ("scatter_add",),
                "var": ("sub", "mul", "mean"), "sqrt": ("rsqrt",)}
+COMPARISONS = frozenset({"eq", "ne", "lt", "le", "gt", "ge"})
 REDUCTIONS_AS = {"max": "amax", "min": "amin"}  # their reducing overloads (not the binary max.other)
 # Decomposed although core aten keeps them whole: normalisations, so that `F.layer_norm` and a layer norm
 # spelled out in mean / var / rsqrt compare alike, and GELU, so that `F.gelu` and its formula do.
@@ -90,7 +93,10 @@ def recorded_as(func, name: str, args: tuple, kwargs: dict) -> tuple[str, ...]:
         return (REDUCTIONS_AS[name],)
     if name == "index_put" and (kwargs.get("accumulate") or (len(args) > 3 and args[3])):
         return ("scatter_add",)
-    if name == "pow" and len(args) > 1 and isinstance(args[0], torch.Tensor) and args[1] == 2:
+    if name in COMPARISONS:
+        return ("compare",)
+    if name == "pow" and len(args) > 1 and isinstance(args[0], torch.Tensor) and isinstance(args[1], (int, float)) \
+            and float(args[1]).is_integer() and 2 <= args[1] <= 4:
         return ("mul",)
     if name == "div" and len(args) > 1 and isinstance(args[1], (int, float)) and not kwargs.get("rounding_mode"):
         return ("mul",)  # scaling by a constant: `x / c` is `x * (1 / c)`

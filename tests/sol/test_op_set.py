@@ -55,6 +55,10 @@ SAME = [  # pairs of one computation written two ways: each pair records one op 
     ("import torch\ndef run(x, w, i):\n    d = x - x.mean(-1, keepdim=True)\n"
      "    return d * torch.rsqrt(d.pow(2).mean(-1, keepdim=True) + 1e-5)\n",  # a layer norm by hand
      "import torch.nn.functional as F\ndef run(x, w, i):\n    return F.layer_norm(x, (32,)) / 2.0\n"),
+    ("def run(x, w, i):\n    return (x > 0) & (x.pow(3) <= 1)\n",  # comparisons either way; a cube
+     "def run(x, w, i):\n    return (0 < x) & (x * x * x < 1)\n"),
+    ("import torch.nn.functional as F\ndef run(x, w, i):\n    return F.conv1d(F.pad(x, (2, 0)), w[:16, :16, None])\n",
+     "import torch.nn.functional as F\ndef run(x, w, i):\n    return F.conv1d(x, w[:16, :16, None], padding=2)\n"),
     ("import torch\ndef run(x, w, i):\n    return x.max(-1).values\n",
      "import torch\ndef run(x, w, i):\n    return x.amax(-1)\n"),
 ]
@@ -78,8 +82,8 @@ def test_tables_and_masks_built_from_shapes_are_not_work_on_data():
               "    s = (q @ k.transpose(-1, -2)).masked_fill(pos[None, :] > pos[:, None], float('-inf'))\n"
               "    return torch.softmax(s, -1) @ v\n")
     sets = record_op_sets(make_definition(QKV, OUT, inline, {"B": 2}), {})
-    assert {"arange", "cos", "sin", "pow", "reciprocal", "gt"} <= sets.all
-    assert not {"arange", "cos", "sin", "pow", "reciprocal", "gt", "cat"} & sets.data
+    assert {"arange", "cos", "sin", "pow", "reciprocal", "compare"} <= sets.all
+    assert not {"arange", "cos", "sin", "pow", "reciprocal", "compare", "cat"} & sets.data
     assert {"mm", "mul", "add", "exp", "where"} <= sets.data
     fused = "import torch.nn.functional as F\ndef run(q, k, v):\n    return F.scaled_dot_product_attention(q, k, v)\n"
     fused_sets = record_op_sets(make_definition(QKV, OUT, fused, {"B": 2}), {})
