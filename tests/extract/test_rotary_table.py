@@ -61,3 +61,21 @@ def test_a_rope_that_moves_with_the_sequence_is_refused():
     model = _module({"rope_type": "dynamic", "rope_theta": 10000.0, "factor": 2.0})
     with pytest.raises(SpecError, match="dynamic"):
         rotary.rotary_table_draft(*rotary.rotary_module(model))
+
+
+def test_a_table_of_one_angle_per_pair_is_left_to_the_generic_capture():
+    """gpt-oss's rotary module returns cos/sin as wide as inv_freq, not the rotate-half layout."""
+    class HalfTable(torch.nn.Module):
+        def __init__(self, config):
+            super().__init__()
+            self.config, self.rope_type = config, "default"
+            self.register_buffer("inv_freq", torch.ones(8), persistent=False)
+
+        def forward(self, x, position_ids):
+            freqs = position_ids[..., None].float() * self.inv_freq.to(x.device)
+            return freqs.cos(), freqs.sin()
+
+    holder = torch.nn.Module()
+    holder.rotary_emb = HalfTable(LlamaConfig(**SMALL))
+    with pytest.raises(SpecError, match="8 wide, not the rotate-half 16"):
+        rotary.rotary_table_draft(*rotary.rotary_module(holder))

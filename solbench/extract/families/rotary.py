@@ -38,6 +38,7 @@ def rotary_table_draft(path: str, module: nn.Module, dtype: str = "bfloat16") ->
             or hasattr(module, "mrope_section"):
         raise SpecError(f"rotary table: RoPE type {rope_type!r} (positions per axis or a table that moves with "
                         f"the sequence) is not templated")
+    _check_layout(module)
     if rope_type != "default" or params.get("partial_rotary_factor", 1.0) != 1.0:
         return _from_inv_freq(path, module, dtype)
     theta = float(params["rope_theta"])
@@ -68,7 +69,7 @@ def run(position_ids):
         return {"cos": cos, "sin": sin}
 
     return Draft(
-        name=f"rope_table_d{dim}_theta{name_float(theta)}", op_type="rope_table",
+        name=f"rope_table_d{dim}_theta{int(theta) if theta.is_integer() else name_float(theta)}", op_type="rope_table",
         description=f"RoPE table: inverse frequencies 1 / theta^(2i/{dim}) for theta {fmt_float(theta)} "
                     f"(computed at init in transformers), times each position, as cos and sin of width {dim}"
                     f"{f' scaled by {fmt_float(scaling)}' if scaling != 1.0 else ''}.",
@@ -82,6 +83,20 @@ def run(position_ids):
         code=code, shapes="prefill",
         check=Check(f"model:{path}", {}, call, {"batch_size": 2, "seq_len": 7}),
     )
+
+
+def _check_layout(module: nn.Module) -> None:
+    """The table must be the rotate-half layout (angles repeated: width 2 x inv_freq), as the templates
+    write it; a module returning one angle per pair (gpt-oss) is left to the generic capture."""
+    half = module.inv_freq.shape[-1]
+    try:
+        with torch.no_grad():
+            cos, _ = module(torch.empty(1, device="meta"), torch.zeros(1, 2, dtype=torch.long, device="meta"))
+    except Exception:  # noqa: BLE001 - a forward that will not run on meta: validation decides
+        return
+    if cos.shape[-1] != 2 * half:
+        raise SpecError(f"rotary table: the module's table is {cos.shape[-1]} wide, not the rotate-half "
+                        f"{2 * half} the template writes")
 
 
 def _from_inv_freq(path: str, module: nn.Module, dtype: str) -> Draft:
