@@ -1,7 +1,7 @@
 """How many official problems does `solbench extract` reach? Op-set containment, by model family.
 
     python benchmarks/extract_coverage.py [--official DIR] [--extracted DIR] [--families MD] [--jobs N]
-                                          [--details] [--save FILE.json]
+                                          [--details] [--save FILE.json] [--cache FILE.json]
 
 Every official problem that names a model (`hf_id`) is compared with the extracted problems of THAT
 model (the model ids an extracted problem records: `solbench.models[*].hf_id` and its `hf_id`). Each
@@ -9,9 +9,15 @@ problem's **op set** is recorded by `solbench.sol.op_set`: a dispatch-level reco
 decomposition level, core aten, over the reference run on meta tensors (the trace `solbench sol`
 prices), on the workload with the smallest axes. Views, copies, casts and allocations are left out.
 
-- **contained**: the official op set is a subset of some extracted problem's op set of the same model and
-  direction (a problem is a backward one when its name says `backward`);
-- **same boundary**: the op sets are equal (counted apart; also contained).
+- **contained**: the official problem's ops on data (those with an operand that depends on its inputs;
+  every op where it has none) are a subset of some extracted problem's op set of the same model and
+  direction (a problem is a backward one when its name says `backward`). Masks and tables built from
+  shapes alone (`arange`, a causal `triu`, a RoPE table of positions 0..n) are constants a kernel may
+  precompute: an official reference that builds them inline is not asking for more work on its inputs;
+- **same boundary**: the whole op sets are equal (counted apart; also contained).
+
+Op sets are cached (`--cache`) by the definition's content and the recorder's source, so a rerun after
+a new extraction traces only what changed.
 
 Quantised problems (the dataset's `Quant` category, or an fp8 / fp4 input or output) are counted apart:
 extraction emits none yet.
@@ -22,6 +28,7 @@ column of the official model-config notes (`--families`, a Markdown table with `
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import multiprocessing
 import os
@@ -48,6 +55,7 @@ def _shared(*parts: str) -> Path:
 DEFAULT_OFFICIAL = _shared("sol-execbench")
 DEFAULT_EXTRACTED = ROOT / "problem_defs" / "hf"
 DEFAULT_FAMILIES = _shared("notes", "official-model-configs.md")
+RECORDER_SOURCE = ROOT / "solbench" / "sol" / "op_set.py"
 MODELS_JSON = ROOT / "solbench" / "extract" / "data" / "models.json"
 FAMILIES = ("dense LLM", "MoE", "VL", "diffusion", "audio", "SSM/hybrid", "vision")
 FAMILY_NAMES = {"llm": "dense LLM", "dense llm": "dense LLM", "dense": "dense LLM", "moe": "MoE", "vl": "VL",
@@ -62,7 +70,8 @@ class Problem:
     models: list[str]  # lower-cased model ids
     quantized: bool
     backward: bool
-    ops: list[str] | None = None
+    ops: list[str] | None = None  # every op its reference runs
+    data_ops: list[str] | None = None  # those with an operand that depends on its inputs
     error: str | None = None
 
 
@@ -87,15 +96,25 @@ def read_problem(path: Path) -> Problem:
                    "backward" in data["name"].lower())
 
 
+def cache_key(problem: Problem) -> str:
+    """The definition's and workloads' content plus the recorder's source: any change traces anew."""
+    folder = Path(problem.path)
+    digest = hashlib.sha256()
+    for part in (folder / "definition.json", folder / "workload.jsonl", RECORDER_SOURCE):
+        digest.update(part.read_bytes() if part.is_file() else b"-")
+    return digest.hexdigest()
+
+
 def record_ops(problem: Problem) -> Problem:
     """The problem's core-aten op set on its smallest workload (in a pool process)."""
-    from solbench.sol.op_set import record_op_set
+    from solbench.sol.op_set import record_op_sets
     from solbench.spec.problem import load_problem
 
     try:
         loaded = load_problem(Path(problem.path))
         workload = min(loaded.workloads, key=lambda w: (sum(v for v in w.axes.values() if isinstance(v, int)), w.uuid))
-        problem.ops = sorted(record_op_set(loaded.definition, workload.axes, workload.scalar_values()))
+        sets = record_op_sets(loaded.definition, workload.axes, workload.scalar_values())
+        problem.ops, problem.data_ops = sorted(sets.all), sorted(sets.data)
     except Exception as exc:  # noqa: BLE001 - a problem that cannot be traced is reported, not fatal
         problem.error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
     return problem
@@ -127,10 +146,10 @@ def judge(official: Problem, extracted: list[Problem], family: str) -> Verdict:
     if not mine:
         verdict.reason = "no extracted problem of this model"
         return verdict
-    want = set(official.ops)
+    want = set(official.data_ops or official.ops)  # its work on its inputs (all of it if it has none)
     same_direction = [e for e in mine if e.ops is not None and e.backward == official.backward]
     verdict.contained_in = sorted(e.name for e in same_direction if want <= set(e.ops))
-    verdict.same_boundary = sorted(e.name for e in same_direction if want == set(e.ops))
+    verdict.same_boundary = sorted(e.name for e in same_direction if set(official.ops) == set(e.ops))
     if not verdict.contained_in:
         if not same_direction:
             verdict.reason = f"no extracted {'backward' if official.backward else 'forward'} problem of this model"
@@ -159,21 +178,38 @@ def _row(label: str, verdicts: list[Verdict]) -> str:
             f" | {sum(bool(v.same_boundary) for v in plain)} | {sum(bool(v.contained_in) for v in quant)} of {len(quant)} |")
 
 
-def coverage(official_dir: Path, extracted_dir: Path, families_md: Path | None, jobs: int) -> list[Verdict]:
+def coverage(official_dir: Path, extracted_dir: Path, families_md: Path | None, jobs: int,
+             cache_file: Path | None = None) -> list[Verdict]:
     officials = [read_problem(p.parent) for p in sorted(official_dir.glob("*/*/definition.json"))]
     officials = [p for p in officials if p.models]
     wanted = {p.models[0] for p in officials}
     extracted = [read_problem(p.parent) for p in sorted(extracted_dir.glob("**/definition.json"))]
     extracted = [e for e in extracted if wanted & set(e.models)]  # only the models an official problem names
-    todo = officials + extracted
-    if jobs > 1:
-        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-            done = list(pool.map(record_ops, todo, chunksize=4))
-    else:
-        done = [record_ops(p) for p in todo]
+    done = _record_all(officials + extracted, jobs, cache_file)
     officials, extracted = done[:len(officials)], done[len(officials):]
     families = read_families(families_md)
     return [judge(o, extracted, families.get(o.models[0], "unknown")) for o in officials]
+
+
+def _record_all(problems: list[Problem], jobs: int, cache_file: Path | None) -> list[Problem]:
+    """Every problem's op set, from the cache where its key is there; new results are added to it as they
+    come (a run cut short keeps what it traced)."""
+    cache = json.loads(cache_file.read_text()) if cache_file is not None and cache_file.is_file() else {}
+    keys = [cache_key(p) for p in problems]
+    todo = [(p, k) for p, k in zip(problems, keys) if k not in cache]
+    pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) if jobs > 1 else None
+    traced = pool.map(record_ops, [p for p, _ in todo], chunksize=1) if pool else map(record_ops, [p for p, _ in todo])
+    try:
+        for number, ((_, key), problem) in enumerate(zip(todo, traced), 1):
+            cache[key] = {"ops": problem.ops, "data_ops": problem.data_ops, "error": problem.error}
+            if cache_file is not None and (number % 20 == 0 or number == len(todo)):
+                cache_file.write_text(json.dumps(cache, sort_keys=True) + "\n")
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
+    for problem, key in zip(problems, keys):
+        problem.ops, problem.data_ops, problem.error = (cache[key][k] for k in ("ops", "data_ops", "error"))
+    return problems
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -186,13 +222,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--details", action="store_true", help="one line per official problem with its reason")
     parser.add_argument("--save", type=Path, help="write every verdict as JSON")
+    parser.add_argument("--cache", type=Path, help="op sets by content (read, then updated): reruns trace only "
+                                                    "what changed")
     args = parser.parse_args(argv)
     for folder in (args.official, args.extracted):
         if not folder.is_dir():
             print(f"error: {folder} is not a folder", file=sys.stderr)
             return 2
     started = time.monotonic()
-    verdicts = coverage(args.official, args.extracted, args.families, max(1, args.jobs))
+    verdicts = coverage(args.official, args.extracted, args.families, max(1, args.jobs), args.cache)
     plain = [v for v in verdicts if not v.quantized]
     print(f"official problems naming a model: {len(verdicts)} ({len(plain)} not quantised); "
           f"extracted from {args.extracted}; op sets: core aten, views/copies/allocations left out")

@@ -68,13 +68,22 @@ def _excluded(path: str, module: nn.Module) -> str:
         return "a container"
     if isinstance(module, NORMS):
         return ""
-    if any(isinstance(c, nn.ModuleList) and len(c) > 1 for c in module.children()):
+    if any(is_layer_stack(c) for c in module.children()):
         return "a stack of layers (each distinct layer is emitted)"
     if type(module).__name__.endswith("Activation") and not any(True for _ in module.parameters()):
         return "an activation, computed inside the block that holds it"
     if type(module).__module__.startswith("torch."):
         return "a torch.nn primitive, computed inside the block that holds it"
     return ""
+
+
+def is_layer_stack(child: nn.Module) -> bool:
+    """A ModuleList of repeated layers (two or more of one class). A list of different modules is not
+    one: diffusers' `Attention.to_out` ([Linear, Dropout]) leaves its attention a block of its own."""
+    if not isinstance(child, nn.ModuleList):
+        return False
+    classes = [type(m) for m in child]
+    return any(classes.count(c) > 1 for c in set(classes))
 
 
 def signature(module: nn.Module, calls: list[Call]) -> tuple:

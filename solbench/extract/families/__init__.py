@@ -1,7 +1,7 @@
 """Turn a traced model into problem drafts, one family module per kind of block.
 
 Each layer kind contributes its norms, attention (MHA/GQA/MQA or MLA), MLP or MoE, the fused layer and
-backward problems; the model contributes its embedding, final norm and LM head (or patch embedding).
+backward problems; the model contributes its embedding, final norm and LM head (or patch embedding), and its rotary table.
 Parts that no family recognises are reported, never silently dropped.
 """
 
@@ -20,6 +20,7 @@ from solbench.extract.families import (
     mlp,
     moe,
     norms,
+    rotary,
 )
 from solbench.extract.trace import TracedModel
 from solbench.spec.errors import SpecError
@@ -68,10 +69,21 @@ def drafts_for(traced: TracedModel, dtype: str = "bfloat16") -> Drafts:
         head = traced.lm_head()
         if head is not None:
             out.add(embedding.lm_head_draft(head, dtype))
+        _rotary_drafts(out, model, dtype)
     if dtype != "bfloat16":  # names must not collide with the bf16 problems
         for draft in out.drafts:
             draft.name += "_" + DTYPE_SUFFIX[dtype]
     return out
+
+
+def _rotary_drafts(out: Drafts, model, dtype: str) -> None:
+    found = rotary.rotary_module(model)
+    if found is None:
+        return
+    try:
+        out.add(rotary.rotary_table_draft(*found, dtype))
+    except SpecError as exc:
+        out.skipped.append(f"{found[0]} ({type(found[1]).__name__}): {exc}")
 
 
 def _layer_drafts(out: Drafts, traced: TracedModel, index: int, lay, ref: str, dtype: str,
