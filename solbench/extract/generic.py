@@ -149,8 +149,10 @@ def make_draft(block: Block, gen: Generated, model_id: str, model_points: list[d
                 declared[entry] = ("var", _describe(entry, axes))
     declared.update(extra)
     points = _workload_points(axes, model_points, workload_axes)
-    description = (f"{block.class_name} ({block.path}) of {model_id}, captured with torch.export and "
-                   f"emitted at torch/F level; {len(block.members)} module(s) of the model share it.")
+    # Nothing model-specific in the text: one computation reached from several models is one problem
+    # (emit.merge), and the models that share it are listed in its definition (`solbench.models`).
+    description = (f"{block.class_name}, captured with torch.export and emitted at torch/F level; the models "
+                   "and modules that share it are recorded in definition.json.")
     return Draft(name=name, op_type=block.op_type, description=description, axes=declared, inputs=inputs,
                  outputs=outputs, code=gen.code, shapes="", dtype=DTYPE_NAMES[dtype], workload_points=points,
                  hints={"module_class": block.class_name, "module_paths": block.members[:32]},

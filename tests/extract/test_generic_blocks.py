@@ -61,3 +61,17 @@ def test_generic_problems_pass_solbench_run(whisper, tmp_path):
     traces = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
     statuses = [t.get("evaluation", {}).get("status", t.get("status")) for t in traces]
     assert len(statuses) == 6 and set(statuses) == {"PASSED"}, result.stdout[-2000:]
+
+
+def test_a_block_two_models_share_is_one_problem_naming_both(whisper, tmp_path):
+    """Two configs that differ only in depth share their blocks: merged, each shared problem is one problem
+    recording both models (its text names neither model nor how many of its modules share it)."""
+    from solbench.extract import emit
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(WHISPER | {"encoder_layers": 2, "decoder_layers": 2}))
+    deeper = extract_model("test/whisper-tiny-deeper", path, use_hub=False)
+    problems = emit.merge([(whisper.config, whisper.drafts), (deeper.config, deeper.drafts)])
+    shared = [p for p in problems.values() if len(p.models) == 2]
+    assert shared and any(name.startswith("whisper_encoder_layer") for name in problems)
+    assert all("test/whisper" not in p.draft.reference() for p in shared)

@@ -69,7 +69,8 @@ def run(position_ids):
         return {"cos": cos, "sin": sin}
 
     return Draft(
-        name=f"rope_table_d{dim}_theta{int(theta) if theta.is_integer() else name_float(theta)}", op_type="rope_table",
+        name=f"rope_table_d{dim}_theta{int(theta) if theta.is_integer() else name_float(theta)}_p{max_positions}",
+        op_type="rope_table",
         description=f"RoPE table: inverse frequencies 1 / theta^(2i/{dim}) for theta {fmt_float(theta)} "
                     f"(computed at init in transformers), times each position, as cos and sin of width {dim}"
                     f"{f' scaled by {fmt_float(scaling)}' if scaling != 1.0 else ''}.",
@@ -124,7 +125,7 @@ def run(position_ids, inv_freq):
 
     rope_type = str(getattr(module, "rope_type", "default"))
     return Draft(
-        name=f"rope_table_{rope_type}_d{2 * half}{'_s' + name_float(scaling) if scaling != 1.0 else ''}",
+        name=f"rope_table_{rope_type}_d{2 * half}{'_s' + name_float(scaling) if scaling != 1.0 else ''}_p{max_positions}",
         op_type="rope_table",
         description=f"RoPE table ({rope_type}): each position times the inverse frequencies (fixed at init), "
                     f"as cos and sin of width {2 * half}"
