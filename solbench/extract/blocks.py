@@ -119,9 +119,13 @@ def _draft(built: BuiltModel, block: generic.Block, points: list[dict[str, int]]
     every length), and that export is used; else only the sizes validation ran at are kept, and it says so."""
     dynamic = capture.varying_dims(block.calls[:2])
     names = capture.input_names(block.module, block.calls[0])
-    first = _drafted(built, block, points, dtype, _export(block, block.calls[0], dynamic), names)
+    first_ep = _export(block, block.calls[0], dynamic)
+    first = _drafted(built, block, points, dtype, first_ep, names)
     if dynamic is None:
         return first
+    if _grows_with_size(block, dynamic, first_ep):
+        return _validated_sizes_only(first, "its graph grows with the size it is traced at (a Python loop over a "
+                                            "size, unrolled): only the validated sizes are kept")
     traced = []
     for call in large.calls(block.path):
         if capture.varying_dims([block.calls[0], call]) is None:
@@ -140,6 +144,19 @@ def _draft(built: BuiltModel, block: generic.Block, points: list[dict[str, int]]
         return first  # no other size could be traced (the model refuses sizes past its largest)
     return _validated_sizes_only(first, "its code depends on the size it is traced at (a loop over a size, or a "
                                         "branch on one): only the validated sizes are kept")
+
+
+def _grows_with_size(block: generic.Block, dynamic: list[set[int]], first_ep) -> bool:
+    """Whether an export at the second capture size has another number of operations than the first: a loop
+    over a size unrolled by the trace (Jamba's selective scan runs once per token). Tracing such a block past
+    the model's largest sizes would unroll thousands of steps, and could only show that it depends on them."""
+    if len(block.calls) < 2 or capture.varying_dims(block.calls[:2]) is None:
+        return False
+    try:
+        second = _export(block, block.calls[1], dynamic)
+    except Exception:  # noqa: BLE001 - not exportable at that size: the later checks decide
+        return False
+    return len(second.graph.nodes) != len(first_ep.graph.nodes)
 
 
 def _var_axes(draft: Draft) -> set[str]:
