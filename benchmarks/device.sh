@@ -29,6 +29,9 @@
 #                  ordinary-user workers, nothing outliving a GPU worker, the gate's integrity
 #   serve-agent    issue 35: benchmarks/agent_loop.py, 21 candidates of rmsnorm_h4096 (4 workloads each), one
 #                  `solbench run` per candidate against one `solbench serve`: seconds per verdict, statuses
+#   agent-loop     issue 49: benchmarks/agent_loop.py, 20 candidates of layernorm_fp32_h1024 (PyTorch and Triton;
+#                  correct, wrong, slower) as a cold `solbench run` each, a kept Evaluator and `solbench serve`
+#                  (AGENT_ARGS: more options, e.g. "--max-workloads 2")
 #   serve-issue15  issue 35: issue 15's ten problems (4 workloads): one cold `solbench run`, then a `solbench serve`
 #                  judging them twice (the second pass: problems seen before, baseline times reused)
 #   serve-scaling  issue 35: 40 shared problems x 2 workloads through `solbench serve` on 1, 2, 4 GPUs, a running
@@ -255,6 +258,9 @@ step_scaling_kill() { scaling ray 2 20 400 --kill-after 8 --json "$OUT/scaling_k
 step_serve_agent() {
   box 570 python3 benchmarks/agent_loop.py problem_defs/core/rmsnorm_h4096 --ways cli,serve --rounds 7 \
     --max-workloads 4 --serve-args="${SERVE_ARGS:-}" --json "$OUT/serve_agent.json" 2>&1 | trim 30
+}
+step_agent_loop() {
+  box 570 python3 benchmarks/agent_loop.py --device cuda --json "$OUT/agent_loop.json" ${AGENT_ARGS:-} 2>&1 | trim 45
 }
 step_serve_issue15() {
   local ds=/tmp/solbench-issue15

@@ -1,6 +1,9 @@
-"""Where a run's fixed start-up seconds go on a GPU machine (issue 18: what a short run cannot spread).
+"""Where a run's fixed start-up seconds go (issue 18: what a short run cannot spread; issue 49: the template).
 
-Three measurements, each alone and with every GPU's two workers starting at once (what `--devices` does):
+On a CPU (`--device cpu`, the default without a GPU): the stages below up to the guard, and real workers
+spawned (SOLBENCH_WORKER_START=spawn) and forked from the template (orchestrator/zygote.py), one and two at
+once, with the CPU seconds they cost. On a GPU machine, three measurements, each alone and with every GPU's two
+workers starting at once (what `--devices` does):
 
 - `stages`: a child process that goes through a worker's start-up in order (Python, torch, the rest of the
   harness, the guard, the CUDA context, the first cuBLAS GEMM in bf16 and fp32, the first softmax), printing
@@ -10,7 +13,7 @@ Three measurements, each alone and with every GPU's two workers starting at once
 - `driver`: how long the driver takes to know its devices, through torch (import and CUDA's count) and
   through NVML, alone and beside the workers starting.
 
-    python3 benchmarks/startup_profile.py [--gpus N] [--json OUT]
+    python3 benchmarks/startup_profile.py [--device cpu|cuda] [--gpus N] [--json OUT]
 
 Nothing here changes the GPU's clocks, power or mode.
 """
@@ -32,12 +35,14 @@ sys.path.insert(0, str(REPO))
 
 STAGES = ("python", "torch", "harness", "languages", "cupti", "libcuda", "device", "nvml", "snapshot",
           "cuda_context", "gemm_bf16", "gemm_fp32", "softmax")
+CPU_STAGES = ("python", "torch", "harness", "languages", "snapshot")
 
 
 def child() -> None:
     """A worker's start-up (`worker.main.start_guard`'s steps, then CUDA's first uses), stage by stage;
-    prints {stage: seconds since spawn} as JSON."""
+    prints {stage: seconds since spawn} as JSON (the CPU stages only, with PROFILE_CPU set)."""
     spawned = float(os.environ["PROFILE_SPAWNED"])
+    cpu = bool(os.environ.get("PROFILE_CPU"))
     marks = {"python": time.time() - spawned}
 
     def mark(stage: str) -> None:
@@ -55,9 +60,15 @@ def child() -> None:
     from solbench.worker.transfer import bind_driver
 
     mark("harness")
-    state = WorkerState("cuda:0")
+    state = WorkerState("cpu" if cpu else "cuda:0")
     languages.known()
     mark("languages")
+    if cpu:
+        worker_guard.make_checker(worker_guard.take_snapshot({"HANDLERS": worker_main.HANDLERS}))
+        mark("snapshot")
+        marks["cpu_s"] = time.process_time()
+        print(json.dumps(marks))
+        return
     load_cupti()
     mark("cupti")
     bind_driver(state)
@@ -80,11 +91,11 @@ def child() -> None:
     print(json.dumps(marks))
 
 
-def run_children(count: int, gpus: int) -> list[dict]:
+def run_children(count: int, gpus: int, cpu: bool = False) -> list[dict]:
     procs = []
     for i in range(count):
-        env = {**os.environ, "CUDA_VISIBLE_DEVICES": str(i % gpus), "PROFILE_SPAWNED": repr(time.time()),
-               "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        env = {**os.environ, "CUDA_VISIBLE_DEVICES": "" if cpu else str(i % gpus), "PROFILE_SPAWNED": repr(time.time()),
+               "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""), "PROFILE_CPU": "1" if cpu else ""}
         procs.append(subprocess.Popen([sys.executable, __file__, "--child"], env=env, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, text=True))
     results = []
@@ -95,23 +106,23 @@ def run_children(count: int, gpus: int) -> list[dict]:
     return results
 
 
-def summarise(results: list[dict]) -> str:
+def summarise(results: list[dict], stages: tuple[str, ...] = STAGES) -> str:
     good = [r for r in results if "error" not in r]
     if not good:
         return f"failed: {results[0].get('error')}"
     parts = []
-    for stage in STAGES:
+    for stage in stages + (("cpu_s",) if "cpu_s" in good[0] else ()):
         values = [r[stage] for r in good if stage in r]
         parts.append(f"{stage} {statistics.median(values):.2f}/{max(values):.2f}")
     return " | ".join(parts) + (f"  ({len(results) - len(good)} failed)" if len(good) < len(results) else "")
 
 
-def worker_ready(count: int, gpus: int) -> list[float]:
-    """Seconds from spawning `count` real workers (spread over `gpus`) to each one's first reply."""
+def worker_ready(count: int, gpus: int, cpu: bool = False, cpu_out: list[float] | None = None) -> list[float]:
+    """Seconds from starting `count` real workers (spread over `gpus`) to each one's first reply."""
     from solbench.orchestrator.process import WorkerProcess
     from solbench.protocol import messages as msg
 
-    workers = [WorkerProcess(f"cuda:{i % gpus}", role="reference" if i % 2 == 0 else "solution")
+    workers = [WorkerProcess("cpu" if cpu else f"cuda:{i % gpus}", role="reference" if i % 2 == 0 else "solution")
                for i in range(count)]
     started = time.monotonic()
     for worker in workers:
@@ -127,9 +138,31 @@ def worker_ready(count: int, gpus: int) -> list[float]:
         thread.start()
     for thread in threads:
         thread.join()
+    if cpu_out is not None:
+        cpu_out += [tree_cpu_s(worker.proc.pid) for worker in workers]
     for worker in workers:
         worker.kill()
     return ready
+
+
+def own_cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu_s(pid: int) -> float:
+    """CPU seconds a live process and its live descendants have spent (a forked worker is the template's
+    child, not this process's: resource.RUSAGE_CHILDREN never sees it)."""
+    from solbench.orchestrator.process_tree import descendants
+
+    total = 0
+    for each in [pid, *descendants(pid)]:
+        try:
+            fields = Path(f"/proc/{each}/stat").read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def driver_devices(way: str) -> float:
@@ -148,11 +181,18 @@ def main() -> int:
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--gpus", type=int, default=None, help="GPUs to spread over (default: all)")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--device", choices=("cpu", "cuda"), default=None, help="default: cuda where NVML sees a GPU")
     args = parser.parse_args()
     if args.child:
         child()
         return 0
     from solbench.timing.nvml import NvmlBoundary
+
+    if args.device == "cpu" or (args.device is None and not gpu_count()):
+        report = cpu_profile()
+        if args.json:
+            args.json.write_text(json.dumps(report, indent=1))
+        return 0
 
     nvml = NvmlBoundary()
     nvml.init()
@@ -185,6 +225,41 @@ def main() -> int:
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))
     return 0
+
+
+def gpu_count() -> int:
+    from solbench.timing.nvml import NvmlBoundary
+
+    try:
+        nvml = NvmlBoundary()
+        nvml.init()
+        return nvml.device_count()
+    except Exception:  # noqa: BLE001 - no NVML, no driver: a CPU machine
+        return 0
+
+
+def cpu_profile() -> dict:
+    """The CPU stages of a spawned worker's start, then real workers spawned and forked: seconds to the first
+    reply and the CPU seconds each worker's process tree spent until then."""
+    report: dict = {"load": os.getloadavg()}
+    print(f"CPU; load {report['load'][0]:.2f}; each cell: median/max seconds since spawn (cpu_s: CPU seconds)")
+    for count in (1, 2):
+        report[f"stages_{count}"] = run_children(count, 0, cpu=True)
+        print(f"stages, {count} at once: {summarise(report[f'stages_{count}'], CPU_STAGES)}")
+    from solbench.orchestrator import zygote
+
+    for way in ("spawn", "fork"):
+        os.environ["SOLBENCH_WORKER_START"] = way
+        for label, count in (("first", 1), ("next", 1), ("next", 2), ("next", 2)):
+            cpu_s: list[float] = []
+            ready = worker_ready(count, 0, cpu=True, cpu_out=cpu_s)
+            report.setdefault(f"worker_{way}", []).append({"label": label, "ready_s": ready, "cpu_s": cpu_s})
+            print(f"worker ready, {way:>5}, {label} ({count} at once): median {statistics.median(ready):.2f} s, "
+                  f"max {max(ready):.2f} s; CPU per worker {statistics.median(cpu_s):.2f} s")
+    templates = [t.process.pid for t in zygote._templates.values() if t.process is not None]
+    report["template_cpu_s"] = [own_cpu_s(pid) for pid in templates]
+    print(f"the template's own start-up (imports, once): {report['template_cpu_s']} CPU s")
+    return report
 
 
 if __name__ == "__main__":

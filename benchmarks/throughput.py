@@ -9,8 +9,9 @@ Runs one `solbench run` over the problems (a throw-away dataset folder of copies
 defaults unless arguments after `--` say otherwise, and reads each trace's `seconds` and `phases_s`:
 load (worker start-up and loading), trials, judge (judging and output transfer), timing.* (inside the
 timed blocks: setup, capture, warmup, loop, inputs drawn in the loop (a part of warm-up and loop), the
-block's end checks, export and release), probe, baselines, sol_analysis, channel (waiting
-beyond what the workers reported working) and other; `gpu_timed` is what the timed calls themselves
+block's end checks, export and release), probe, baselines, sol_analysis, startup (a worker's
+first request waiting for its process to start), channel (waiting beyond what the workers reported working)
+and other; `gpu_timed` is what the timed calls themselves
 took (solution and reference), the part of a verdict that is measurement rather than checking. The
 total wall time also counts what happens outside workloads (start-up, job building).
 """
@@ -39,7 +40,7 @@ DEFAULT_PROBLEMS = (
 )
 PHASES = ("load", "trials", "judge", "timing.setup", "timing.capture", "timing.warmup", "timing.loop",
           "timing.inputs_in_loop", "timing.checks", "timing.export", "timing.release", "timing.other", "probe", "baselines",
-          "sol_analysis", "trim", "channel", "other")
+          "sol_analysis", "trim", "startup", "channel", "other")
 SHORT = {"timing.setup": "t.set", "timing.capture": "t.cap", "timing.warmup": "t.warm", "timing.loop": "t.loop",
          "timing.inputs_in_loop": "t.inp", "timing.checks": "t.chk", "timing.export": "t.exp", "timing.release": "t.rel",
          "timing.other": "t.oth", "sol_analysis": "sol", "baselines": "base"}
@@ -117,6 +118,11 @@ def print_table(rows: list[dict], wall: float) -> None:
     sums = {p: sum(r["phases"].get(p, 0.0) for r in rows) for p in PHASES}
     print(f"{'sum':34} {'':22} {'':8} {total:6.1f} {sum(r['gpu_timed'] for r in rows):6.1f} {'':6} "
           + " ".join(f"{sums[p]:6.1f}" for p in PHASES))
+    if total > 0:  # the same sums as shares of the workloads' seconds: where the cold run's time goes
+        print("share of the workloads' seconds: " + ", ".join(
+            f"{SHORT.get(p, p)} {sums[p] / total:.0%}" for p in sorted(PHASES, key=lambda p: -sums[p])
+            if sums[p] >= 0.005 * total and p != "timing.inputs_in_loop")  # that one is a part of warm-up and loop
+            + f"; timed calls (gpu_timed) {sum(r['gpu_timed'] for r in rows) / total:.0%}")
     passed = sum(r["status"] == "PASSED" for r in rows)
     print(f"\n{len(rows)} workloads, {passed} PASSED; wall {wall:.1f} s (workloads {total:.1f} s, outside them "
           f"{wall - total:.1f} s)")

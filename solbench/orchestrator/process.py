@@ -1,7 +1,8 @@
 """Worker subprocesses and the private channel to them.
 
-A worker is a fresh `sys.executable` started with `-P` (no script or cwd directory on `sys.path`),
-in its own scratch directory and process group. Requests and replies travel over one end of a
+A worker is a fresh `sys.executable` started with `-P` (no script or cwd directory on `sys.path`), or a
+fork of a template that has imported torch and the harness (orchestrator/zygote.py; SOLBENCH_WORKER_START=spawn
+turns that off), in its own scratch directory and process group. Requests and replies travel over one end of a
 socketpair whose file descriptor only the worker inherits; the worker's stdout and stderr go to a
 pipe that the orchestrator drains into a bounded ring buffer, so a solution that prints megabytes
 (or prints something that looks like a result) neither blocks nor forges anything.
@@ -23,7 +24,7 @@ import time
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from solbench.orchestrator import cgroup
+from solbench.orchestrator import cgroup, zygote
 from solbench.orchestrator.output_tail import OutputTail
 from solbench.orchestrator.process_tree import kill_tree
 from solbench.protocol import codec
@@ -171,11 +172,14 @@ class WorkerProcess:
             env["MALLOC_MMAP_THRESHOLD_"] = env["MALLOC_TRIM_THRESHOLD_"] = str(1 << 30)
             env["TRITON_INTERPRET"] = "1"  # Triton kernels run in the interpreter on CPU
             env["CUDA_VISIBLE_DEVICES"] = ""
-        self.proc = subprocess.Popen(
-            [sys.executable, "-P", "-m", "solbench.worker"],
-            cwd=self.scratch.name, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, pass_fds=(child_sock.fileno(), alarm_child.fileno()), start_new_session=True,
-        )
+        if zygote.wanted(self.device):  # forked from a pre-imported template (orchestrator/zygote.py)
+            self.proc = zygote.launch(env, self.scratch.name, child_sock, alarm_child, run_folder())
+        else:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-P", "-m", "solbench.worker"],
+                cwd=self.scratch.name, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT, pass_fds=(child_sock.fileno(), alarm_child.fileno()), start_new_session=True,
+            )
         child_sock.close()
         alarm_child.close()
         self.alarm_sock = alarm_parent
@@ -325,14 +329,16 @@ class WorkerProcess:
             self._kill()
 
     def _kill(self) -> None:
-        if self.proc is not None:
-            kill_tree(self.proc.pid)
+        pid = self.proc.pid if self.proc is not None else None  # None: a forked worker that never started
+        if self.proc is not None and pid is not None:
+            kill_tree(pid)
             try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
+                os.killpg(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
             try:
                 self.proc.wait(timeout=10)
+                getattr(self.proc, "release", lambda: None)()  # a forked worker's pid is free from here on
             except subprocess.TimeoutExpired:
                 pass
             if self._reader is not None:

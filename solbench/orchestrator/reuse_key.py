@@ -26,6 +26,7 @@ from solbench import __version__ as SOLBENCH_VERSION
 from solbench.orchestrator.devices import nvml_query, torch_cuda_version
 from solbench.spec.errors import SpecError
 from solbench.spec.problem import Problem, baseline_solution
+from solbench.spec.solution import Solution
 from solbench.spec.workload import Workload
 
 HASH_CHUNK_BYTES = 1 << 20
@@ -132,6 +133,16 @@ def reuse_key(problem: Problem, workload: Workload, kind: str, device: str, cloc
              "device": device_facts(device), "clocks_locked": bool(clocks_locked), "software": software_facts(),
              "settings": settings}
     return _sha256(facts)
+
+
+def load_key(problem: Problem, solution: Solution, data_roots: Sequence[Path]) -> tuple:
+    """What a worker's load holds: the definition's content (its reference code included), the solution's
+    content, the problem's folder and the data roots it may read. A trusted process whose last load had the
+    same key holds the same code and may serve the next call without loading it again (a service's or an
+    Evaluator's reference worker, candidate after candidate); any other content loads afresh. Not the problem
+    object's identity: a later call's object may get the id of a freed one."""
+    return (problem.name, definition_content_hash(problem), solution.content_hash(), str(problem.directory),
+            tuple(str(p) for p in data_roots))
 
 
 def may_share_process(session, worker, problem: Problem) -> bool:

@@ -18,7 +18,7 @@ from solbench.orchestrator.config import RunConfig
 from solbench.orchestrator.devices import compute_capability
 from solbench.orchestrator.lifetime import at_once
 from solbench.orchestrator.process import WorkerDied, WorkerProcess, WorkerProtocolError, WorkerTimeout
-from solbench.orchestrator.reuse_key import may_share_process
+from solbench.orchestrator.reuse_key import load_key, may_share_process
 from solbench.protocol import messages as msg
 from solbench.spec.problem import Problem
 from solbench.spec.solution import Solution, is_reference, shadowing_sources
@@ -29,8 +29,8 @@ from solbench.spec.workload import Workload
 TRIM_MIN_SET_BYTES = 256 << 20  # one input set this large or larger: workers are asked to trim their caches
 CPU_PREFETCH_MAX_SET_BYTES = 2 << 30  # larger sets are not built twice at once (host memory)
 
-# Where the seconds of a request go in a trace's `phases_s` (docs/formats.md); the wait beyond what the
-# worker spent on the request (process start-up, the channel, scheduling) goes to "channel".
+# Where the seconds of a request go in a trace's `phases_s` (docs/formats.md); the wait beyond what the worker spent on
+# it goes to "startup" at a worker's first request (the process still starting), else to "channel".
 PHASE_OF_OP = {"load": "load", "environment": "load", "shutdown": "load", "call": "trials", "inputs": "trials",
                "judge": "judge", "receive": "judge", "release": "judge", "fetch": "judge", "time": "timing",
                "ping": "timing", "time_compiled": "baselines", "time_baseline": "baselines", "trim": "trim"}
@@ -60,7 +60,7 @@ class DeviceSession:
         # before it imports this module, so their imports overlap its own).
         self.reference, self.candidate = workers or (WorkerProcess(device, role="reference"),
                                                      WorkerProcess(device, role="solution"))
-        self._loaded: dict[int, tuple] = {}  # id(worker) -> (what is loaded there, whether it is trusted)
+        self._loaded: dict[int, tuple] = {}  # id(worker) -> (what is loaded there, whether trusted, in which pid)
         self._loads = 0
         self.environment: EnvironmentRecord | None = None
         self.runtime_warnings: list[str] = []  # what the solution's audit hook noticed (per solution)
@@ -119,8 +119,6 @@ class DeviceSession:
         trusted = (self._loaded.get(id(self.candidate)) or (None, False))[1]
         if self.candidate.alive and self.candidate.requests > 0 and not trusted:
             self.retire(self.candidate)
-        # a load key holds a problem object's id, which a later call's problem may reuse: each loads afresh
-        self._loaded = {worker_id: (None, held_trusted) for worker_id, (_, held_trusted) in self._loaded.items()}
         self.graphless.clear()
         if not self.candidate.alive and not (self.spare is not None and self.spare.alive):
             self.candidate.start()
@@ -142,9 +140,9 @@ class DeviceSession:
 
     def ask(self, worker: WorkerProcess, request: msg.Request, timeout_s: float) -> msg.Reply:
         """The reply to `request`, screened; StepFailed (with the trace status) when there is none."""
-        if worker is self.reference:
-            self._join_prefetch()  # one request at a time on a channel
-        outer, started = self._depth == 0, time.monotonic()
+        if worker is self.reference or isinstance(request, msg.Time):
+            self._join_prefetch()  # one request at a time on a channel; no preparation beside a timed block
+        outer, started, fresh = self._depth == 0, time.monotonic(), worker.requests == 0
         if outer:
             self._replied = None
         self._depth += 1
@@ -153,9 +151,9 @@ class DeviceSession:
         finally:
             self._depth -= 1
             if outer:
-                self._account(request, self._replied, time.monotonic() - started)
+                self._account(request, self._replied, time.monotonic() - started, fresh)
 
-    def _account(self, request: msg.Request, reply: msg.Reply | None, waited_s: float) -> None:
+    def _account(self, request: msg.Request, reply: msg.Reply | None, waited_s: float, fresh: bool = False) -> None:
         phase = PHASE_OF_OP.get(request.OP, "other")
         worked_s = min(max(reply.handler_s, 0.0), waited_s) if reply is not None else 0.0
         parts = dict(reply.phases_s) if isinstance(reply, msg.Timed) and phase == "timing" else {}
@@ -169,7 +167,7 @@ class DeviceSession:
         if isinstance(inputs_s, (int, float)) and inputs_s > 0:  # a part of the loop and the warm-up, not beside them
             self.add_phase("timing.inputs_in_loop", min(inputs_s, worked_s))
         self.add_phase(phase if not parts else "timing.other", worked_s - inside)
-        self.add_phase("channel", waited_s - worked_s)
+        self.add_phase("startup" if fresh else "channel", waited_s - worked_s)
 
     def add_phase(self, name: str, seconds: float) -> None:
         if seconds > 0:
@@ -353,9 +351,10 @@ class DeviceSession:
         """Load a solution into a worker; untrusted code always gets a fresh process. One process serves the references
         of many problems whose data it may read (CUDA starts cost seconds), unless `reuse_key.may_share_process`."""
         self._join_prefetch()  # a worker may be stopped below: not while a request is on its channel
-        key = (problem.name, solution.content_hash(), id(problem))
+        key = load_key(problem, solution, self.config.all_data_roots(problem.directory))
         previous = self._loaded.get(id(worker))
-        if previous is not None and previous[0] == key and worker.alive:
+        if previous is not None and previous[0] == key and worker.alive and previous[2] == worker.running_pid:
+            self._note_job(worker, problem, solution)  # the same content: what the process holds is the same
             return
         trusted = is_reference(solution, problem.definition)
         reason = None if trusted or worker is self.reference else self.refusal_here(problem, solution)
@@ -371,7 +370,7 @@ class DeviceSession:
         elif not worker.alive:
             worker.start()
         fresh = worker.requests == 0  # a new process (started here or by `prestart`)
-        self._loaded[id(worker)] = (None, trusted)  # from here on the process has seen this code
+        self._loaded[id(worker)] = (None, trusted, worker.running_pid)  # from here on the process has seen this code
         self._loads += 1
         request = msg.Load(definition=problem.definition, solution=solution,
                            work_dir=f"{worker.scratch.name}/load{self._loads}",
@@ -379,16 +378,17 @@ class DeviceSession:
                            data_roots=[str(p) for p in self.config.all_data_roots(problem.directory)],
                            readable_roots=worker.granted(readable))
         self.ask(worker, request, self.config.compile_timeout_s + 60)
-        self._loaded[id(worker)] = (key, trusted)
-        if worker is self.reference:
-            self.reference_job = (problem, solution)
-        else:
-            self.candidate_job = (problem, solution)
+        self._loaded[id(worker)] = (key, trusted, worker.running_pid)
+        self._note_job(worker, problem, solution)
+        if worker is not self.reference:
             self.ipc_usable, self.ipc_offered = True, False  # a solution (re)loaded: IPC is offered afresh
         if self.environment is None:
             self.environment = self.ask(worker, msg.Environment(), 60).environment
         if fresh and worker is self.candidate:
             self._spawn_spare()
+
+    def _note_job(self, worker: WorkerProcess, problem: Problem, solution: Solution) -> None:
+        setattr(self, "reference_job" if worker is self.reference else "candidate_job", (problem, solution))
 
     def ipc_min_bytes(self) -> int | None:
         """What a solution's `call`/`time` request carries about CUDA IPC (None: bytes only). Never

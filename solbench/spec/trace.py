@@ -141,7 +141,7 @@ class Evaluation(FormatModel):
     warnings: list[str] = field(default_factory=list)  # static-scan and telemetry findings
     seconds: float | None = None  # harness wall time spent on this workload
     # Where those seconds went, by phase (load, trials, judge, timing.*, probe, baselines, sol_analysis,
-    # channel, ...), and `gpu_timed`: what the timed calls themselves took (docs/formats.md).
+    # startup, channel, ...), and `gpu_timed`: what the timed calls themselves took (docs/formats.md).
     phases_s: dict[str, float] = field(default_factory=dict)
 
     @field_validator("status", mode="before")

@@ -293,15 +293,16 @@ def enter(parent_pid: int, writable: list[str], namespaces: bool = True, cgroup:
     APPLIED["contained_by"] = containment()
 
 
-def enter_from_env() -> None:
-    """What the orchestrator asked for (`SOLBENCH_SANDBOX`, JSON), applied; nothing when unset."""
+def enter_from_env(parent_pid: int | None = None) -> None:
+    """What the orchestrator asked for (`SOLBENCH_SANDBOX`, JSON), applied; nothing when unset. `parent_pid`:
+    a forked worker's parent, the template (worker/zygote.py), which dies with the orchestrator."""
     raw = os.environ.pop(ENV_VAR, None)
     if not raw:
         APPLIED["off"] = "not asked for"
         return
     spec = json.loads(raw)
-    enter(int(spec["parent"]), [str(p) for p in spec.get("writable", [])], bool(spec.get("namespaces", True)),
-          str(spec.get("cgroup", "")))
+    enter(parent_pid or int(spec["parent"]), [str(p) for p in spec.get("writable", [])],
+          bool(spec.get("namespaces", True)), str(spec.get("cgroup", "")))
 
 
 def allowed_here() -> dict[str, object]:
