@@ -30,6 +30,7 @@ PARENT_ENV = "SOLBENCH_ZYGOTE_PARENT"  # the orchestrator's pid: the template di
 CHANNEL_FD, ALARM_FD = 3, 4  # where a forked worker keeps its channel and alarm socket
 PARENT_POLL_S = 0.5
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE = 1, 4
+CUDA_ERROR_NOT_INITIALIZED = 3
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -39,16 +40,30 @@ def _prctl(option: int, arg: int) -> None:
         raise OSError(err, f"prctl({option}): {os.strerror(err)}")
 
 
+def _cuda_driver_initialised() -> bool:
+    """Whether cuInit ran in this process. Loading libcuda is harmless to a fork (an import such as CUPTI's
+    maps it on a GPU machine); its initialisation is not. A driver query that needs cuInit answers
+    CUDA_ERROR_NOT_INITIALIZED before it, and initialises nothing. A libcuda we cannot reach counts as
+    initialised."""
+    try:
+        driver = ctypes.CDLL("libcuda.so.1", mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+    except OSError:
+        return True
+    count = ctypes.c_int(0)
+    return driver.cuDeviceGetCount(ctypes.byref(count)) != CUDA_ERROR_NOT_INITIALIZED
+
+
 def fork_hazards() -> list[str]:
-    """What would make a fork of this process unlike a fresh worker: a CUDA driver loaded (a CUDA context,
-    or cuInit, does not survive fork), a Python thread besides this one (its locks are copied held)."""
+    """What would make a fork of this process unlike a fresh worker: a CUDA driver initialised (a CUDA
+    context, or cuInit, does not survive fork), a Python thread besides this one (its locks are copied held)."""
     found = []
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_initialized():
         found.append("CUDA initialised")
     with open("/proc/self/maps") as maps:
-        if any("libcuda.so" in line for line in maps):
-            found.append("the CUDA driver (libcuda) is loaded")
+        loaded = any("libcuda.so" in line for line in maps)
+    if loaded and _cuda_driver_initialised():
+        found.append("the CUDA driver (libcuda) is initialised")
     if threading.active_count() != 1:
         found.append(f"{threading.active_count()} Python threads")
     return found
