@@ -62,7 +62,11 @@ for name, pid in (("template", TEMPLATE), ("parent", os.getppid())):
     seen[name + "_fds"] = attempt(lambda: os.listdir(f"/proc/{{pid}}/fd"))
     seen[name + "_pidfd_getfd"] = attempt(lambda: pidfd_steal(pid))
 found = []
-for entry in os.listdir("/proc"):
+try:
+    entries = os.listdir("/proc")  # a GPU worker's read rules leave it only its own /proc entry
+except OSError as exc:
+    entries, seen["proc_listing"] = [], errno.errorcode.get(exc.errno, str(exc.errno))
+for entry in entries:
     if entry.isdigit() and int(entry) != os.getpid():
         try:
             if b"solbench.worker" in open(f"/proc/{{entry}}/cmdline", "rb").read():
