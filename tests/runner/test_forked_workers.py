@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from solbench.orchestrator import zygote
 from tests.child_env import repo_env
 from tests.conftest import HAS_CUDA
 from tests.runner.conftest import write_problem, write_solution
@@ -123,8 +124,8 @@ def test_a_forked_worker_starts_in_the_state_a_spawned_one_does(tmp_path, device
     if device == "cuda" and not HAS_CUDA:
         pytest.skip("needs a CUDA GPU")
     spawned, spawned_env, _ = run_and_report(tmp_path, "spawn", device)
-    forked, forked_env, stderr = run_and_report(tmp_path, None, device)
-    assert "not forked" not in stderr, stderr[-2000:]  # the default forks, and said nothing
+    forked, forked_env, stderr = run_and_report(tmp_path, None if zygote.wanted(device) else "fork", device)
+    assert "not forked" not in stderr, stderr[-2000:]  # the template forked, and said nothing
     assert forked.pop("forked") is True and spawned.pop("forked") is False
     # descriptor numbers differ (a spawned worker keeps the orchestrator's); what is open must not
     assert sorted(forked.pop("descriptors").values()) == sorted(spawned.pop("descriptors").values())
