@@ -7,7 +7,7 @@ For each mode ("idle"; "busy": beside one `while True: pass` process this script
 `--busy-limit-s` at the latest and is killed when the mode ends), it runs `solbench run PROBLEMS --device cpu`
 (the reference as the solution, timed against itself), then times the same reference call on the same
 workload with `timeit` in this process (torch with as many intra-op threads as solbench's workers:
-`SOLBENCH_CPU_THREADS`, default 1; the best of 5 repeats, warm caches), by the wall clock (`timeit`, checked)
+`SOLBENCH_CPU_THREADS`, default 1, and their allocator settings; the best of 5 repeats, warm caches), by the wall clock (`timeit`, checked)
 and by the process's CPU clock (`ti cpu`, shown: on a loaded machine the wall clock counts the other work). Per workload it prints solbench's median,
 the reference's, the speedup (reference vs itself), `timeit`'s time and solbench / timeit; at the end the checks
 of issue 48 (idle speedup 0.8-1.25x; busy speedup 0.5-2x and busy medians within 2x of idle; solbench within 2x
@@ -133,7 +133,21 @@ def checks(mode: str, rows: dict, idle: dict | None) -> list[str]:
     return failures
 
 
+# glibc's allocator settings of solbench's CPU workers (orchestrator/process.py, docs/timing.md "CPU timings"):
+# freed memory kept, so a large call does not page-fault on every 4 KiB it touches.
+WORKER_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(1 << 30), "MALLOC_TRIM_THRESHOLD_": str(1 << 30)}
+
+
+def allocate_as_workers_do() -> None:
+    """Start this script again with the workers' allocator settings, which glibc reads only at start-up: timeit
+    here would otherwise pay page faults that solbench's workers do not, and read 2-3x slower at large sizes."""
+    if any(os.environ.get(name) != value for name, value in WORKER_MALLOC.items()):
+        os.execve(sys.executable, [sys.executable, *sys.argv], dict(os.environ, **WORKER_MALLOC))
+
+
 def main(argv: list[str] | None = None) -> int:
+    if argv is None:
+        allocate_as_workers_do()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("problems", nargs="*", default=[str(ROOT / "problem_defs" / "core")])
     parser.add_argument("--modes", default="idle,busy", help="comma-separated: idle, busy")
