@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 
 START_ENV = "SOLBENCH_WORKER_START"  # "spawn": every worker a fresh interpreter; "fork" or unset: the template
 # GPU workers are spawned unless SOLBENCH_WORKER_START=fork: on an H200 a forked GPU worker started with 18 OS
@@ -42,6 +43,11 @@ FORK_ON_GPU = False
 # tests/runner/test_forked_workers.py compares what a forked and a spawned worker see).
 PER_WORKER_ENV = frozenset({"SOLBENCH_CHANNEL_FD", "SOLBENCH_ALARM_FD", "SOLBENCH_SANDBOX", "TMPDIR", "TRITON_CACHE_DIR",
                             "TORCHINDUCTOR_CACHE_DIR", "CUDA_CACHE_PATH", "XDG_CACHE_HOME", "CUTE_DSL_CACHE_DIR"})
+# Templates one orchestrator keeps (each a few hundred MB): one per import environment, and a long-lived
+# orchestrator (a test session, a service, an Evaluator) meets many. Past this many, starting another retires
+# the least recently used one that has no worker alive (its workers die with it); a retired environment
+# starts a new template when it is needed again.
+MAX_TEMPLATES = 4
 READY_TIMEOUT_S = 300.0  # the template's imports, on a machine where every GPU's workers start at once
 _templates: dict[tuple, Template] = {}
 _templates_lock = threading.Lock()
@@ -79,10 +85,21 @@ def launch(env: dict[str, str], cwd: str, channel: socket.socket, alarm: socket.
     with _templates_lock:
         template = _templates.get(key)
         if template is None:  # a failed template stays: its workers are spawned, and it said why once
+            _retire_idle(MAX_TEMPLATES - 1)
             template = _templates[key] = Template(dict(key), folder)
+        template.used = time.monotonic()
     process = ForkedProcess(env, cwd, channel, alarm)
     template.submit(process)
     return process
+
+
+def _retire_idle(keep: int) -> None:
+    """Retire the least recently used templates with no worker alive until at most `keep` are live
+    (called under `_templates_lock`)."""
+    live = sorted((t.used, key) for key, t in _templates.items() if t.state in ("starting", "ready"))
+    for _, key in live[:max(0, len(live) - keep)]:
+        if _templates[key].retire():
+            del _templates[key]
 
 
 class ForkedProcess:
@@ -176,7 +193,19 @@ class Template:
         self.control: socket.socket | None = None
         self.process: subprocess.Popen | None = None
         self.folder = ""
+        self.used = time.monotonic()
         threading.Thread(target=self._run, name="solbench-worker-template", daemon=True).start()
+
+    def retire(self) -> bool:
+        """End an idle ready template (no worker waiting, being forked or alive); False if it is not idle."""
+        with self._lock:
+            if self.state != "ready" or self._waiting or self._pending or self._running:
+                return False
+            self.state = "retired"
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        return True
 
     def submit(self, process: ForkedProcess) -> None:
         with self._lock:
@@ -219,7 +248,8 @@ class Template:
             except OSError:
                 data = b""
             if not data:
-                self._fail(f"the template ended{self._last_words()}")
+                if self.state != "retired":  # retired on purpose: nothing to say, nothing waits on it
+                    self._fail(f"the template ended{self._last_words()}")
                 threading.Event().wait()
             try:
                 self._handle(json.loads(data))

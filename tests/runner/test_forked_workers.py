@@ -167,3 +167,32 @@ def test_a_template_that_cannot_start_leaves_spawned_workers_and_one_line(monkey
     finally:
         for worker in workers:
             worker.kill()
+
+
+def test_an_orchestrator_keeps_at_most_max_templates(monkeypatch, capsys):
+    """A long-lived orchestrator meets many import environments (a test session, a service): past
+    MAX_TEMPLATES, a new environment retires the least recently used idle template, whose process ends; the
+    retired environment gets a new template when it is needed again, and nothing is said on stderr."""
+    from solbench.orchestrator import zygote
+    from solbench.orchestrator.process import WorkerProcess
+    from solbench.protocol import messages as msg
+
+    monkeypatch.delenv("SOLBENCH_WORKER_START", raising=False)
+    monkeypatch.setattr(zygote, "MAX_TEMPLATES", 1)
+    monkeypatch.setattr(zygote, "_said", [])
+    keys = [{"SOLBENCH_TEST_TEMPLATE": uuid.uuid4().hex} for _ in range(2)]
+    first = None
+    for key in keys:
+        worker = WorkerProcess("cpu", extra_env=key)
+        try:
+            worker.start()
+            assert isinstance(worker.request(msg.Ping(), 300), msg.Pong)
+            assert worker.proc._popen is None  # forked, not spawned
+        finally:
+            worker.kill()
+        mine = {k["SOLBENCH_TEST_TEMPLATE"] for k in keys}
+        ours = [t for k, t in zygote._templates.items() if dict(k).get("SOLBENCH_TEST_TEMPLATE") in mine]
+        assert len(ours) == 1
+        first = first or ours[0]
+    assert first.state == "retired" and first.process.poll() is not None
+    assert "not forked" not in capsys.readouterr().err
