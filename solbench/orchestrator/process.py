@@ -176,7 +176,7 @@ class WorkerProcess:
             self.proc = zygote.launch(env, self.scratch.name, child_sock, alarm_child, run_folder())
         else:
             self.proc = subprocess.Popen(
-                [sys.executable, "-P", "-m", "solbench.worker"],
+                zygote.WORKER_COMMAND,
                 cwd=self.scratch.name, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT, pass_fds=(child_sock.fileno(), alarm_child.fileno()), start_new_session=True,
             )

@@ -48,6 +48,8 @@ PER_WORKER_ENV = frozenset({"SOLBENCH_CHANNEL_FD", "SOLBENCH_ALARM_FD", "SOLBENC
 # the least recently used one that has no worker alive (its workers die with it); a retired environment
 # starts a new template when it is needed again.
 MAX_TEMPLATES = 4
+# How every worker process and template starts: a fresh interpreter, no script or cwd folder on sys.path
+WORKER_COMMAND = (sys.executable, "-P", "-m", "solbench.worker")
 READY_TIMEOUT_S = 300.0  # the template's imports, on a machine where every GPU's workers start at once
 _templates: dict[tuple, Template] = {}
 _templates_lock = threading.Lock()
@@ -139,7 +141,7 @@ class ForkedProcess:
         """Start it the way `orchestrator/process.py` always has, with the same descriptors."""
         env = dict(self.env, SOLBENCH_CHANNEL_FD=str(self.fds[0]), SOLBENCH_ALARM_FD=str(self.fds[1]))
         try:
-            self._popen = subprocess.Popen([sys.executable, "-P", "-m", "solbench.worker"], cwd=self.cwd, env=env,
+            self._popen = subprocess.Popen(WORKER_COMMAND, cwd=self.cwd, env=env,
                                            stdin=subprocess.DEVNULL, stdout=self.fds[2], stderr=self.fds[2],
                                            pass_fds=self.fds[:2], start_new_session=True)
             self._pid = self._popen.pid
@@ -273,7 +275,7 @@ class Template:
             env[name] = os.path.join(folder, name.lower())  # anything written at import lands in its own folder
             os.makedirs(env[name], mode=0o700)
         with open(os.path.join(folder, "stderr"), "wb") as stderr:
-            self.process = subprocess.Popen([sys.executable, "-P", "-m", "solbench.worker"], cwd=folder, env=env,
+            self.process = subprocess.Popen(WORKER_COMMAND, cwd=folder, env=env,
                                             stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr,
                                             pass_fds=[theirs.fileno()], start_new_session=True)
         theirs.close()
