@@ -126,9 +126,6 @@ def _time_in_process(args: argparse.Namespace) -> int:
 FAMILY_OF_KIND = {"dense LLM": "dense LLM", "MoE": "MoE", "VL": "VL/omni", "diffusion": "diffusion",
                   "audio": "audio", "SSM": "SSM/hybrid", "vision": "vision"}
 ACCEPTANCE_IDS = 70
-# reasons a module is left out by design (not a failure): the start of partition's and pipeline's reasons
-BY_DESIGN = ("the whole model", "a container", "a stack of layers", "an activation", "a torch.nn primitive",
-             "covered by the family templates")
 
 
 def official_ids(dataset: Path) -> list[str]:
@@ -147,15 +144,15 @@ def _measure(model_id: str) -> dict:
 
     result = extract_model(model_id, validate=True, use_hub=False)
     left: dict[str, int] = {}
-    for line in result.not_emitted:  # "Class xN (e.g. path): reason"
-        head, _, reason = line.partition("): ")
-        count = int(head.split(" x", 1)[1].split(" ", 1)[0]) if " x" in head else 1
-        cause = "by design" if reason.startswith(BY_DESIGN) else _cause(reason)
-        left[cause] = left.get(cause, 0) + count
+    for by_design, lines in ((True, result.left_out), (False, result.not_emitted)):
+        for line in lines:  # "Class xN (e.g. path): reason"
+            head, _, reason = line.partition("): ")
+            count = int(head.split(" x", 1)[1].split(" ", 1)[0]) if " x" in head else 1
+            cause = "by design" if by_design else _cause(reason)
+            left[cause] = left.get(cause, 0) + count
     return {"problems": len(result.drafts), "validated": sum(v.passed for v in result.validations),
             "failed_validation": len(result.failed), "not_emitted": sum(n for c, n in left.items() if c != "by design"),
-            "not_emitted_by_cause": left,
-            "failures": [line for line in result.not_emitted if not line.partition("): ")[2].startswith(BY_DESIGN)],
+            "not_emitted_by_cause": left, "failures": list(result.not_emitted),
             "reused": next((n.split(" as ", 1)[1].split(":")[0] for n in result.skipped
                             if n.startswith("same architecture facts as ")), "")}
 

@@ -63,16 +63,20 @@ def extract_blocks(built: BuiltModel, dtype: torch.dtype = torch.bfloat16, *, va
     calls = [capture.record_calls(built, p, dtype) for p in points]
     large = _LargeCalls(built, dtype)
     kinds, result.not_emitted = partition.blocks(model, calls)
+    # largest first: a block that unrolls a loop over a size (and its parents) is found before the small
+    # blocks that would otherwise trace the whole model past its largest sizes, loop and all (`_LargeCalls`)
+    kinds.sort(key=lambda b: -sum(p.numel() for p in b.module.parameters()))
     result.blocks = len(kinds)
     grad_flags: dict = {}  # filled once, by the first block with a backward
     for number, block in enumerate(kinds, 1):
         reason = covered(block.path) if covered else ""
         if reason:
-            result.not_emitted.append(NotEmitted(block.path, block.class_name, reason))
+            result.not_emitted.append(NotEmitted(block.path, block.class_name, reason, by_design=True))
             continue
         size = sum(p.numel() for p in block.module.parameters())
         if size > MAX_BLOCK_PARAMS:
-            result.not_emitted.append(NotEmitted(block.path, block.class_name, TOO_LARGE.format(size / 1e9)))
+            result.not_emitted.append(NotEmitted(block.path, block.class_name, TOO_LARGE.format(size / 1e9),
+                                                 by_design=True))
             continue
         tell(f"capturing {block.class_name} ({number}/{len(kinds)})")
         try:
@@ -124,8 +128,12 @@ def _draft(built: BuiltModel, block: generic.Block, points: list[dict[str, int]]
     if dynamic is None:
         return first
     if _grows_with_size(block, dynamic, first_ep):
+        large.refuse("a block of the model unrolls a loop over a size")
         return _validated_sizes_only(first, "its graph grows with the size it is traced at (a Python loop over a "
                                             "size, unrolled): only the validated sizes are kept")
+    if large.refused:
+        return _validated_sizes_only(first, f"no trace past the model's largest sizes ({large.refused}): only "
+                                            f"the validated sizes are kept")
     traced = []
     for call in large.calls(block.path):
         if capture.varying_dims([block.calls[0], call]) is None:
@@ -204,8 +212,17 @@ class _LargeCalls:
     def __init__(self, built: BuiltModel, dtype: torch.dtype):
         self.built, self.dtype = built, dtype
         self.recorded: list[dict[str, capture.Call]] | None = None
+        self.refused = ""
+
+    def refuse(self, why: str) -> None:
+        """Never record: the model's forward past its largest sizes would unroll a loop over thousands of
+        steps on fake tensors (Jamba's selective scan: minutes for every block that asks)."""
+        if self.recorded is None:
+            self.refused = why
 
     def calls(self, path: str) -> list[capture.Call]:
+        if self.refused:
+            return []
         if self.recorded is None:
             real = self.built.workload_axes
             top = {axis: max(real.get(axis) or sizes) for axis, sizes in self.built.capture_axes.items()}

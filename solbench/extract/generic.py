@@ -19,6 +19,7 @@ import torch
 from solbench.extract.capture import Call
 from solbench.extract.codegen import Generated, Input
 from solbench.extract.draft import Arg, Draft
+from solbench.spec.errors import SpecError
 
 DTYPE_NAMES = {torch.bfloat16: "bfloat16", torch.float16: "float16", torch.float32: "float32",
                torch.float64: "float64", torch.int64: "int64", torch.int32: "int32", torch.bool: "bool",
@@ -140,6 +141,9 @@ def make_draft(block: Block, gen: Generated, model_id: str, model_points: list[d
     axes = symbol_axes(gen, block, model_points)
     extra: dict[str, tuple] = {}
     inputs = [_arg(inp, axes, extra) for inp in gen.inputs]
+    unsupported = [f"{name_} is {value.dtype}" for name_, value in gen.outputs if value.dtype not in DTYPE_NAMES]
+    if unsupported:  # DeepSeek-V2's rotary table is complex: the problem format has no complex dtype
+        raise SpecError(f"an output dtype the problem format has no name for ({', '.join(unsupported)})")
     outputs = [Arg(name_, shape_names(value, axes, extra), DTYPE_NAMES[value.dtype], f"output of {block.path}")
                for name_, value in gen.outputs]
     declared: dict[str, tuple] = {}

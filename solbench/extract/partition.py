@@ -29,6 +29,8 @@ class NotEmitted:
     path: str
     class_name: str
     reason: str
+    by_design: bool = False  # left out on purpose (its computation is emitted elsewhere), not a gap
+
 
     def __str__(self) -> str:
         return f"{self.class_name} ({self.path or 'the model'}): {self.reason}"
@@ -42,7 +44,7 @@ def blocks(model: nn.Module, calls: list[dict[str, Call]]) -> tuple[list[Block],
         name = type(module).__name__
         why = _excluded(path, module)
         if why:
-            left.append(NotEmitted(path, name, why))
+            left.append(NotEmitted(path, name, why, by_design=True))
             continue
         recorded = [c.get(path) for c in calls]
         if any(r is None for r in recorded):

@@ -20,7 +20,8 @@ class ModelResult:
     config: configs.ModelConfig
     drafts: list[Draft]
     skipped: list[str] = field(default_factory=list)
-    not_emitted: list[str] = field(default_factory=list)  # generic capture: module classes left out, why
+    not_emitted: list[str] = field(default_factory=list)  # generic capture: blocks it could not emit, why
+    left_out: list[str] = field(default_factory=list)  # generic capture: modules left out by design, why
     validations: list[Validation] = field(default_factory=list)
     layer_kinds: int = 0
     layers: int = 0
@@ -88,7 +89,8 @@ def _extract(config: configs.ModelConfig, validate: bool, dtype: str, generic: b
         try:
             kept = {d.name for d in result.drafts}
             dropped = [d for d in found.drafts if d.name not in kept]
-            _generic(result, config, dtype, validate, tell, covered=_family_paths(traced, result.drafts, dropped))
+            _generic(result, config, dtype, validate, tell,
+                     covered=lambda built: _family_paths(traced, built, result.drafts, dropped))
         except SpecError as exc:
             result.skipped.append(f"generic capture: {exc}")
     result.seconds = time.perf_counter() - start
@@ -147,8 +149,9 @@ def _extract_diffusers(config: configs.ModelConfig, dtype: str, validate: bool, 
 
 
 def _generic(result: ModelResult, config: configs.ModelConfig, dtype: str, validate: bool,
-             tell: Callable[[str], None], covered: Callable[[str], str] | None = None) -> None:
-    """Add generic drafts for the blocks no family template covered; report every module left out."""
+             tell: Callable[[str], None], covered: Callable[[object], Callable[[str], str]] | None = None) -> None:
+    """Add generic drafts for the blocks no family template covered (`covered(built)` says which, by path
+    in the built model); report every module left out."""
 
     from solbench.extract import build
 
@@ -159,7 +162,7 @@ def _generic(result: ModelResult, config: configs.ModelConfig, dtype: str, valid
     except Exception as exc:  # noqa: BLE001 - a config transformers cannot build is bad input: one line, exit 2
         first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
         raise SpecError(f"{config.model_id}: transformers cannot build it: {first}") from None
-    _add_blocks(result, built, dtype, validate, tell, covered)
+    _add_blocks(result, built, dtype, validate, tell, covered(built.module) if covered else None)
 
 
 def _add_blocks(result: ModelResult, built, dtype: str, validate: bool, tell: Callable[[str], None],
@@ -173,9 +176,10 @@ def _add_blocks(result: ModelResult, built, dtype: str, validate: bool, tell: Ca
     known = {d.name for d in result.drafts}
     result.drafts += [d for d in found.drafts if d.name not in known]
     result.validations += found.validations
-    left = summarise(found.not_emitted)
-    result.not_emitted += left
-    result.skipped += [f"not emitted: {line}" for line in left]
+    gaps = summarise([item for item in found.not_emitted if not item.by_design])
+    result.not_emitted += gaps
+    result.left_out += summarise([item for item in found.not_emitted if item.by_design])
+    result.skipped += [f"not emitted: {line}" for line in gaps]
     result.skipped += [f"workloads: {line}" for line in found.notes]
 
 
@@ -195,26 +199,33 @@ def summarise(left: list) -> list[str]:
             for (cls, reason), paths in groups.items()]
 
 
-def _family_paths(traced, drafts: list[Draft], dropped: list[Draft] = ()) -> Callable[[str], str]:
+def _family_paths(traced, built_model, drafts: list[Draft], dropped: list[Draft] = ()) -> Callable[[str], str]:
     """What the family templates drafted (and validation kept) is theirs; everything else is generic.
 
     Inside the layer stack a layer kind's fused problem claims its whole layer; otherwise each child
     (attention, MLP, norm) with a kept template draft is claimed and the rest of the layer, the layer
-    itself included, goes to the generic capture (a hybrid's conv, Mamba or linear-attention mixer)."""
+    itself included, goes to the generic capture (a hybrid's conv, Mamba or linear-attention mixer).
+    The generic capture builds the whole model (a VL model's vision tower too) where the templates traced
+    its decoder: paths are mapped between the two through the layer stack's place in each."""
     from solbench.extract.trace import layer_signature
 
     stack = next((p for p, m in traced.model.named_modules() if m is traced.layers), None)
     kind_of = {k.signature: k.index for k in traced.kinds}
     layer_kind = [kind_of.get(layer_signature(layer)) for layer in traced.layers]
     claimed: dict[int, set[str]] = {}
+    model_level = {"", "model.embed_tokens", "lm_head", "model.norm"}
     for kept, group in ((True, drafts), (False, dropped)):  # a child with any failed template draft is not theirs
         for draft in group:
             scope, colon, sub = draft.check.module.partition(":") if draft.check else ("", "", "")
             if colon and scope.startswith("layer") and scope[5:].isdigit():
                 names = claimed.setdefault(int(scope[5:]), set())
                 (names.add if kept else names.discard)(sub.split(".")[0])  # "" = the fused layer
+            elif colon and scope == "model" and kept:
+                model_level.add(sub)  # the final norm, the rotary table
+    to_traced = _path_map(stack, traced.layers, built_model)
 
-    def covered(path: str) -> str:
+    def covered(built_path: str) -> str:
+        path = to_traced(built_path)
         if stack is not None and (path == stack or path.startswith(stack + ".")):
             index, _, rest = path[len(stack) + 1:].partition(".")
             kind = layer_kind[int(index)] if index.isdigit() and int(index) < len(layer_kind) else None
@@ -222,10 +233,30 @@ def _family_paths(traced, drafts: list[Draft], dropped: list[Draft] = ()) -> Cal
             if not index or "" in mine or (rest and rest.split(".")[0] in mine):
                 return "covered by the family templates (attention, MLP, MoE, norms, fused layer)"
             return ""
-        if drafts and path in ("", "model.embed_tokens", "lm_head", "model.norm"):
-            return "covered by the family templates (embedding, final norm, LM head)"
+        if drafts and path in model_level:
+            return "covered by the family templates (embedding, final norm, LM head, rotary table)"
         return ""
     return covered
+
+
+def _path_map(stack: str | None, layers, built_model) -> Callable[[str], str]:
+    """Built-model path -> traced-model path: the two agree from the layer stack's parent down (a VL
+    model's `model.language_model.layers` is its traced decoder's `model.layers`)."""
+    if not stack:
+        return lambda path: path
+    classes = [type(m).__name__ for m in layers]
+    name = stack.rpartition(".")[2]
+    there = next((p for p, m in built_model.named_modules() if p.rpartition(".")[2] == name
+                  and [type(c).__name__ for c in m.children()] == classes), None)
+    if there is None or there == stack:
+        return lambda path: path
+    built_root, traced_root = there[:-len(name)], stack[:-len(name)]
+
+    def to_traced(path: str) -> str:
+        if path + "." == built_root:  # the decoder itself
+            return traced_root[:-1]
+        return traced_root + path[len(built_root):] if path.startswith(built_root) else path
+    return to_traced
 
 
 def portable(result: ModelResult) -> ModelResult:

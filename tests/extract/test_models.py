@@ -163,7 +163,9 @@ def test_deepseek_v2_mla_blocks_and_fused_layers(deepseek_v2_lite):
         expected += [f"decoder_layer_{phase}_{MLA_V2}_swiglu_i10944_eps1e-06",
                      f"decoder_layer_{phase}_{MLA_V2}_moe_softmax_topk_e64_k6_i1408_shared2816_eps1e-06"]
     assert set(expected) <= names, sorted(set(expected) - names)
-    assert not deepseek_v2_lite.skipped
+    # only its rotary table is left out, and said so: one complex tensor, which the problem format cannot name
+    assert deepseek_v2_lite.skipped and all("rotary" in line.lower() and "complex" in line
+                                            for line in deepseek_v2_lite.skipped), deepseek_v2_lite.skipped
     assert all(v.passed for v in deepseek_v2_lite.validations), [v.message for v in deepseek_v2_lite.failed]
     results = {v.problem: v for v in deepseek_v2_lite.validations}
     for name in expected:
