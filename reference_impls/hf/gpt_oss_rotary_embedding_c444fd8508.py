@@ -1,5 +1,5 @@
 # solbench: problem=gpt_oss_rotary_embedding_c444fd8508
-"""GptOssRotaryEmbedding (model.rotary_emb) of openai/gpt-oss-20b, captured with torch.export and emitted at torch/F level; 1 module(s) of the model share it.
+"""GptOssRotaryEmbedding, captured with torch.export and emitted at torch/F level; the models and modules that share it are recorded in definition.json.
 
 Extracted by `solbench extract`; edit the extractor, not this file."""
 

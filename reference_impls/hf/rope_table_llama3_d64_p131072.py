@@ -1,5 +1,5 @@
-# solbench: problem=rope_table_d128_theta1000000
-"""RoPE table: inverse frequencies 1 / theta^(2i/128) for theta 1e+06 (computed at init in transformers), times each position, as cos and sin of width 128.
+# solbench: problem=rope_table_llama3_d64_p131072
+"""RoPE table (llama3): each position times the inverse frequencies (fixed at init), as cos and sin of width 64.
 
 Extracted by `solbench extract`; edit the extractor, not this file."""
 
@@ -11,19 +11,17 @@ def get_inputs(axes_and_scalars: dict, device) -> dict[str, torch.Tensor]:
     a = axes_and_scalars
     inputs = {}
     inputs["position_ids"] = torch.randint(0, a["max_positions"], (a["batch_size"], a["seq_len"],), dtype=torch.int64, device=device)
+    inputs["inv_freq"] = (0.1 * torch.randn(a["half_dim"], device=device)).to(torch.float32)
     return inputs
 
 
-ROPE_THETA = 1000000.0
 ATTENTION_SCALING = 1.0
 
 
 @torch.no_grad()
-def run(position_ids):
-    """position_ids: [batch, seq] -> cos, sin: [batch, seq, head_dim]."""
-    inv_freq = 1.0 / (ROPE_THETA ** (torch.arange(0, 128, 2, dtype=torch.int64).to(
-        device=position_ids.device, dtype=torch.float) / 128))
-    freqs = position_ids[..., None].float() * inv_freq
+def run(position_ids, inv_freq):
+    """position_ids: [batch, seq], inv_freq: [head_dim / 2] -> cos, sin: [batch, seq, head_dim]."""
+    freqs = position_ids[..., None].float() * inv_freq.float()
     emb = torch.cat((freqs, freqs), dim=-1)
     cos = emb.cos() * ATTENTION_SCALING
     sin = emb.sin() * ATTENTION_SCALING
