@@ -19,6 +19,7 @@ from solbench.extract.capture import Call
 from solbench.extract.generic import Block
 
 NORMS = (nn.LayerNorm, nn.GroupNorm, nn.RMSNorm, nn.BatchNorm1d, nn.BatchNorm2d, nn.InstanceNorm2d)
+NOT_CALLED = "not called by the model's forward at every capture size"
 CONTAINERS = (nn.ModuleList, nn.ModuleDict, nn.Sequential, nn.ParameterList, nn.ParameterDict)
 
 
@@ -48,7 +49,7 @@ def blocks(model: nn.Module, calls: list[dict[str, Call]]) -> tuple[list[Block],
             continue
         recorded = [c.get(path) for c in calls]
         if any(r is None for r in recorded):
-            left.append(NotEmitted(path, name, "not called by the model's forward at every capture size"))
+            left.append(NotEmitted(path, name, NOT_CALLED))
             continue
         key = signature(module, recorded)
         block = kinds.get(key)

@@ -120,7 +120,7 @@ def extract_built(built, facts: dict, *, validate: bool = True, dtype: str = "bf
     start = time.perf_counter()
     config = configs.ModelConfig(built.model_id, facts, f"module:{built.model_id}", kind=built.family)
     result = ModelResult(config, [])
-    _add_blocks(result, built, dtype, validate, progress or (lambda step: None))
+    _add_blocks(result, [built], dtype, validate, progress or (lambda step: None))
     result.seconds = time.perf_counter() - start
     return result
 
@@ -142,8 +142,7 @@ def _extract_diffusers(config: configs.ModelConfig, dtype: str, validate: bool, 
     except Exception as exc:  # noqa: BLE001 - a component diffusers cannot build: one line, exit 2
         raise SpecError(f"{config.model_id}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
     result = ModelResult(config, [])
-    for built in built_models:
-        _add_blocks(result, built, dtype, validate, tell)
+    _add_blocks(result, built_models, dtype, validate, tell)
     result.seconds = time.perf_counter() - start
     return result
 
@@ -162,25 +161,36 @@ def _generic(result: ModelResult, config: configs.ModelConfig, dtype: str, valid
     except Exception as exc:  # noqa: BLE001 - a config transformers cannot build is bad input: one line, exit 2
         first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
         raise SpecError(f"{config.model_id}: transformers cannot build it: {first}") from None
-    _add_blocks(result, built, dtype, validate, tell, covered(built.module) if covered else None)
+    _add_blocks(result, [built], dtype, validate, tell, covered(built.module) if covered else None)
 
 
-def _add_blocks(result: ModelResult, built, dtype: str, validate: bool, tell: Callable[[str], None],
+def _add_blocks(result: ModelResult, built_models: list, dtype: str, validate: bool, tell: Callable[[str], None],
                 covered: Callable[[str], str] | None = None) -> None:
-    """The generic capture of one BuiltModel, added to `result`; every module left out is reported."""
+    """The generic capture of BuiltModels (a diffusers model's paths: encode, decode, denoise), added to
+    `result`; every module left out is reported, a module no path calls once for all of them."""
     import torch
 
     from solbench.extract import blocks
+    from solbench.extract.partition import NOT_CALLED
 
-    found = blocks.extract_blocks(built, getattr(torch, dtype), validate=validate, covered=covered, progress=tell)
-    known = {d.name for d in result.drafts}
-    result.drafts += [d for d in found.drafts if d.name not in known]
-    result.validations += found.validations
-    gaps = summarise([item for item in found.not_emitted if not item.by_design])
+    left, called = [], set()
+    for built in built_models:
+        found = blocks.extract_blocks(built, getattr(torch, dtype), validate=validate, covered=covered,
+                                      progress=tell)
+        known = {d.name for d in result.drafts}
+        result.drafts += [d for d in found.drafts if d.name not in known]
+        result.validations += found.validations
+        left += found.not_emitted
+        result.skipped += [f"workloads: {line}" for line in found.notes]
+        idle = {item.path for item in found.not_emitted if item.reason == NOT_CALLED}
+        called |= {path for path, _ in built.module.named_modules()} - idle
+    # a module one path never calls (the VAE's decoder when encoding) counts if no path calls it; each once
+    left = list({(i.path, i.class_name, i.reason): i for i in left
+                 if i.reason != NOT_CALLED or i.path not in called}.values())
+    gaps = summarise([item for item in left if not item.by_design])
     result.not_emitted += gaps
-    result.left_out += summarise([item for item in found.not_emitted if item.by_design])
+    result.left_out += summarise([item for item in left if item.by_design])
     result.skipped += [f"not emitted: {line}" for line in gaps]
-    result.skipped += [f"workloads: {line}" for line in found.notes]
 
 
 def _templates_apply(drafts: list[Draft]) -> bool:
