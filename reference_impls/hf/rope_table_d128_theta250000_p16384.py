@@ -21,8 +21,8 @@ ATTENTION_SCALING = 1.0
 @torch.no_grad()
 def run(position_ids):
     """position_ids: [batch, seq] -> cos, sin: [batch, seq, head_dim]."""
-    inv_freq = 1.0 / (ROPE_THETA ** (torch.arange(0, 128, 2, dtype=torch.int64).to(
-        device=position_ids.device, dtype=torch.float) / 128))
+    inv_freq = 1.0 / (ROPE_THETA ** (torch.arange(0, 128, 2, dtype=torch.int64,
+                                                  device=position_ids.device).float() / 128))
     freqs = position_ids[..., None].float() * inv_freq
     emb = torch.cat((freqs, freqs), dim=-1)
     cos = emb.cos() * ATTENTION_SCALING
