@@ -49,6 +49,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", default="bf16", choices=sorted(DTYPES), help="activation/weight dtype")
     parser.add_argument("--no-validate", action="store_true",
                         help="skip comparing each reference with its transformers module on CPU")
+    parser.add_argument("--backward", action="store_true",
+                        help="also the backward of each generic block of a kind that has one (from the joint graph, "
+                             "validated against autograd through the module in float32)")
     parser.add_argument("--check", action="store_true",
                         help="verify the problems on disk are exactly what this code extracts (writes nothing)")
     parser.add_argument("--jobs", "-j", type=int, default=1, metavar="N",
@@ -141,6 +144,7 @@ def _run_module(args: argparse.Namespace, console, started: float, problems_root
     facts = {"module": args.module, "config": config, "inputs": list(args.input)}
     with console.status(f"{built.model_id}: starting") as status:
         result = pipeline.extract_built(built, facts, validate=not args.no_validate, dtype=DTYPES[args.dtype],
+                                        backward=args.backward,
                                         progress=lambda step: status.update(f"{built.model_id}: {step}"))
     failed = _report(result, built.model_id, not args.no_validate, console)
     problems = pipeline.collect([result])
@@ -164,7 +168,7 @@ def _extract_each(models: list[str], args: argparse.Namespace, validate: bool, u
         with console.status(f"{label}: starting") as status:
             try:
                 result = pipeline.extract_model(model_id, args.config, validate=validate, use_hub=use_hub,
-                                                dtype=DTYPES[args.dtype],
+                                                dtype=DTYPES[args.dtype], backward=args.backward,
                                                 progress=lambda step, label=label: status.update(f"{label}: {step}"))
             except SpecError as exc:
                 if len(models) == 1:
@@ -183,7 +187,7 @@ def _extract_parallel(models: list[str], args: argparse.Namespace, validate: boo
 
     def work(model_id: str):
         return pipeline.portable(pipeline.extract_model(model_id, args.config, validate=validate, use_hub=use_hub,
-                                                        dtype=DTYPES[args.dtype]))
+                                                        dtype=DTYPES[args.dtype], backward=args.backward))
 
     failed = False
     with console.status(f"{len(models)} models, {args.jobs} at a time") as status:

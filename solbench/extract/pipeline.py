@@ -36,7 +36,7 @@ class ModelResult:
 
 def extract_model(model_id: str, config_path: str | Path | None = None, *, validate: bool = True,
                   use_hub: bool = True, dtype: str = "bfloat16", generic: bool = False,
-                  progress: Callable[[str], None] | None = None) -> ModelResult:
+                  progress: Callable[[str], None] | None = None, backward: bool = False) -> ModelResult:
     """Trace one model and draft its problems; with `validate`, compare each with its module on CPU.
 
     Models no family template knows go through the generic capture (`blocks.py`); so do the layers and
@@ -47,19 +47,19 @@ def extract_model(model_id: str, config_path: str | Path | None = None, *, valid
     tell("reading its config")
     config = configs.resolve(model_id, config_path, use_hub=use_hub)
     result_key = reuse.key(config.library, config.facts, config.family, config.kind, validate=validate,
-                           dtype=dtype, generic=generic)
+                           dtype=dtype, generic=generic, backward=backward)
     result = reuse.lookup(result_key, config)
     if result is None:
-        result = _extract(config, validate, dtype, generic, tell, start)
+        result = _extract(config, validate, dtype, generic, tell, start, backward)
         reuse.remember(result_key, result)
     return result
 
 
 def _extract(config: configs.ModelConfig, validate: bool, dtype: str, generic: bool, tell: Callable[[str], None],
-             start: float) -> ModelResult:
+             start: float, backward: bool = False) -> ModelResult:
     """extract_model's work for a resolved config: family templates where they apply, else generic."""
     if config.library == "diffusers":
-        return _extract_diffusers(config, dtype, validate, tell, start)
+        return _extract_diffusers(config, dtype, validate, tell, start, backward)
     tell(f"tracing {config.model_type} on meta tensors")
     try:
         traced = trace(config)
@@ -69,7 +69,7 @@ def _extract(config: configs.ModelConfig, validate: bool, dtype: str, generic: b
         why = str(exc)
     if why:  # every block goes through the generic capture
         result = ModelResult(config, [], [f"family templates: {why}"])
-        _generic(result, config, dtype, validate, tell)
+        _generic(result, config, dtype, validate, tell, backward=backward)
         result.seconds = time.perf_counter() - start
         return result
     result = ModelResult(config, found.drafts, found.skipped, layer_kinds=len(traced.kinds),
@@ -89,7 +89,7 @@ def _extract(config: configs.ModelConfig, validate: bool, dtype: str, generic: b
         try:
             kept = {d.name for d in result.drafts}
             dropped = [d for d in found.drafts if d.name not in kept]
-            _generic(result, config, dtype, validate, tell,
+            _generic(result, config, dtype, validate, tell, backward=backward,
                      covered=lambda built: _family_paths(traced, built, result.drafts, dropped))
         except SpecError as exc:
             result.skipped.append(f"generic capture: {exc}")
@@ -114,19 +114,19 @@ def extractable_model_ids() -> list[str]:
 
 
 def extract_built(built, facts: dict, *, validate: bool = True, dtype: str = "bfloat16",
-                  progress: Callable[[str], None] | None = None) -> ModelResult:
+                  progress: Callable[[str], None] | None = None, backward: bool = False) -> ModelResult:
     """A `BuiltModel` from elsewhere (`--module`) through the generic capture; `facts` (what it was built
     from) are its identity in the problems it writes."""
     start = time.perf_counter()
     config = configs.ModelConfig(built.model_id, facts, f"module:{built.model_id}", kind=built.family)
     result = ModelResult(config, [])
-    _add_blocks(result, [built], dtype, validate, progress or (lambda step: None))
+    _add_blocks(result, [built], dtype, validate, progress or (lambda step: None), backward=backward)
     result.seconds = time.perf_counter() - start
     return result
 
 
 def _extract_diffusers(config: configs.ModelConfig, dtype: str, validate: bool, tell: Callable[[str], None],
-                       start: float) -> ModelResult:
+                       start: float, backward: bool = False) -> ModelResult:
     """Every component of a diffusers model (each path through it a BuiltModel) through the generic capture."""
     import torch
 
@@ -142,13 +142,13 @@ def _extract_diffusers(config: configs.ModelConfig, dtype: str, validate: bool, 
     except Exception as exc:  # noqa: BLE001 - a component diffusers cannot build: one line, exit 2
         raise SpecError(f"{config.model_id}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
     result = ModelResult(config, [])
-    _add_blocks(result, built_models, dtype, validate, tell)
+    _add_blocks(result, built_models, dtype, validate, tell, backward=backward)
     result.seconds = time.perf_counter() - start
     return result
 
 
 def _generic(result: ModelResult, config: configs.ModelConfig, dtype: str, validate: bool,
-             tell: Callable[[str], None], covered: Callable[[object], Callable[[str], str]] | None = None) -> None:
+             tell: Callable[[str], None], covered: Callable[[object], Callable[[str], str]] | None = None, backward: bool = False) -> None:
     """Add generic drafts for the blocks no family template covered (`covered(built)` says which, by path
     in the built model); report every module left out."""
 
@@ -161,11 +161,11 @@ def _generic(result: ModelResult, config: configs.ModelConfig, dtype: str, valid
     except Exception as exc:  # noqa: BLE001 - a config transformers cannot build is bad input: one line, exit 2
         first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
         raise SpecError(f"{config.model_id}: transformers cannot build it: {first}") from None
-    _add_blocks(result, [built], dtype, validate, tell, covered(built.module) if covered else None)
+    _add_blocks(result, [built], dtype, validate, tell, covered(built.module) if covered else None, backward)
 
 
 def _add_blocks(result: ModelResult, built_models: list, dtype: str, validate: bool, tell: Callable[[str], None],
-                covered: Callable[[str], str] | None = None) -> None:
+                covered: Callable[[str], str] | None = None, backward: bool = False) -> None:
     """The generic capture of BuiltModels (a diffusers model's paths: encode, decode, denoise), added to
     `result`; every module left out is reported, a module no path calls once for all of them."""
     import torch
@@ -175,7 +175,7 @@ def _add_blocks(result: ModelResult, built_models: list, dtype: str, validate: b
 
     left, called = [], set()
     for built in built_models:
-        found = blocks.extract_blocks(built, getattr(torch, dtype), validate=validate, covered=covered,
+        found = blocks.extract_blocks(built, getattr(torch, dtype), validate=validate, covered=covered, backward=backward,
                                       progress=tell)
         known = {d.name for d in result.drafts}
         result.drafts += [d for d in found.drafts if d.name not in known]

@@ -91,3 +91,25 @@ def test_cli_module_extracts_validated_problems(tmp_path):
     assert written
     meta = json.loads((written[0] / "definition.json").read_text())
     assert meta["solbench"]["models"][0]["hf_id"] == "me/gated"
+
+
+@pytest.mark.parametrize("backward", [False, True])
+def test_cli_backward_flag_adds_validated_backward_problems(tmp_path, backward):
+    """--backward: each generic block of a backward kind (an MLP here) also gets its backward problem,
+    validated against autograd (the command exits 0 only if every one passed); without it, forward
+    problems only."""
+    import argparse
+
+    from solbench.cli import extract as extract_cli
+
+    parser = argparse.ArgumentParser()
+    extract_cli.add_arguments(parser)
+    out = tmp_path / "defs"
+    args = parser.parse_args(["--module", f"{TINY}:GatedMLP", "--config-kw", "hidden=64", "inner=96",
+                              "--input", "x=2,seq:16|24|40,64", "--input", "scale=1:float32", "-o", str(out)]
+                             + (["--backward"] if backward else []))
+    assert extract_cli.handle(args) == 0
+    kinds = sorted(json.loads((d / "definition.json").read_text())["op_type"]
+                   for d in (out / "problem_defs" / "hf").iterdir())
+    forward = {"gated_mlp", "rms_norm"}  # the block, and its norm (both kinds with backward problems)
+    assert set(kinds) == forward | ({f"{k}_backward" for k in forward} if backward else set()), kinds
