@@ -215,6 +215,10 @@ def _report(result, label: str, validate: bool, console) -> bool:
                   f"[dim](config: {result.config.source})[/dim]")
     for note in result.skipped:
         console.print(f"   [yellow]skipped[/yellow] {note}")
+    if result.left_out:  # containers, primitives, what a template covers: one line, not one per module
+        classes = [line.split(" (e.g. ", 1)[0] for line in result.left_out]
+        shown = ", ".join(classes[:8]) + (f" and {len(classes) - 8} more" if len(classes) > 8 else "")
+        console.print(f"   [dim]left out by design (containers, primitives inside emitted blocks, template-covered): {shown}[/dim]")
     for v in bad:
         console.print(f"   [red]mismatch[/red] {v.problem}: {v.message}")
     return bool(bad)

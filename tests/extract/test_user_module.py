@@ -94,7 +94,7 @@ def test_cli_module_extracts_validated_problems(tmp_path):
 
 
 @pytest.mark.parametrize("backward", [False, True])
-def test_cli_backward_flag_adds_validated_backward_problems(tmp_path, backward):
+def test_cli_backward_flag_adds_validated_backward_problems(tmp_path, backward, capfd):
     """--backward: each generic block of a backward kind (an MLP here) also gets its backward problem,
     validated against autograd (the command exits 0 only if every one passed); without it, forward
     problems only."""
@@ -113,3 +113,5 @@ def test_cli_backward_flag_adds_validated_backward_problems(tmp_path, backward):
                    for d in (out / "problem_defs" / "hf").iterdir())
     forward = {"gated_mlp", "rms_norm"}  # the block, and its norm (both kinds with backward problems)
     assert set(kinds) == forward | ({f"{k}_backward" for k in forward} if backward else set()), kinds
+    said = " ".join(capfd.readouterr().err.split())  # its Linear layers: one line, not a gap
+    assert "left out by design" in said and "Linear x" in said and "skipped" not in said, said
