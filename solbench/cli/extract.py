@@ -106,8 +106,16 @@ def _run(args: argparse.Namespace, console) -> int:
         if not reach.online:
             console.print(f"offline: using shipped configs where the local HuggingFace cache has none "
                           f"[dim]({reach.reason})[/dim]")
+    finished: list = []  # filled as each model ends: an interrupt keeps (and writes) what finished
+    interrupted = False
     with reuse.session():  # models with the same facts as an earlier one reuse its extraction
-        results, failed = _extract_each(models, args, validate, use_hub, console)
+        try:
+            failed = _extract_each(models, args, validate, use_hub, console, finished)
+        except KeyboardInterrupt:
+            if args.check:
+                raise
+            interrupted, failed = True, True
+    results = [result for _, result in sorted(finished, key=lambda item: item[0])]
     problems = pipeline.collect(results)
     shared = {name: sorted(p.models) for name, p in problems.items() if len(p.models) > 1}
     if not (args.all or args.check):  # named models: say which problems they share
@@ -127,6 +135,12 @@ def _run(args: argparse.Namespace, console) -> int:
         return 1
     written, skipped = _write(problems, problems_root, references_root, console)
     console.print(_written_line(summary, written, skipped, (problems_root, references_root), started))
+    if interrupted:
+        from solbench.cli import EXIT_INTERRUPTED
+
+        console.print(f"interrupted: {len(results)} of {len(models)} model(s) had finished; their problems are "
+                      f"written above, the others' are not")
+        return EXIT_INTERRUPTED
     return 1 if failed or skipped else 0
 
 
@@ -154,15 +168,17 @@ def _run_module(args: argparse.Namespace, console, started: float, problems_root
     return 1 if failed or skipped else 0
 
 
-def _extract_each(models: list[str], args: argparse.Namespace, validate: bool, use_hub: bool, console):
-    """Extract each model in turn, one line per model; a model that cannot be built is named with its
-    reason and the others go on (alone, it is the command's error: exit 2)."""
+def _extract_each(models: list[str], args: argparse.Namespace, validate: bool, use_hub: bool, console,
+                  finished: list) -> bool:
+    """Extract each model in turn, one line per model, each result added to `finished` (index, result) as it
+    ends; a model that cannot be built is named with its reason and the others go on (alone, it is the
+    command's error: exit 2). True when a model failed."""
     from solbench.extract import pipeline
     from solbench.spec.errors import SpecError
 
     if args.jobs > 1 and len(models) > 1:
-        return _extract_parallel(models, args, validate, use_hub, console)
-    results, failed = [], False
+        return _extract_parallel(models, args, validate, use_hub, console, finished)
+    failed = False
     for number, model_id in enumerate(models, 1):
         label = f"[{number}/{len(models)}] {model_id}" if len(models) > 1 else model_id
         with console.status(f"{label}: starting") as status:
@@ -176,12 +192,13 @@ def _extract_each(models: list[str], args: argparse.Namespace, validate: bool, u
                 console.print(f"[red]x[/red] {label}: {exc}")
                 failed = True
                 continue
-        results.append(result)
+        finished.append((number, result))
         failed = _report(result, label, validate, console) or failed
-    return results, failed
+    return failed
 
 
-def _extract_parallel(models: list[str], args: argparse.Namespace, validate: bool, use_hub: bool, console):
+def _extract_parallel(models: list[str], args: argparse.Namespace, validate: bool, use_hub: bool, console,
+                      finished: list) -> bool:
     """As `_extract_each`, `--jobs` models at a time; results kept in model order (identical output)."""
     from solbench.extract import parallel, pipeline, reuse
 
@@ -198,10 +215,11 @@ def _extract_parallel(models: list[str], args: argparse.Namespace, validate: boo
                 console.print(f"[red]x[/red] {label}: {outcome.error}")
                 failed = True
             else:
+                finished.append((index, outcome.result))
                 failed = _report(outcome.result, label, validate, console) or failed
             status.update(f"{len(models)} models, {args.jobs} at a time: {outcome.model_id} done")
-        outcomes = parallel.run_each(models, work, jobs=args.jobs, on_done=done, group=reuse.shipped_key)
-    return [o.result for o in outcomes if not o.error], failed
+        parallel.run_each(models, work, jobs=args.jobs, on_done=done, group=reuse.shipped_key)
+    return failed
 
 
 def _report(result, label: str, validate: bool, console) -> bool:

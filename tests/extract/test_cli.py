@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import pty
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from solbench.cli import extract as extract_cli
 from tests.child_env import repo_env
@@ -116,3 +120,32 @@ def test_output_folder_mirrors_a_checkout_and_a_rerun_counts_what_it_wrote(tmp_p
     assert "# edited" not in edited.read_text()
     assert f"{len(problems)} problems: 1 written, {len(problems) - 1} unchanged {where}" in rerun.stderr
     assert extract_cli.handle(_args(["--model", "meta-llama/Llama-3.2-1B", "--check", "-o", str(out)])) == 0
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_an_interrupted_extract_writes_the_models_that_finished(tmp_path, jobs):
+    """Ctrl-C after the first model's line: its problems are written, the command says which were not, and
+    exits 130 (results already made are never thrown away)."""
+    from tests.signals import default_sigint
+
+    env = repo_env(ROOT, HF_HUB_OFFLINE="1")
+    out = tmp_path / "defs"
+    command = [sys.executable, "-m", "solbench", "extract", "--model", "Qwen/Qwen3-0.6B", "--model",
+               "openai/gpt-oss-120b", "--model", "deepseek-ai/DeepSeek-V3", "--jobs", jobs, "-o", str(out)]
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True, preexec_fn=default_sigint)
+    lines = []
+    for line in process.stdout:
+        lines.append(line)
+        if "Qwen/Qwen3-0.6B: " in line and "problems from" in line:
+            process.send_signal(signal.SIGINT)
+            break
+    rest = process.communicate(timeout=600)[0]
+    said = " ".join(("".join(lines) + rest).split())
+    assert process.returncode == 130, said[-3000:]
+    assert "Traceback" not in said
+    written = {json.loads(p.read_text())["name"] for p in (out / "problem_defs" / "hf").glob("*/definition.json")}
+    qwen = int(re.search(r"Qwen/Qwen3-0\.6B: (\d+) problems", said).group(1))
+    assert len(written) >= qwen and any(n.startswith("rope_table_d128_theta1000000") for n in written), written
+    finished = int(re.search(r"interrupted: (\d+) of 3 model\(s\) had finished", said).group(1))
+    assert 1 <= finished < 3, said[-2000:]
