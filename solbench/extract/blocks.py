@@ -65,7 +65,7 @@ def extract_blocks(built: BuiltModel, dtype: torch.dtype = torch.bfloat16, *, va
     kinds, result.not_emitted = partition.blocks(model, calls)
     # largest first: a block that unrolls a loop over a size (and its parents) is found before the small
     # blocks that would otherwise trace the whole model past its largest sizes, loop and all (`_LargeCalls`)
-    kinds.sort(key=lambda b: -sum(p.numel() for p in b.module.parameters()))
+    kinds.sort(key=lambda b: -_parameter_count(b))
     result.blocks = len(kinds)
     grad_flags: dict = {}  # filled once, by the first block with a backward
     for number, block in enumerate(kinds, 1):
@@ -73,7 +73,7 @@ def extract_blocks(built: BuiltModel, dtype: torch.dtype = torch.bfloat16, *, va
         if reason:
             result.not_emitted.append(NotEmitted(block.path, block.class_name, reason, by_design=True))
             continue
-        size = sum(p.numel() for p in block.module.parameters())
+        size = _parameter_count(block)
         if size > MAX_BLOCK_PARAMS:
             result.not_emitted.append(NotEmitted(block.path, block.class_name, TOO_LARGE.format(size / 1e9),
                                                  by_design=True))
@@ -158,13 +158,17 @@ def _grows_with_size(block: generic.Block, dynamic: list[set[int]], first_ep) ->
     """Whether an export at the second capture size has another number of operations than the first: a loop
     over a size unrolled by the trace (Jamba's selective scan runs once per token). Tracing such a block past
     the model's largest sizes would unroll thousands of steps, and could only show that it depends on them."""
-    if len(block.calls) < 2 or capture.varying_dims(block.calls[:2]) is None:
+    if len(block.calls) < 2:  # `dynamic` is the first two calls' varying dims: _draft checked they vary
         return False
     try:
         second = _export(block, block.calls[1], dynamic)
     except Exception:  # noqa: BLE001 - not exportable at that size: the later checks decide
         return False
     return len(second.graph.nodes) != len(first_ep.graph.nodes)
+
+
+def _parameter_count(block: generic.Block) -> int:
+    return sum(p.numel() for p in block.module.parameters())
 
 
 def _var_axes(draft: Draft) -> set[str]:
