@@ -7,7 +7,6 @@ import json
 import pytest
 
 from solbench.extract import configs
-from solbench.extract.pipeline import extract_model
 from tests.test_cli import solbench
 
 QWEN3 = ["Qwen/Qwen3-0.6B", "Qwen/Qwen3-1.7B", "Qwen/Qwen3-4B", "Qwen/Qwen3-8B", "Qwen/Qwen3-14B", "Qwen/Qwen3-32B",
@@ -55,7 +54,9 @@ def test_names_that_stop_mid_word_are_not_families(name, meant):
 
 
 def test_family_cli_writes_shared_problems_once(tmp_path, monkeypatch):
-    """Qwen/Qwen3-VL: four VL models (dense and MoE text decoders) whose attention kernels coincide."""
+    """Qwen/Qwen3-VL: four VL models (dense and MoE text decoders) whose attention kernels coincide. Each
+    model's problems are read back from what was written (every definition records the models that share it),
+    so the CLI's per-model counts, the shared count and the records must all agree."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     out, refs = tmp_path / "defs", tmp_path / "refs"
     members = configs.select("Qwen/Qwen3-VL").model_ids
@@ -63,20 +64,21 @@ def test_family_cli_writes_shared_problems_once(tmp_path, monkeypatch):
     assert result.returncode == 0, result.stderr
     err = " ".join(result.stderr.split())  # rich wraps long lines
     assert f"Qwen/Qwen3-VL: a family of {len(members)} known models" in err
-    per_model = {m: {d.name for d in extract_model(m, use_hub=False, validate=False).drafts} for m in members}
+    written = out / "problem_defs" / "hf"
+    recorded = {p.name: [m["hf_id"] for m in json.loads((p / "definition.json").read_text())["solbench"]["models"]]
+                for p in written.iterdir()}
+    assert all(len(models) == len(set(models)) and set(models) <= set(members) for models in recorded.values())
+    per_model = {m: {name for name, models in recorded.items() if m in models} for m in members}
     for number, model_id in enumerate(members, 1):
+        assert per_model[model_id], model_id
         assert f"[{number}/{len(members)}] {model_id}: {len(per_model[model_id])} problems" in err
-    union = set().union(*per_model.values())
-    shared = {name for name in union if sum(name in names for names in per_model.values()) > 1}
-    assert len(union) < sum(len(names) for names in per_model.values()) and shared
-    assert {p.name for p in (out / "problem_defs" / "hf").iterdir()} == union
-    assert (f"{len(union)} problems, {len(shared)} shared by several models (each written once): "
-            f"{len(union)} written, 0 unchanged in {out / 'problem_defs' / 'hf'} and {refs / 'hf'}") in err
-    for name in shared:
-        recorded = json.loads((out / "problem_defs" / "hf" / name / "definition.json").read_text())["solbench"]["models"]
-        assert sorted(m["hf_id"] for m in recorded) == sorted(m for m, names in per_model.items() if name in names)
+    shared = {name for name, models in recorded.items() if len(models) > 1}
+    assert shared and len(recorded) < sum(len(names) for names in per_model.values())
+    assert (f"{len(recorded)} problems, {len(shared)} shared by several models (each written once): "
+            f"{len(recorded)} written, 0 unchanged in {written} and {refs / 'hf'}") in err
+    assert {p.stem for p in (refs / "hf").glob("*.py")} >= set(recorded)
     # dense and MoE text decoders both contributed
-    assert "swiglu_mlp_h4096_i12288" in union and "moe_experts_swiglu_e128_k8_h2048_i768" in union
+    assert "swiglu_mlp_h4096_i12288" in recorded and "moe_experts_swiglu_e128_k8_h2048_i768" in recorded
 
 
 def test_ambiguous_or_unknown_name_lists_known_models_and_exits_2(tmp_path, monkeypatch):
