@@ -19,7 +19,7 @@ from solbench.spec.errors import SpecError
 from solbench.spec.problem import Problem, baseline_solution
 from solbench.spec.trace import Correctness, Status
 from solbench.timing.config import TimingConfig
-from solbench.timing.stats import summarize
+from solbench.timing.stats import FLAG_FEW_SAMPLES, summarize
 
 
 @dataclass
@@ -44,14 +44,46 @@ class TimedSamples:
 SLOTS_BY_CALL_S = ((10e-3, 2), (1e-3, 4), (0.0, 8))
 
 
-def block_timing(timing: TimingConfig, rounds: int, call_s: float) -> TimingConfig:
+# CPU: the host's speed changes in episodes of 0.1-0.5 s (other tenants of the machine; docs/timing.md, "CPU
+# timings"). Calls shorter than CPU_INTERLEAVE_BELOW_S are timed in CPU_ROUNDS interleaved blocks per side,
+# sharing one block's budget, so that both sides sample the same episodes; longer calls span them themselves.
+CPU_ROUNDS = 6
+CPU_INTERLEAVE_BELOW_S = 0.02
+GPU_ROUNDS = 2
+
+
+def timing_rounds(rounds: int | None, device: str, call_s: float) -> int:
+    """Interleaved reference/solution blocks per workload: the run's `--timing-rounds`, else the device's."""
+    if rounds is not None:
+        return max(1, rounds)
+    if device.startswith("cuda"):
+        return GPU_ROUNDS
+    return CPU_ROUNDS if call_s < CPU_INTERLEAVE_BELOW_S else 1
+
+
+def block_timing(timing: TimingConfig, rounds: int, call_s: float, device: str = "cuda") -> TimingConfig:
     """One block's settings. For calls of `long_call_ms` or more the latency is the median of every
     round's samples together, whose CI is about 1/sqrt(rounds) of one block's, so each block stops at
     sqrt(rounds) x the target. Short calls keep the whole target per block: their samples are cheap, and
-    a block's level can differ from the next one's by a few percent (docs/timing.md)."""
+    a block's level can differ from the next one's by a few percent (docs/timing.md). On the CPU the
+    rounds share one block's counts and time budgets (a smoke test's cost, spread over more blocks)."""
+    if rounds > 1 and not device.startswith("cuda"):
+        iters = -(-timing.iters // rounds)
+        timing = replace(timing, iters=iters, short_call_iters=-(-timing.short_call_iters // rounds),
+                         max_iters=max(iters, -(-timing.max_iters // rounds)), max_time_s=timing.max_time_s / rounds,
+                         short_block_ms=timing.short_block_ms / rounds, min_block_ms=timing.min_block_ms / rounds)
     if rounds > 1 and call_s * 1e3 >= timing.long_call_ms:
         return replace(timing, target_rel_ci=timing.target_rel_ci * math.sqrt(rounds))
     return timing
+
+
+def later_round_timing(timing: TimingConfig, device: str) -> TimingConfig:
+    """CPU: blocks after a side's first warm up with one call. The worker ran the same call in its block before
+    (allocator, lazy loading and branch history are warm); one call brings its data back into the caches after
+    the other side's block. A GPU block keeps its warm-up (clocks, the settle)."""
+    if device.startswith("cuda"):
+        return timing
+    return replace(timing, warmup=min(timing.warmup, 1), min_warmup_ms=0.0)
 
 
 def slots_for(call_s: float) -> int:
@@ -74,8 +106,8 @@ def time_rounds(run: WorkloadRun, reference_aliases: set[str], correctness: Corr
     """
     session, config, problem, workload = run.session, run.config, run.problem, run.workload
     seeds = [derive_seed(run.run_seed, workload.uuid, "timed", s) for s in range(config.timed_input_sets)]
-    rounds = max(1, config.timing_rounds if session.device.startswith("cuda") else 1)  # CPU timings: a smoke test
-    timing = block_timing(config.timing_config(session.device), rounds, run.call_s)
+    rounds = timing_rounds(config.timing_rounds, session.device, run.call_s)
+    timing = block_timing(config.timing_config(session.device), rounds, run.call_s, session.device)
     set_bytes = declared_set_bytes(problem, workload)
     per_round_checks = -(-config.checked_timed_outputs // rounds)
     samples = TimedSamples()
@@ -87,12 +119,14 @@ def time_rounds(run: WorkloadRun, reference_aliases: set[str], correctness: Corr
                                              f"rounds={rounds} budget={config.fresh_inputs_budget_s}")
     if eager is not None and _reuse_eager(run, eager, samples):
         time_reference = False
+    later = later_round_timing(timing, session.device)
     for round_ in range(rounds):
+        block = timing if round_ == 0 else later
         if time_reference:
-            time_reference = _time_reference_block(run, seeds, timing, set_bytes, samples, slots)
+            time_reference = _time_reference_block(run, seeds, block, set_bytes, samples, slots)
         session.trim(session.reference, set_bytes)
         # The escaped-work probe: the last calls of the solution's last block (worker.probe).
-        request = msg.Time(workload=run.workload, seeds=seeds, config=timing, checked_outputs=per_round_checks,
+        request = msg.Time(workload=run.workload, seeds=seeds, config=block, checked_outputs=per_round_checks,
                            required_outputs=required_checks(problem, workload, per_round_checks),
                            fresh_inputs_budget_s=config.fresh_inputs_budget_s, ipc_min_bytes=session.ipc_min_bytes(),
                            probe=round_ == rounds - 1, max_slots=slots, block_key=new_run_seed(),
@@ -103,7 +137,9 @@ def time_rounds(run: WorkloadRun, reference_aliases: set[str], correctness: Corr
         with_graph_note(run, reply, "CUDA graph: ", 400)
         samples.host_ms += [float(t) for t in reply.host_ms]
         samples.probes += [reply.probe] if isinstance(reply.probe, dict) else []
-        samples.flags.update(reply.flags)
+        # A block too short for a CI of its own (a CPU round of a few calls) is not a flag: the pooled samples'
+        # statistics say whether the workload has enough (evaluate._finish).
+        samples.flags.update(set(reply.flags) - {FLAG_FEW_SAMPLES})
         samples.flags.update(["timed_inputs_reused"] if input_sets_reused(reply.sampled) else [])
         samples.last_reply = reply
         samples.flags.update(view_flags(set(reply.aliased_inputs) - reference_aliases))

@@ -26,6 +26,10 @@ class TimingConfig:
     CUDA: and without the settle (the idle gap matters to short calls only, docs/timing.md)."""
     min_block_ms: float = 100.0
     """Adaptive: device time a block of long calls measures at least (within `max_time_s`)."""
+    short_block_ms: float = 0.0
+    """Adaptive: time a block of short calls measures at least (within `max_time_s`), besides their count.
+    CPU: the host's speed changes in episodes of a tenth of a second or more, and a block must span them
+    (docs/timing.md, "CPU timings")."""
     max_iters: int = 1000
     """Adaptive stopping never goes past this many timed iterations."""
     adaptive: bool = True
@@ -97,8 +101,8 @@ class TimingConfig:
             raise ValueError("settle_ms must be in [0, 100]")
         if self.batch_min < 1:
             raise ValueError("batch_min must be >= 1")
-        if self.short_call_iters < 1 or self.long_call_ms < 0 or self.min_block_ms < 0:
-            raise ValueError("short_call_iters must be >= 1; long_call_ms and min_block_ms >= 0")
+        if self.short_call_iters < 1 or self.long_call_ms < 0 or self.min_block_ms < 0 or self.short_block_ms < 0:
+            raise ValueError("short_call_iters must be >= 1; long_call_ms, min_block_ms and short_block_ms >= 0")
 
     @classmethod
     def cuda(cls, **overrides) -> TimingConfig:
@@ -114,9 +118,9 @@ class TimingConfig:
         cache flush: on a CPU it evicts the interpreter's and torch's own state with the data, and short
         calls then measure the harness (docs/timing.md, "CPU timings").
         """
-        base = cls(warmup=2, iters=10, short_call_iters=10, min_block_ms=0.0, max_iters=100, target_rel_ci=0.03,
-                   max_time_s=0.5, min_warmup_ms=5.0, clock_warmup=False, settle_ms=0.0, cuda_graphs=False,
-                   l2_flush=False)
+        base = cls(warmup=2, iters=10, short_call_iters=10, min_block_ms=0.0, short_block_ms=60.0, max_iters=3000,
+                   target_rel_ci=0.03, max_time_s=0.5, min_warmup_ms=5.0, clock_warmup=False, settle_ms=0.0,
+                   cuda_graphs=False, l2_flush=False)
         return replace(base, **overrides)
 
     @classmethod

@@ -109,7 +109,7 @@ def next_batch_size(n_done: int, elapsed_s: float, config: TimingConfig, rel_hal
     The first batch is `iters`; then, if adaptive, batches of max(batch_min, n/4) until the CI target
     is met together with the block's floor, or `max_iters`, or the time budget (batch shrunk to what is
     predicted to fit) ends it. The floor: calls of `long_call_ms` or more (by their mean, `timed_ms / n`)
-    until the samples add up to `min_block_ms`, shorter ones until `short_call_iters` samples. Long calls
+    until the samples add up to `min_block_ms`, shorter ones until `short_call_iters` samples and `short_block_ms`. Long calls
     also stop at their floor when `capped()` says the board holds its clock at a power or thermal limit
     (asked only then): the spread is the power controller's, and more samples do not make the median
     repeat between runs (docs/timing.md, "Long calls at the power limit").
@@ -123,7 +123,7 @@ def next_batch_size(n_done: int, elapsed_s: float, config: TimingConfig, rel_hal
     mean_ms = timed_ms / n_done
     long_calls = mean_ms >= config.long_call_ms
     floor_left = (max(0.0, config.min_block_ms - timed_ms) / mean_ms if long_calls
-                  else max(0, config.short_call_iters - n_done))
+                  else max(config.short_call_iters - n_done, (config.short_block_ms - timed_ms) / max(mean_ms, 1e-9)))
     if floor_left <= 0:
         if rel_halfwidth is not None and rel_halfwidth <= config.target_rel_ci:
             return 0, STOP_CI

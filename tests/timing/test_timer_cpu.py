@@ -82,7 +82,8 @@ def test_fixed_iterations_when_not_adaptive():
 
 
 def test_adaptive_stops_early_on_tight_samples():
-    config = TimingConfig.cpu(iters=20, max_iters=2000, target_rel_ci=0.05, max_time_s=30.0, **FAST)
+    config = TimingConfig.cpu(iters=20, max_iters=2000, target_rel_ci=0.05, max_time_s=30.0, short_block_ms=0.0,
+                              **FAST)
     result = time_iterations(lambda i: spin_ms(0.3), None, "cpu", config)
     assert result.stop_reason == STOP_CI
     assert len(result.samples_ms) < 200
@@ -328,3 +329,17 @@ def test_cpu_samples_count_work_on_the_call_s_other_threads():
 
     result = time_iterations(run, None, "cpu", TimingConfig.cpu(iters=5, adaptive=False, **FAST))
     assert result.stats.median_ms >= 15.0
+
+
+def test_short_calls_also_fill_short_block_ms_when_asked():
+    """CPU: a block of short calls lasts some time, not just a count (the host's speed changes in episodes)."""
+    c = TimingConfig(iters=3, short_call_iters=3, long_call_ms=1.0, short_block_ms=15.0, batch_min=10,
+                     max_time_s=10.0, max_iters=10_000)
+    # 3 calls of 0.03 ms: a tight CI is not enough before 15 ms of calls (497 more), then the CI decides
+    assert next_batch_size(3, 0.001, c, 0.001, timed_ms=0.09) == (497, None)
+    assert next_batch_size(500, 0.05, c, 0.001, timed_ms=15.0) == (0, STOP_CI)
+    # the count floor stays the larger one where calls are longer; without short_block_ms nothing changes
+    assert next_batch_size(3, 0.01, replace(c, short_call_iters=50), 0.001, timed_ms=2.7) == (47, None)
+    assert next_batch_size(3, 0.001, replace(c, short_block_ms=0.0), 0.001, timed_ms=0.09) == (0, STOP_CI)
+    # and the time budget still ends it
+    assert next_batch_size(3, 9.999, c, 0.001, timed_ms=0.09) == (0, STOP_MAX_TIME)
