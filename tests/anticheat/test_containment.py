@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.anticheat.attempts import ATTEMPT
 from tests.child_env import repo_env
 
 REPO = Path(__file__).resolve().parents[2]
@@ -36,14 +37,7 @@ sandbox.enter_from_env()
 libc = ctypes.CDLL(None, use_errno=True)
 
 
-def attempt(action):
-    try:
-        result = action()
-    except OSError as exc:
-        return errno.errorcode.get(exc.errno, str(exc.errno))
-    if isinstance(result, int) and result < 0:
-        return errno.errorcode.get(ctypes.get_errno(), "?")
-    return "ok"
+''' + ATTEMPT + r'''
 
 
 def clone_parent():

@@ -17,6 +17,7 @@ import pytest
 from solbench import api
 from solbench.orchestrator import zygote
 from solbench.spec.trace import Status
+from tests.anticheat.attempts import ATTEMPT
 from tests.anticheat.suite import write_problem
 from tests.conftest import HAS_CUDA
 
@@ -32,15 +33,7 @@ TEMPLATE = {template}
 libc = ctypes.CDLL(None, use_errno=True)
 
 
-def attempt(action):
-    try:
-        result = action()
-    except OSError as exc:
-        return errno.errorcode.get(exc.errno, str(exc.errno))
-    if isinstance(result, int) and result < 0:
-        return errno.errorcode.get(ctypes.get_errno(), "?")
-    return "ok"
-
+{attempt}
 
 def pidfd_steal(pid):
     pidfd = libc.syscall(434, pid, 0)  # pidfd_open
@@ -110,7 +103,7 @@ def test_a_solution_cannot_reach_the_template_it_was_forked_from(tmp_path, devic
             assert [t.status for t in first] == [Status.PASSED], first[0].evaluation.log[-2000:]
             templates = template_pids()
             assert templates, "no template is running: the workers were not forked"
-            source = REACHER.format(template=templates[-1], report=str(report))
+            source = REACHER.format(template=templates[-1], report=str(report), attempt=ATTEMPT)
             hostile = evaluator.evaluate_source(problem, source, "reacher.py")
             assert report.is_file(), f"the solution never ran: {hostile[0].evaluation.log[-2000:]}"
             seen = json.loads(report.read_text().splitlines()[0])
