@@ -78,12 +78,15 @@ def block_timing(timing: TimingConfig, rounds: int, call_s: float, device: str =
 
 
 def later_round_timing(timing: TimingConfig, device: str) -> TimingConfig:
-    """CPU: blocks after a side's first warm up with one call. The worker ran the same call in its block before
-    (allocator, lazy loading and branch history are warm); one call brings its data back into the caches after
-    the other side's block. A GPU block keeps its warm-up (clocks, the settle)."""
+    """CPU: blocks after a side's first warm up with at least one call rather than `warmup` (the worker ran the
+    same call in its block before: allocator and lazy loading are warm), but still for `min_warmup_ms`: the
+    other side's block left its own code and data in the caches, and a short call needs many calls to bring
+    its own back (with one call, the norms' medians read 10-30% higher on an H200 host's CPU). A long call
+    meets the time with that one call, whose fresh inputs may cost more than it. A GPU block keeps its
+    warm-up (clocks, the settle)."""
     if device.startswith("cuda"):
         return timing
-    return replace(timing, warmup=min(timing.warmup, 1), min_warmup_ms=0.0)
+    return replace(timing, warmup=min(timing.warmup, 1))
 
 
 def slots_for(call_s: float) -> int:
