@@ -12,7 +12,8 @@ single calls (`ti med`, solbench's own statistic, checked), the best of 5 repeat
 the process's CPU clock (`ti cpu`; on a loaded machine the wall clock counts the other work). Per workload it prints
 solbench's median, the reference's, the speedup (reference vs itself), `timeit`'s times and solbench / `ti med`; at
 the end the checks of issue 48 (idle speedup 0.8-1.25x; busy speedup 0.5-2x and busy medians within 2x of idle;
-solbench's median within 2x of timeit's). Exit 1 when a check fails. Numbers from a machine shared with other work say little: run it idle.
+solbench's median within 2x of timeit's). Exit 1 when a check fails. Numbers from a machine shared with other
+work say little: run it idle.
 """
 
 from __future__ import annotations

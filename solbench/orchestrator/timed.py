@@ -54,14 +54,14 @@ GPU_ROUNDS = 2
 
 def timing_rounds(rounds: int | None, device: str, call_s: float) -> int:
     """Interleaved reference/solution blocks per workload: the run's `--timing-rounds`, else the device's."""
-    if rounds is not None:
-        return max(1, rounds)
+    if rounds is not None:  # RunConfig refuses fewer than 1
+        return rounds
     if device.startswith("cuda"):
         return GPU_ROUNDS
     return CPU_ROUNDS if call_s < CPU_INTERLEAVE_BELOW_S else 1
 
 
-def block_timing(timing: TimingConfig, rounds: int, call_s: float, device: str = "cuda") -> TimingConfig:
+def block_timing(timing: TimingConfig, rounds: int, call_s: float, device: str) -> TimingConfig:
     """One block's settings. For calls of `long_call_ms` or more the latency is the median of every
     round's samples together, whose CI is about 1/sqrt(rounds) of one block's, so each block stops at
     sqrt(rounds) x the target. Short calls keep the whole target per block: their samples are cheap, and

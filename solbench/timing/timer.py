@@ -109,9 +109,9 @@ def next_batch_size(n_done: int, elapsed_s: float, config: TimingConfig, rel_hal
     The first batch is `iters`; then, if adaptive, batches of max(batch_min, n/4) until the CI target
     is met together with the block's floor, or `max_iters`, or the time budget (batch shrunk to what is
     predicted to fit) ends it. The floor: calls of `long_call_ms` or more (by their mean, `timed_ms / n`)
-    until the samples add up to `min_block_ms`, shorter ones until `short_call_iters` samples and `short_block_ms`. Long calls
-    also stop at their floor when `capped()` says the board holds its clock at a power or thermal limit
-    (asked only then): the spread is the power controller's, and more samples do not make the median
+    until the samples add up to `min_block_ms`, shorter ones until `short_call_iters` samples that add up to
+    `short_block_ms`. Long calls also stop at their floor when `capped()` says the board holds its clock at a
+    power or thermal limit (asked only then): the spread is the power controller's, and more samples do not make the median
     repeat between runs (docs/timing.md, "Long calls at the power limit").
     """
     if n_done == 0:

@@ -27,10 +27,10 @@ def test_longer_calls_rotate_fewer_slots_but_never_one(call_s, slots):
 
 def test_a_block_of_long_calls_shares_the_ci_target_with_the_other_rounds():
     timing = TimingConfig(target_rel_ci=0.01, long_call_ms=1.0)
-    assert block_timing(timing, 2, 5e-3).target_rel_ci == pytest.approx(0.01 * math.sqrt(2))
-    assert block_timing(timing, 4, 5e-3).target_rel_ci == pytest.approx(0.02)
-    assert block_timing(timing, 1, 5e-3) == timing
-    assert block_timing(timing, 2, 0.5e-3) == timing  # short calls: the whole target in every block
+    assert block_timing(timing, 2, 5e-3, "cuda:0").target_rel_ci == pytest.approx(0.01 * math.sqrt(2))
+    assert block_timing(timing, 4, 5e-3, "cuda:0").target_rel_ci == pytest.approx(0.02)
+    assert block_timing(timing, 1, 5e-3, "cuda:0") == timing
+    assert block_timing(timing, 2, 0.5e-3, "cuda:0") == timing  # short calls: the whole target in every block
 
 
 def test_cpu_short_calls_are_interleaved_in_more_rounds_sharing_one_blocks_budget():
