@@ -1,7 +1,7 @@
 """How many official problems does `solbench extract` reach? Op-set containment, by model family.
 
     python benchmarks/extract_coverage.py [--official DIR] [--extracted DIR] [--families MD] [--jobs N]
-                                          [--details] [--save FILE.json] [--cache FILE.json]
+                                          [--details] [--save FILE.json] [--cache FILE.json] [--with FILE.json]
 
 Every official problem that names a model (`hf_id`) is compared with the extracted problems of THAT
 model (the model ids an extracted problem records: `solbench.models[*].hf_id` and its `hf_id`). Each
@@ -15,6 +15,9 @@ prices), on the workload with the smallest axes. Views, copies, casts and alloca
   shapes alone (`arange`, a causal `triu`, a RoPE table of positions 0..n) are constants a kernel may
   precompute: an official reference that builds them inline is not asking for more work on its inputs;
 - **same boundary**: the whole op sets are equal (counted apart; also contained).
+
+`--with FILE` adds the verdicts an earlier run saved: re-extract a few models (with `--backward`, say) into
+a new folder, and count what either extraction contains.
 
 Op sets are cached (`--cache`) by the definition's content and the recorder's source, so a rerun after
 a new extraction traces only what changed.
@@ -35,7 +38,7 @@ import os
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -159,6 +162,21 @@ def judge(official: Problem, extracted: list[Problem], family: str) -> Verdict:
     return verdict
 
 
+def union(verdicts: list[Verdict], earlier: list[Verdict]) -> list[Verdict]:
+    """Each official problem's verdict, contained when either run contained it (the earlier verdict is
+    kept where only it found the problem: its extraction is not in this run's folder)."""
+    before = {(v.problem, v.model): v for v in earlier}
+    merged = []
+    for verdict in verdicts:
+        old = before.get((verdict.problem, verdict.model))
+        if old is not None and old.contained_in and not verdict.contained_in:
+            verdict = replace(old, extracted=max(old.extracted, verdict.extracted))
+        elif old is not None:
+            verdict = replace(verdict, extracted=max(old.extracted, verdict.extracted))
+        merged.append(verdict)
+    return merged
+
+
 def table(verdicts: list[Verdict]) -> str:
     rows = ["| family | problems (not quantised) | model extracted | contained | same boundary | quantised |",
             "|---|---|---|---|---|---|"]
@@ -224,6 +242,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--save", type=Path, help="write every verdict as JSON")
     parser.add_argument("--cache", type=Path, help="op sets by content (read, then updated): reruns trace only "
                                                     "what changed")
+    parser.add_argument("--with", dest="earlier", type=Path, action="append", default=[], metavar="FILE",
+                        help="verdicts an earlier run saved (--save) over other extractions: an official problem "
+                             "counts as contained when this run or any of those finds it (re-extract a few models, "
+                             "keep the rest)")
     args = parser.parse_args(argv)
     for folder in (args.official, args.extracted):
         if not folder.is_dir():
@@ -231,6 +253,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     started = time.monotonic()
     verdicts = coverage(args.official, args.extracted, args.families, max(1, args.jobs), args.cache)
+    for earlier in args.earlier:
+        verdicts = union(verdicts, [Verdict(**v) for v in json.loads(earlier.read_text())])
     plain = [v for v in verdicts if not v.quantized]
     print(f"official problems naming a model: {len(verdicts)} ({len(plain)} not quantised); "
           f"extracted from {args.extracted}; op sets: core aten, views/copies/allocations left out")

@@ -40,6 +40,9 @@ STEPS = (
     ("solbench.extract.generic", "make_draft", "draft"),
     ("solbench.extract.generic_check", "check", "CPU validation (generic)"),
     ("solbench.extract.generic_check", "cpu_copy", "  of which: CPU copy of the block"),
+    ("solbench.extract.backward", "grad_flags", "backward: gradient flags (fake forward)"),
+    ("solbench.extract.backward", "backward_draft", "backward: joint-graph trace"),
+    ("solbench.extract.backward_check", "check", "backward: CPU validation"),
 )
 
 
@@ -89,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True)
     parser.add_argument("--no-validate", action="store_true")
+    parser.add_argument("--backward", action="store_true", help="also the generic backward problems")
     parser.add_argument("--top", type=int, default=20, help="slowest blocks to list")
     parser.add_argument("--profile", type=int, default=0, metavar="N", help="also cProfile: top N functions")
     args = parser.parse_args(argv)
@@ -105,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     w, c = time.perf_counter(), time.process_time()
     if profiler:
         profiler.enable()
-    result = extract_model(args.model, validate=not args.no_validate, use_hub=False)
+    result = extract_model(args.model, validate=not args.no_validate, use_hub=False, backward=args.backward)
     if profiler:
         profiler.disable()
     wall, cpu = time.perf_counter() - w, time.process_time() - c

@@ -52,6 +52,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backward", action="store_true",
                         help="also the backward of each generic block of a kind that has one (from the joint graph, "
                              "validated against autograd through the module in float32)")
+    parser.add_argument("--encoders", action="store_true",
+                        help="also the encoders a model's token-id call never reaches: a VL model's vision tower, a "
+                             "speech LM's audio encoder, each called with its own inputs (costly: validated at "
+                             "the real image size or audio window)")
     parser.add_argument("--check", action="store_true",
                         help="verify the problems on disk are exactly what this code extracts (writes nothing)")
     parser.add_argument("--jobs", "-j", type=int, default=1, metavar="N",
@@ -185,6 +189,7 @@ def _extract_each(models: list[str], args: argparse.Namespace, validate: bool, u
             try:
                 result = pipeline.extract_model(model_id, args.config, validate=validate, use_hub=use_hub,
                                                 dtype=DTYPES[args.dtype], backward=args.backward,
+                                                encoders=args.encoders,
                                                 progress=lambda step, label=label: status.update(f"{label}: {step}"))
             except SpecError as exc:
                 if len(models) == 1:
@@ -204,7 +209,8 @@ def _extract_parallel(models: list[str], args: argparse.Namespace, validate: boo
 
     def work(model_id: str):
         return pipeline.portable(pipeline.extract_model(model_id, args.config, validate=validate, use_hub=use_hub,
-                                                        dtype=DTYPES[args.dtype], backward=args.backward))
+                                                        dtype=DTYPES[args.dtype], backward=args.backward,
+                                                        encoders=args.encoders))
 
     failed = False
     with console.status(f"{len(models)} models, {args.jobs} at a time") as status:

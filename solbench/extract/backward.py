@@ -38,7 +38,7 @@ from solbench.extract.generic import Block
 KINDS = (("rotary", ("rotary",)), ("moe", ("moe", "expert", "router", "topk")),
          ("ssm", ("mamba", "mixer", "ssm")), ("attention", ("attention", "attn")),
          ("mlp", ("mlp", "feedforward", "ffn")), ("norm", ("norm",)),
-         ("layer", ("decoderlayer", "encoderlayer", "transformerlayer", "transformerblock")))
+         ("layer", ("decoderlayer", "encoderlayer", "transformerlayer", "transformerblock", "layer")))
 
 
 @dataclass
@@ -172,12 +172,17 @@ def _on_cpu(value: torch.Tensor) -> torch.Tensor:
 
 
 def _tidy(graph: torch.fx.GraphModule) -> None:
-    """Spell the recorded graph as a person would: drop `detach` (identity here), `_unsafe_view` as the
-    `reshape` it is, `_softmax(x, dim, False)` as `softmax(x, dim)` (the same kernel), and no variable
+    """Spell the recorded graph as a person would: drop `detach` (identity here), `_unsafe_view` and `view`
+    as `reshape`, `_softmax(x, dim, False)` as `softmax(x, dim)` (the same kernel), and no variable
     named with a leading underscore."""
     aten = torch.ops.aten
     public = {aten._unsafe_view.default: aten.reshape.default, aten._softmax.default: aten.softmax.int,
               aten._log_softmax.default: aten.log_softmax.int}
+    # a `view` the trace saw on a contiguous tensor may meet a strided one: on bfloat16 inputs the math
+    # attention path's CPU branch was recorded, whose casts make copies that a float32 run does not
+    # (Gemma 3's attention backward failed in float32 with "view size is not compatible"); `reshape` is the
+    # same view wherever one is possible
+    public[aten.view.default] = aten.reshape.default
     for node in list(graph.graph.nodes):
         if node.op != "call_function":
             continue
@@ -185,7 +190,8 @@ def _tidy(graph: torch.fx.GraphModule) -> None:
             node.replace_all_uses_with(node.args[0])
             graph.graph.erase_node(node)
             continue
-        if node.target in public and (node.target is aten._unsafe_view.default or node.args[2] is False):
+        if node.target in public and (node.target in (aten._unsafe_view.default, aten.view.default)
+                                      or node.args[2] is False):
             node.target, node.args = public[node.target], tuple(node.args[:2])
     graph.graph.eliminate_dead_code()
     graph.recompile()

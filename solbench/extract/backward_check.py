@@ -32,8 +32,8 @@ from solbench.extract.capture import axis_points, cpu_copy, flat_tensors
 from solbench.extract.codegen import Generated
 from solbench.extract.draft import Draft
 from solbench.extract.generic import Block
+from solbench.extract.generic_check import Draws
 from solbench.extract.validate import Validation, one_thread
-from solbench.extract.workloads import axis_values
 
 FP32_LIMIT = 1e-6
 
@@ -50,6 +50,9 @@ def check(traced: backward.Traced, forward: Draft, block: Block, gen: Generated)
     points = {i: axes for i, axes in enumerate(captured) if i > 0 and axes not in captured[:i]}
     if len(points) < 2:
         result.message = f"compared at {len(points)} size(s) other than the traced one; "
+    # the backward's own inputs that are not parameters: the output gradients and the block's inputs
+    draws = Draws(namespace, bdraft, gen, {a.name for a in bdraft.inputs} - {
+        inp.name for inp in gen.inputs if inp.kind != "user"})
     with one_thread():
         for dtype in (torch.float32, torch.bfloat16):
             label = str(dtype).removeprefix("torch.")
@@ -57,8 +60,8 @@ def check(traced: backward.Traced, forward: Draft, block: Block, gen: Generated)
                 module = cpu_copy(block.module, dtype)
                 worst = 0.0
                 for index, axes in points.items():
-                    worst = max(worst, _compare(namespace, fwd_namespace, traced, block, gen, module, axes,
-                                                index, dtype, result))
+                    worst = max(worst, _compare(draws.at(index, axes), fwd_namespace, namespace, traced, block,
+                                                gen, module, index, dtype, result))
             except Exception as exc:  # noqa: BLE001 - a failing comparison is a failed validation, reported
                 result.passed = False
                 result.message += f"{label}: {type(exc).__name__}: {str(exc)[:200]}; "
@@ -77,12 +80,10 @@ def check(traced: backward.Traced, forward: Draft, block: Block, gen: Generated)
     return result
 
 
-def _compare(namespace: dict, fwd_namespace: dict, traced: backward.Traced, block: Block, gen: Generated,
-             module, axes: dict[str, int], index: int, dtype: torch.dtype, result: Validation) -> float:
+def _compare(drawn: dict, fwd_namespace: dict, namespace: dict, traced: backward.Traced, block: Block,
+             gen: Generated, module, index: int, dtype: torch.dtype, result: Validation) -> float:
     """The worst scale-relative error of the reference's gradients against autograd's at one size."""
     bdraft = traced.draft
-    torch.manual_seed(index)
-    drawn = namespace["get_inputs"](axis_values(bdraft, axes), "cpu")
     if dtype == torch.float32:
         drawn = {k: v.float() if v.is_floating_point() else v for k, v in drawn.items()}
     params = dict(module.named_parameters()) | dict(module.named_buffers())

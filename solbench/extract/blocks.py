@@ -26,6 +26,7 @@ from solbench.extract import (
     precision,
     workload_check,
 )
+from solbench.extract.backward import kind_of as backward_kind
 from solbench.extract.built import BuiltModel
 from solbench.extract.draft import Draft
 from solbench.extract.partition import NotEmitted
@@ -37,6 +38,11 @@ from solbench.extract.validate import Validation
 MAX_BLOCK_PARAMS = 10**9
 TOO_LARGE = "too large to validate on CPU ({:.2f} G parameters); its parts are emitted"
 DTYPE_SUFFIX = {torch.bfloat16: "", torch.float16: "_fp16", torch.float32: "_fp32"}
+# Backward kinds whose family-template backward starts inside the module (after the projections, the q/k
+# norms and the rotary embedding, or without the layer's residual path): with `backward`, a block of these
+# kinds that a template covers is still captured, and only its backward is written.
+BACKWARD_PAST_TEMPLATES = ("attention", "layer")
+FOR_BACKWARD = "{} (captured only for its backward)"
 
 
 @dataclass
@@ -70,45 +76,83 @@ def extract_blocks(built: BuiltModel, dtype: torch.dtype = torch.bfloat16, *, va
     grad_flags: dict = {}  # filled once, by the first block with a backward
     for number, block in enumerate(kinds, 1):
         reason = covered(block.path) if covered else ""
+        only_backward = bool(reason) and backward and backward_kind(block) in BACKWARD_PAST_TEMPLATES
         if reason:
-            result.not_emitted.append(NotEmitted(block.path, block.class_name, reason, by_design=True))
-            continue
+            result.not_emitted.append(NotEmitted(block.path, block.class_name,
+                                                 FOR_BACKWARD.format(reason) if only_backward else reason,
+                                                 by_design=True))
+            if not only_backward:
+                continue
         size = _parameter_count(block)
         if size > MAX_BLOCK_PARAMS:
-            result.not_emitted.append(NotEmitted(block.path, block.class_name, TOO_LARGE.format(size / 1e9),
-                                                 by_design=True))
+            result.not_emitted.append(NotEmitted(block.path, _label(block, only_backward),
+                                                 TOO_LARGE.format(size / 1e9), by_design=True))
             continue
         tell(f"capturing {block.class_name} ({number}/{len(kinds)})")
-        try:
-            draft, gen, sizes = _draft(built, block, points, dtype, large)
-        except Exception as exc:  # noqa: BLE001 - one block failing must not stop the model; it is reported
-            why = f"not captured: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
-            result.not_emitted.append(NotEmitted(block.path, block.class_name, why))
+        forward = _validated_forward(built, block, points, dtype, large, validate, result, only_backward, tell)
+        if forward is None:
             continue
-        if not sizes.kept:
-            result.not_emitted.append(NotEmitted(block.path, block.class_name,
-                                                 f"no workload its reference runs at: {sizes.dropped[0][1]}"))
-            continue
-        if validate:
-            tell(f"validating {draft.name}")
-            check = generic_check.check(draft, block, gen)
-            result.validations.append(check)
-            if not check.passed:
-                result.not_emitted.append(NotEmitted(block.path, block.class_name,
-                                                     f"failed validation: {check.message.strip()}"))
-                continue
-        if sizes.dropped:
-            result.notes.append(f"{draft.name} ({block.class_name}): {sizes.summary()}")
-        result.drafts.append(draft)
+        draft, gen = forward
+        if not only_backward:
+            result.drafts.append(draft)
         derived = backward_check.derive(built, block, draft, gen, dtype, validate, grad_flags) if backward else None
         if derived is not None:
             result.validations += [derived.validation] if derived.validation else []
             if derived.draft is not None:
-                result.drafts.append(derived.draft)
+                if only_backward:  # its forward is the template's problem; this one is not written
+                    derived.draft.hints["backward_of"] = f"{draft.name} (not written: a family template's " \
+                                                         f"problem covers {block.path}'s forward)"
+                _add_backward(result, derived.draft)
             else:
                 result.not_emitted.append(NotEmitted(block.path, f"{block.class_name} backward", derived.reason))
     result.seconds = time.perf_counter() - start
     return result
+
+
+def _add_backward(result: BlocksResult, draft: Draft) -> None:
+    """Add a backward draft; two blocks whose forwards differ only where no gradient flows (Gemma 3's
+    sliding and full attention layers: the mask is an input) give the same backward, written once for
+    both."""
+    same = next((d for d in result.drafts if d.name == draft.name), None)
+    if same is None:
+        result.drafts.append(draft)
+        return
+    paths = list(same.hints.get("module_paths", []))  # a copy: the forward's hints hold the same list
+    same.hints["module_paths"] = (paths + [p for p in draft.hints.get("module_paths", []) if p not in paths])[:32]
+
+
+def _label(block: generic.Block, only_backward: bool) -> str:
+    return f"{block.class_name} backward" if only_backward else block.class_name
+
+
+def _validated_forward(built: BuiltModel, block: generic.Block, points: list[dict[str, int]], dtype: torch.dtype,
+                       large: _LargeCalls, validate: bool, result: BlocksResult, only_backward: bool,
+                       tell: Callable[[str], None]) -> tuple[Draft, codegen.Generated] | None:
+    """The block's forward draft, validated against its module; None (and the reason in `result`) when it
+    cannot be captured, runs at no workload, or does not match."""
+    label = _label(block, only_backward)
+    try:
+        draft, gen, sizes = _draft(built, block, points, dtype, large)
+    except Exception as exc:  # noqa: BLE001 - one block failing must not stop the model; it is reported
+        why = f"not captured: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+        result.not_emitted.append(NotEmitted(block.path, label, why))
+        return None
+    if not sizes.kept:
+        result.not_emitted.append(NotEmitted(block.path, label,
+                                             f"no workload its reference runs at: {sizes.dropped[0][1]}"))
+        return None
+    if validate:
+        tell(f"validating {draft.name}")
+        check = generic_check.check(draft, block, gen)
+        result.validations.append(check)
+        if not check.passed:
+            what = "its forward (what the backward is traced from) " if only_backward else ""
+            result.not_emitted.append(NotEmitted(block.path, label,
+                                                 f"{what}failed validation: {check.message.strip()}"))
+            return None
+    if sizes.dropped:
+        result.notes.append(f"{draft.name} ({block.class_name}): {sizes.summary()}")
+    return draft, gen
 
 
 def _draft(built: BuiltModel, block: generic.Block, points: list[dict[str, int]], dtype: torch.dtype,

@@ -80,7 +80,9 @@ def _tokens(cfg, model) -> tuple[Callable, dict, dict]:
         kwargs: dict[str, Any] = {"input_ids": ids}
         if getattr(cfg, "is_encoder_decoder", False):
             kwargs["decoder_input_ids"] = ids
-        if getattr(cfg, "use_cache", False) or hasattr(cfg, "use_cache"):
+        # no KV cache: a layer handed one writes into it, and export cannot lift that state (a VL model
+        # keeps `use_cache` in its text config only: Qwen3-VL's text attention failed to export)
+        if hasattr(cfg, "use_cache") or hasattr(getattr(cfg, "text_config", None), "use_cache"):
             kwargs["use_cache"] = False
         return (), kwargs
     return make_call, dict(TOKENS_CAPTURE), dict(TOKENS_WORKLOADS)

@@ -31,3 +31,4 @@ class BuiltModel:
     workload_axes: dict[str, tuple[int, ...]]
     versions: dict[str, str] = field(default_factory=dict)  # library -> version, recorded in every problem
     family: str = ""  # "dense LLM" | "MoE" | "VL" | "diffusion" | "audio" | "SSM" | "vision" | ""
+    root: str = ""  # the path of `module` in the model it belongs to (an encoder tower's); "" for the model

@@ -186,13 +186,15 @@ _LAST_DRAWN: tuple | None = None  # (the module, its float32 draws): the next co
 
 
 def realistic(name: str, shape: tuple[int, ...], dtype: torch.dtype, gen: torch.Generator) -> torch.Tensor:
-    """Norm weights near 1, biases and vectors small, matrices ~ N(0, 1/fan_in); integers small."""
+    """Norm weights and running variances near 1, biases and vectors small, matrices ~ N(0, 1/fan_in);
+    integers small. (A running variance drawn like a bias was negative half the time: a batch norm's output
+    was NaN, and NaN never equals NaN, so every batch norm failed validation.)"""
     if not dtype.is_floating_point:
         return torch.randint(0, 2, shape, generator=gen).to(dtype) if dtype == torch.bool else \
             torch.randint(0, max(shape[-1], 1) if shape else 2, shape, generator=gen).to(dtype)
     base = torch.randn(shape, generator=gen)
     leaf = name.rsplit(".", 1)[-1]
-    if "norm" in name.lower() and leaf == "weight":
+    if ("norm" in name.lower() and leaf == "weight") or leaf == "running_var":  # a batch norm's variance: > 0
         base = 1.0 + 0.1 * base
     elif len(shape) <= 1 or leaf.endswith("bias"):
         base = 0.1 * base

@@ -187,7 +187,7 @@ def _arg(inp: Input, axes: dict[str, Axis], extra: dict[str, tuple]) -> Arg:
     leaf = path.rsplit(".", 1)[-1]
     if not value.is_floating_point():
         return Arg(inp.name, shape, dtype, f"{inp.kind} {path}", "zeros")
-    if "norm" in path.lower() and leaf == "weight":
+    if ("norm" in path.lower() and leaf == "weight") or leaf == "running_var":  # a variance must be positive
         return Arg(inp.name, shape, dtype, f"{inp.kind} {path}", "norm_weight")
     if value.dim() <= 1 or leaf.endswith("bias"):
         return Arg(inp.name, shape, dtype, f"{inp.kind} {path}", "bias")

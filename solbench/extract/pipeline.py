@@ -36,8 +36,10 @@ class ModelResult:
 
 def extract_model(model_id: str, config_path: str | Path | None = None, *, validate: bool = True,
                   use_hub: bool = True, dtype: str = "bfloat16", generic: bool = False,
-                  progress: Callable[[str], None] | None = None, backward: bool = False) -> ModelResult:
-    """Trace one model and draft its problems; with `validate`, compare each with its module on CPU.
+                  progress: Callable[[str], None] | None = None, backward: bool = False,
+                  encoders: bool = False) -> ModelResult:
+    """Trace one model and draft its problems; with `validate`, compare each with its module on CPU; with
+    `encoders`, also the encoders its token-id call never reaches (`towers`: vision towers, audio encoders).
 
     Models no family template knows go through the generic capture (`blocks.py`); so do the layers and
     sub-blocks a template skipped or failed to validate (a hybrid's conv, Mamba or linear-attention
@@ -47,16 +49,16 @@ def extract_model(model_id: str, config_path: str | Path | None = None, *, valid
     tell("reading its config")
     config = configs.resolve(model_id, config_path, use_hub=use_hub)
     result_key = reuse.key(config.library, config.facts, config.family, config.kind, validate=validate,
-                           dtype=dtype, generic=generic, backward=backward)
+                           dtype=dtype, generic=generic, backward=backward, encoders=encoders)
     result = reuse.lookup(result_key, config)
     if result is None:
-        result = _extract(config, validate, dtype, generic, tell, start, backward)
+        result = _extract(config, validate, dtype, generic, tell, start, backward, encoders)
         reuse.remember(result_key, result)
     return result
 
 
 def _extract(config: configs.ModelConfig, validate: bool, dtype: str, generic: bool, tell: Callable[[str], None],
-             start: float, backward: bool = False) -> ModelResult:
+             start: float, backward: bool = False, encoders: bool = False) -> ModelResult:
     """extract_model's work for a resolved config: family templates where they apply, else generic."""
     if config.library == "diffusers":
         return _extract_diffusers(config, dtype, validate, tell, start, backward)
@@ -69,7 +71,7 @@ def _extract(config: configs.ModelConfig, validate: bool, dtype: str, generic: b
         why = str(exc)
     if why:  # every block goes through the generic capture
         result = ModelResult(config, [], [f"family templates: {why}"])
-        _generic(result, config, dtype, validate, tell, backward=backward)
+        _generic(result, config, dtype, validate, tell, backward=backward, encoders=encoders)
         result.seconds = time.perf_counter() - start
         return result
     result = ModelResult(config, found.drafts, found.skipped, layer_kinds=len(traced.kinds),
@@ -85,12 +87,16 @@ def _extract(config: configs.ModelConfig, validate: bool, dtype: str, generic: b
         failed = {v.problem for v in result.validations if not v.passed}
         result.drafts = [d for d in found.drafts if d.name not in failed]  # never emit a mismatch
         result.validate_seconds = time.perf_counter() - t0
-    if generic or found.skipped or result.failed:  # what a template skipped or got wrong goes generic
+    # what a template skipped or got wrong goes generic; with `backward`, so do the attention and layer
+    # blocks whose backward the templates do not cover at the module's boundary (`blocks.BACKWARD_PAST_TEMPLATES`)
+    main = bool(generic or found.skipped or result.failed or backward)
+    only_backward = not (generic or found.skipped or result.failed)
+    if main or encoders:
         try:
             kept = {d.name for d in result.drafts}
             dropped = [d for d in found.drafts if d.name not in kept]
-            _generic(result, config, dtype, validate, tell, backward=backward,
-                     covered=lambda built: _family_paths(traced, built, result.drafts, dropped))
+            _generic(result, config, dtype, validate, tell, backward=backward, main=main, encoders=encoders,
+                     covered=lambda built: _family_paths(traced, built, result.drafts, dropped, only_backward))
         except SpecError as exc:
             result.skipped.append(f"generic capture: {exc}")
     result.seconds = time.perf_counter() - start
@@ -148,11 +154,14 @@ def _extract_diffusers(config: configs.ModelConfig, dtype: str, validate: bool, 
 
 
 def _generic(result: ModelResult, config: configs.ModelConfig, dtype: str, validate: bool,
-             tell: Callable[[str], None], covered: Callable[[object], Callable[[str], str]] | None = None, backward: bool = False) -> None:
+             tell: Callable[[str], None], covered: Callable[[object], Callable[[str], str]] | None = None,
+             backward: bool = False, main: bool = True, encoders: bool = False) -> None:
     """Add generic drafts for the blocks no family template covered (`covered(built)` says which, by path
-    in the built model); report every module left out."""
+    in the built model) and for the encoders the model's call never reaches (`towers`); report every
+    module left out. With `encoders`, also the encoders the model's call never reaches; without `main`,
+    only those."""
 
-    from solbench.extract import build
+    from solbench.extract import build, towers
 
     try:
         built = build.build_transformers(config.model_id, config.facts, config.family or "")
@@ -161,7 +170,9 @@ def _generic(result: ModelResult, config: configs.ModelConfig, dtype: str, valid
     except Exception as exc:  # noqa: BLE001 - a config transformers cannot build is bad input: one line, exit 2
         first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
         raise SpecError(f"{config.model_id}: transformers cannot build it: {first}") from None
-    _add_blocks(result, [built], dtype, validate, tell, covered(built.module) if covered else None, backward)
+    parts = ([built] if main else []) + (towers.encoders(built) if encoders else [])
+    if parts:
+        _add_blocks(result, parts, dtype, validate, tell, covered(built.module) if covered else None, backward)
 
 
 def _add_blocks(result: ModelResult, built_models: list, dtype: str, validate: bool, tell: Callable[[str], None],
@@ -175,15 +186,18 @@ def _add_blocks(result: ModelResult, built_models: list, dtype: str, validate: b
 
     left, called = [], set()
     for built in built_models:
-        found = blocks.extract_blocks(built, getattr(torch, dtype), validate=validate, covered=covered, backward=backward,
-                                      progress=tell)
+        # an encoder tower (`root`) is never a template's: `covered` names paths of the whole model
+        found = blocks.extract_blocks(built, getattr(torch, dtype), validate=validate,
+                                      covered=None if built.root else covered, backward=backward, progress=tell)
+        if built.root:
+            _in_model(found, built.root)
         known = {d.name for d in result.drafts}
         result.drafts += [d for d in found.drafts if d.name not in known]
         result.validations += found.validations
         left += found.not_emitted
         result.skipped += [f"workloads: {line}" for line in found.notes]
         idle = {item.path for item in found.not_emitted if item.reason == NOT_CALLED}
-        called |= {path for path, _ in built.module.named_modules()} - idle
+        called |= {_joined(built.root, path) for path, _ in built.module.named_modules()} - idle
     # a module one path never calls (the VAE's decoder when encoding) counts if no path calls it; each once
     left = list({(i.path, i.class_name, i.reason): i for i in left
                  if i.reason != NOT_CALLED or i.path not in called}.values())
@@ -191,6 +205,19 @@ def _add_blocks(result: ModelResult, built_models: list, dtype: str, validate: b
     result.not_emitted += gaps
     result.left_out += summarise([item for item in left if item.by_design])
     result.skipped += [f"not emitted: {line}" for line in gaps]
+
+
+def _joined(root: str, path: str) -> str:
+    return f"{root}.{path}" if root and path else root or path
+
+
+def _in_model(found, root: str) -> None:
+    """An encoder tower's paths as the whole model names them (`audio_tower.layers.0`)."""
+    for item in found.not_emitted:
+        item.path = _joined(root, item.path)
+    for draft in found.drafts:
+        if "module_paths" in draft.hints:
+            draft.hints["module_paths"] = [_joined(root, p) for p in draft.hints["module_paths"]]
 
 
 def _templates_apply(drafts: list[Draft]) -> bool:
@@ -209,8 +236,14 @@ def summarise(left: list) -> list[str]:
             for (cls, reason), paths in groups.items()]
 
 
-def _family_paths(traced, built_model, drafts: list[Draft], dropped: list[Draft] = ()) -> Callable[[str], str]:
-    """What the family templates drafted (and validation kept) is theirs; everything else is generic.
+ONLY_BACKWARD = "not captured: the family templates cover this model, the generic capture ran for backward problems"
+
+
+def _family_paths(traced, built_model, drafts: list[Draft], dropped: list[Draft] = (),
+                  only_backward: bool = False) -> Callable[[str], str]:
+    """What the family templates drafted (and validation kept) is theirs; everything else is generic
+    (with `only_backward`, where the templates left nothing out, nothing is: the generic capture runs for
+    the backward of the templates' attention and layers alone).
 
     Inside the layer stack a layer kind's fused problem claims its whole layer; otherwise each child
     (attention, MLP, norm) with a kept template draft is claimed and the rest of the layer, the layer
@@ -242,10 +275,10 @@ def _family_paths(traced, built_model, drafts: list[Draft], dropped: list[Draft]
             mine = claimed.get(kind, set()) if kind is not None else set()
             if not index or "" in mine or (rest and rest.split(".")[0] in mine):
                 return "covered by the family templates (attention, MLP, MoE, norms, fused layer)"
-            return ""
+            return ONLY_BACKWARD if only_backward else ""
         if drafts and path in model_level:
             return "covered by the family templates (embedding, final norm, LM head, rotary table)"
-        return ""
+        return ONLY_BACKWARD if only_backward else ""
     return covered
 
 

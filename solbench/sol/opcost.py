@@ -195,9 +195,17 @@ EXTRA_POINTWISE = frozenset({"floor_divide", "masked_fill", "remainder", "fmod",
                              "glu_backward", "native_dropout_backward"})
 
 
+# Unchecked forms that autograd and decompositions emit (a traced backward's interpolation): the same work
+UNCHECKED_AS = {"_unsafe_index": "index", "_unsafe_index_put": "index_put", "_unsafe_masked_index": "index",
+                "_unsafe_masked_index_put_accumulate": "index_put"}
+
+
 def packet_name(func) -> str:
-    """The op's name without overload, in-place ops named like their out-of-place form (add_ -> add)."""
+    """The op's name without overload, in-place ops named like their out-of-place form (add_ -> add), the
+    unchecked indexing forms like the checked ones (`_unsafe_index` -> index)."""
     name = func.overloadpacket.__name__
+    if name in UNCHECKED_AS:
+        return UNCHECKED_AS[name]
     if name.endswith("_") and not name.endswith("__") and name not in FREE_OPS:
         return name[:-1]
     return name

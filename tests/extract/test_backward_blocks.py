@@ -40,10 +40,12 @@ def _backward(result, op_type: str):
 def test_kinds_follow_the_module_class():
     kinds = {name: backward.kind_of(Block("", name, None, [])) for name in
              ("LlamaMLP", "Qwen2RMSNorm", "Qwen3MoeSparseMoeBlock", "Mamba2Mixer", "WhisperAttention",
-              "LlamaRotaryEmbedding", "LlamaDecoderLayer", "ResnetBlock2D", "Timesteps")}
+              "LlamaRotaryEmbedding", "LlamaDecoderLayer", "ResnetBlock2D", "Timesteps", "ConvNextV2Layer",
+              "ConvNextV2LayerNorm")}
     assert kinds == {"LlamaMLP": "mlp", "Qwen2RMSNorm": "norm", "Qwen3MoeSparseMoeBlock": "moe",
                      "Mamba2Mixer": "ssm", "WhisperAttention": "attention", "LlamaRotaryEmbedding": "rotary",
-                     "LlamaDecoderLayer": "layer", "ResnetBlock2D": "", "Timesteps": ""}
+                     "LlamaDecoderLayer": "layer", "ResnetBlock2D": "", "Timesteps": "", "ConvNextV2Layer": "layer",
+                     "ConvNextV2LayerNorm": "norm"}
 
 
 def test_backward_problems_take_output_gradients_and_return_input_and_weight_gradients(llama):
@@ -65,7 +67,12 @@ def test_backward_problems_take_output_gradients_and_return_input_and_weight_gra
 def test_backward_matches_autograd_at_two_other_sizes(llama):
     _, result = llama
     checks = {v.problem: v for v in result.validations if "_backward_" in v.problem}
-    assert len(checks) == 3 and all(v.passed for v in checks.values()), [v.message for v in checks.values()]
+    # the MLP, norm and rotary kept, and the attention and layer that the fixture's `covered` claims: a
+    # covered block of those kinds is still captured for its backward (blocks.BACKWARD_PAST_TEMPLATES)
+    kinds = sorted(name.rsplit("_", 1)[0] for name in checks)
+    assert kinds == ["llama_attention_backward", "llama_decoder_layer_backward", "llama_mlp_backward",
+                     "llama_rms_norm_backward", "llama_rotary_embedding_backward"], kinds
+    assert all(v.passed for v in checks.values()), [v.message for v in checks.values()]
     for check in checks.values():
         assert "compared at" not in check.message  # two capture sizes besides the traced one
         assert check.max_abs_error["float32"] <= backward_check.FP32_LIMIT
@@ -116,12 +123,12 @@ def test_backward_problems_pass_solbench_run_and_are_priced(llama, tmp_path):
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     traces = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
     statuses = [t.get("evaluation", {}).get("status", t.get("status")) for t in traces]
-    assert len(statuses) == 6 and set(statuses) == {"PASSED"}, run.stdout[-2000:]
+    assert len(statuses) == 10 and set(statuses) == {"PASSED"}, run.stdout[-2000:]
     sol = subprocess.run([sys.executable, "-m", "solbench", "sol", str(tmp_path / "problems"), "--max-workloads",
                           "2", "--no-cache", "--json"], capture_output=True, text=True, env=env, timeout=600)
     assert sol.returncode == 0, sol.stderr[-2000:]
     records = [json.loads(line) for line in sol.stdout.splitlines() if line.startswith("{")]
-    assert len(records) == 6 and all(not r["unknown_ops"] and r["method"] == "meta" for r in records)
+    assert len(records) == 10 and all(not r["unknown_ops"] and r["method"] == "meta" for r in records)
     assert all(r["strict"]["flops_other"] > 0 for r in records)
 
 

@@ -142,3 +142,21 @@ def test_containment_by_model(tmp_path, capsys):
     assert verdicts["005_unknown"]["reason"] == "no extracted problem of this model"
     assert "| dense LLM | 3 | 3 | 2 | 1 | 0 of 0 |" in stdout and "| MoE | 1 | 1 | 0 | 0 |" in stdout
     assert "| unknown | 1 | 0 | 0 | 0 |" in stdout and "contained: 2 of 5" in stdout
+
+
+def test_with_earlier_verdicts_counts_what_either_run_contains(tmp_path, capsys):
+    gelu = "import torch.nn.functional as F\ndef run(x, w):\n    return F.gelu(x @ w)\n"
+    official, first, second = tmp_path / "official", tmp_path / "first", tmp_path / "second"
+    _problem(official, "L1/001_gelu", gelu, ["org/model-a"], True)
+    _problem(official, "L1/002_matmul", "def run(x, w):\n    return x @ w\n", ["org/model-b"], True)
+    _problem(first, "gelu_a", gelu, ["org/model-a"], False)  # the earlier run found 001 only
+    _problem(second, "matmul_b", "def run(x, w):\n    return x @ w\n", ["org/model-b"], False)  # this one 002 only
+    common = ["--official", str(official), "--jobs", "1", "--cache", str(tmp_path / "cache.json")]
+    assert _coverage_script().main([*common, "--extracted", str(first), "--save", str(tmp_path / "first.json")]) == 0
+    assert _coverage_script().main([*common, "--extracted", str(second)]) == 0
+    assert "contained: 1 of 2" in capsys.readouterr().out.splitlines()[-1]
+    assert _coverage_script().main([*common, "--extracted", str(second), "--with", str(tmp_path / "first.json"),
+                                    "--save", str(tmp_path / "both.json")]) == 0
+    assert "contained: 2 of 2" in capsys.readouterr().out
+    both = {v["problem"]: v["contained_in"] for v in json.loads((tmp_path / "both.json").read_text())}
+    assert both == {"001_gelu": ["gelu_a"], "002_matmul": ["matmul_b"]}

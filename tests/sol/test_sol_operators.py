@@ -96,3 +96,15 @@ def test_unknown_operator_means_no_bound(tmp_path, capsys):
     out, err = capsys.readouterr()
     assert json.loads(out.splitlines()[0])["strict"]["t_sol_ms"] is None
     assert len(err.strip().splitlines()) == 1 and "linalg_cholesky_ex" in err
+
+
+def test_unchecked_indexing_is_priced_as_indexing():
+    """Traced backwards hold `_unsafe_index` / `_unsafe_index_put` (SAM's relative-position attention): the
+    same gather and scatter as `index` / `index_put`, priced alike, never unknown."""
+    inputs = {"t": ([64, 16], "float32"), "i": (["B", 8], "int64"), "v": (["B", 8, 16], "float32")}
+    outputs = {"y": ([64, 16], "float32")}
+    checked = _cost(inputs, outputs, "return torch.ops.aten.index_put(t, [i], v * t[i], True)")
+    unchecked = _cost(inputs, outputs,
+                      "return torch.ops.aten._unsafe_index_put(t, [i], v * torch.ops.aten._unsafe_index(t, [i]), True)")
+    assert (unchecked.flops_other, unchecked.bytes_min) == (checked.flops_other, checked.bytes_min)
+    assert checked.flops_other > 0
