@@ -121,6 +121,35 @@ def _add_backward(result: BlocksResult, draft: Draft) -> None:
     same.hints["module_paths"] = (paths + [p for p in draft.hints.get("module_paths", []) if p not in paths])[:32]
 
 
+SDPA_CALL = "F.scaled_dot_product_attention("
+MATH_ATTENTION = '''def math_attention(*args, **kwargs):
+    """Attention on SDPA's math path, as the module pins it (the fused kernels round differently)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    with sdpa_kernel(SDPBackend.MATH):
+        return F.scaled_dot_product_attention(*args, **kwargs)
+
+
+'''
+
+
+def _with_math_attention(draft: Draft, block: generic.Block, gen: codegen.Generated, dtype: torch.dtype):
+    """A module may pin SDPA's math backend inside its forward (granite-speech's conformer attention); export
+    keeps the call, not the pin, and the fused CPU kernel differs from it by rounding. The draft is checked
+    again with the pin written into its reference: kept (renamed, as its code changed) if it then matches."""
+    pinned = MATH_ATTENTION + draft.code.replace(SDPA_CALL, "math_attention(")
+    original = draft.code, draft.name
+    draft.code = pinned
+    check = generic_check.check(draft, block, gen)
+    if not check.passed:
+        draft.code, draft.name = original
+        return None
+    draft.name = _name(draft, block, dtype)
+    check.problem = draft.name
+    check.message += "SDPA's math path pinned, as in the module; "
+    return check
+
+
 def _label(block: generic.Block, only_backward: bool) -> str:
     return f"{block.class_name} backward" if only_backward else block.class_name
 
@@ -144,6 +173,8 @@ def _validated_forward(built: BuiltModel, block: generic.Block, points: list[dic
     if validate:
         tell(f"validating {draft.name}")
         check = generic_check.check(draft, block, gen)
+        if not check.passed and SDPA_CALL in draft.code:
+            check = _with_math_attention(draft, block, gen, dtype) or check
         result.validations.append(check)
         if not check.passed:
             what = "its forward (what the backward is traced from) " if only_backward else ""
@@ -245,12 +276,16 @@ def _drafted(built: BuiltModel, block: generic.Block, points: list[dict[str, int
     draft = generic.make_draft(block, gen, built.model_id, points, built.workload_axes, dtype, name="")
     sizes = workload_check.check_points(ep, draft, generic.symbol_axes(gen, block, points))
     draft.workload_points = sizes.kept
-    identity = json.dumps([draft.code, draft.axes, [a.to_dict() for a in draft.inputs],
-                           [a.to_dict() for a in draft.outputs]], sort_keys=True, default=str)
-    digest = hashlib.sha256(identity.encode()).hexdigest()[:10]
-    draft.name = f"{block.op_type}_{digest}{DTYPE_SUFFIX.get(dtype, '')}"
+    draft.name = _name(draft, block, dtype)
     draft.versions = dict(built.versions)
     return draft, gen, sizes
+
+
+def _name(draft: Draft, block: generic.Block, dtype: torch.dtype) -> str:
+    """`<module class>_<10 hex digits of its code, axes and declarations>`: equal blocks, one name."""
+    identity = json.dumps([draft.code, draft.axes, [a.to_dict() for a in draft.inputs],
+                           [a.to_dict() for a in draft.outputs]], sort_keys=True, default=str)
+    return f"{block.op_type}_{hashlib.sha256(identity.encode()).hexdigest()[:10]}{DTYPE_SUFFIX.get(dtype, '')}"
 
 
 class _LargeCalls:

@@ -1,0 +1,73 @@
+"""Generic validation on modules that once failed for the harness's reasons, not theirs (CPU):
+
+- a batch norm's running variance is drawn positive (validation copies and the problem's own inputs): drawn
+  like a bias it was negative half the time, the output NaN, and every batch norm failed validation;
+- a module that pins SDPA's math backend inside its forward (granite-speech's conformer attention): export
+  keeps the call, not the pin, and CPU's fused kernel rounds differently; the reference is written with the pin
+  and validates bit for bit."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from solbench.extract import blocks
+from solbench.extract.built import BuiltModel
+
+
+class _Projected(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(64, 64)
+        self.bn = nn.BatchNorm1d(64)
+
+    def forward(self, x):
+        return self.bn(self.proj(x).transpose(1, 2)).transpose(1, 2)
+
+
+class _PinnedAttention(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.qkv = nn.Linear(64, 192, bias=False)
+
+    def forward(self, x):
+        b, s, _ = x.shape
+        q, k, v = (t.view(b, s, 4, 16).transpose(1, 2) for t in self.qkv(x).chunk(3, dim=-1))
+        bias = torch.einsum("bhsd,bhtd->bhst", q, k) * 0.25  # an additive bias, as a relative position's
+        with sdpa_kernel(SDPBackend.MATH):
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+        return out.transpose(1, 2).reshape(b, s, 64)
+
+
+def _extracted(module_class) -> blocks.BlocksResult:
+    with torch.device("meta"):
+        module = module_class().eval()
+
+    def make_call(axes, dtype):
+        return (torch.randn(axes["batch_size"], axes["seq_len"], 64, dtype=dtype),), {}
+
+    built = BuiltModel(f"test/{module_class.__name__}", module, "module", make_call,
+                       {"batch_size": (2, 3, 2), "seq_len": (48, 64, 80)}, {"batch_size": (1,), "seq_len": (128,)})
+    return blocks.extract_blocks(built, torch.bfloat16)
+
+
+def test_batch_norm_validates_and_its_problem_draws_a_positive_variance():
+    result = _extracted(_Projected)
+    assert result.validations and all(v.passed for v in result.validations), [v.message for v in result.validations]
+    norm = next(d for d in result.drafts if d.op_type == "batch_norm1d")
+    namespace: dict = {}
+    exec(compile(norm.reference(), norm.name, "exec"), namespace)
+    inputs = namespace["get_inputs"]({"batch_size": 2, "seq_len": 8}, "cpu")
+    assert (inputs["running_var"] > 0).all()
+    assert not torch.isnan(namespace["run"](**inputs)).any()
+
+
+def test_a_module_pinning_the_math_path_gets_a_pinned_reference():
+    result = _extracted(_PinnedAttention)
+    check = result.validations[0]
+    assert check.passed and check.exact == {"float32": True, "bfloat16": True}, check.message
+    assert "math path pinned" in check.message
+    draft = result.drafts[0]
+    assert "sdpa_kernel(SDPBackend.MATH)" in draft.code and draft.name == check.problem
