@@ -43,6 +43,9 @@ def test_the_attention_backward_starts_at_the_module(extracted):
     assert {"q_norm_weight", "k_norm_weight"} <= set(names)  # the q/k norms are inside
     assert "grad_hidden_states" in [a.name for a in attention.outputs]
     assert "torch.cat" in attention.code and "torch.neg" in attention.code  # RoPE's rotate_half is inside
+    # a traced `view` is written `reshape`: legal on the bf16 trace's copies, it failed on a strided float32
+    # tensor (Gemma 3's attention backward)
+    assert ".view(" not in attention.code and ".reshape(" in attention.code
     assert "not written" in attention.hints["backward_of"]
 
 
@@ -71,3 +74,22 @@ def test_a_vl_models_text_layers_export_without_a_kv_cache(tmp_path):
     kinds = sorted(d.op_type for d in result.drafts if d.op_type.startswith("qwen3vl_text_") and "backward" in d.op_type)
     assert kinds == ["qwen3vl_text_attention_backward", "qwen3vl_text_decoder_layer_backward",
                      "qwen3vl_text_rotary_embedding_backward"], [s for s in result.skipped if "backward" in s]
+
+
+def test_a_backward_two_blocks_share_is_written_once_with_both_paths():
+    """Gemma 3's sliding and full attention differ only in their mask (an input): one backward, both paths; the
+    forward's hints (whose path list the backward's copied) are left alone."""
+    from solbench.extract.blocks import BlocksResult, _add_backward
+    from solbench.extract.draft import Draft
+
+    def draft(paths):
+        return Draft("attn_backward_0123456789", "attn_backward", "", {}, [], [], "def run():\n    pass\n", "",
+                     hints={"module_paths": paths})
+
+    forward_paths = ["model.layers.0.self_attn"]
+    result = BlocksResult()
+    _add_backward(result, draft(forward_paths))
+    _add_backward(result, draft(["model.layers.5.self_attn"]))
+    assert len(result.drafts) == 1
+    assert result.drafts[0].hints["module_paths"] == ["model.layers.0.self_attn", "model.layers.5.self_attn"]
+    assert forward_paths == ["model.layers.0.self_attn"]
