@@ -156,6 +156,9 @@ def _run_module(args: argparse.Namespace, console, started: float, problems_root
 
     if args.all or args.check or len(args.model) > 1:
         raise SpecError("--module extracts one module: name it with at most one --model, without --all/--check")
+    if args.encoders:
+        raise SpecError("--encoders finds a hub model's vision or audio encoders; with --module, name the encoder "
+                        "itself as the module and give its inputs with --input")
     config = user_module.read_config_file(args.config) if args.config is not None else {}
     config |= user_module.parse_config_kw(args.config_kw)
     built = user_module.build_user_module(args.module, config, args.input, args.model[0] if args.model else None)

@@ -137,12 +137,11 @@ def _with_math_attention(draft: Draft, block: generic.Block, gen: codegen.Genera
     """A module may pin SDPA's math backend inside its forward (granite-speech's conformer attention); export
     keeps the call, not the pin, and the fused CPU kernel differs from it by rounding. The draft is checked
     again with the pin written into its reference: kept (renamed, as its code changed) if it then matches."""
-    pinned = MATH_ATTENTION + draft.code.replace(SDPA_CALL, "math_attention(")
-    original = draft.code, draft.name
-    draft.code = pinned
+    original = draft.code
+    draft.code = MATH_ATTENTION + draft.code.replace(SDPA_CALL, "math_attention(")
     check = generic_check.check(draft, block, gen)
     if not check.passed:
-        draft.code, draft.name = original
+        draft.code = original
         return None
     draft.name = _name(draft, block, dtype)
     check.problem = draft.name

@@ -89,14 +89,14 @@ def _extract(config: configs.ModelConfig, validate: bool, dtype: str, generic: b
         result.validate_seconds = time.perf_counter() - t0
     # what a template skipped or got wrong goes generic; with `backward`, so do the attention and layer
     # blocks whose backward the templates do not cover at the module's boundary (`blocks.BACKWARD_PAST_TEMPLATES`)
-    main = bool(generic or found.skipped or result.failed or backward)
-    only_backward = not (generic or found.skipped or result.failed)
+    needed = bool(generic or found.skipped or result.failed)
+    main = needed or backward
     if main or encoders:
         try:
             kept = {d.name for d in result.drafts}
             dropped = [d for d in found.drafts if d.name not in kept]
             _generic(result, config, dtype, validate, tell, backward=backward, main=main, encoders=encoders,
-                     covered=lambda built: _family_paths(traced, built, result.drafts, dropped, only_backward))
+                     covered=lambda built: _family_paths(traced, built, result.drafts, dropped, not needed))
         except SpecError as exc:
             result.skipped.append(f"generic capture: {exc}")
     result.seconds = time.perf_counter() - start
@@ -157,9 +157,8 @@ def _generic(result: ModelResult, config: configs.ModelConfig, dtype: str, valid
              tell: Callable[[str], None], covered: Callable[[object], Callable[[str], str]] | None = None,
              backward: bool = False, main: bool = True, encoders: bool = False) -> None:
     """Add generic drafts for the blocks no family template covered (`covered(built)` says which, by path
-    in the built model) and for the encoders the model's call never reaches (`towers`); report every
-    module left out. With `encoders`, also the encoders the model's call never reaches; without `main`,
-    only those."""
+    in the built model); report every module left out. With `encoders`, also the encoders the model's call
+    never reaches (`towers`); without `main`, only those."""
 
     from solbench.extract import build, towers
 
@@ -236,7 +235,7 @@ def summarise(left: list) -> list[str]:
             for (cls, reason), paths in groups.items()]
 
 
-ONLY_BACKWARD = "not captured: the family templates cover this model, the generic capture ran for backward problems"
+ONLY_BACKWARD = "left to the family templates' problems (the generic capture ran for backward problems only)"
 
 
 def _family_paths(traced, built_model, drafts: list[Draft], dropped: list[Draft] = (),

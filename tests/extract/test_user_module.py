@@ -115,3 +115,21 @@ def test_cli_backward_flag_adds_validated_backward_problems(tmp_path, backward, 
     assert set(kinds) == forward | ({f"{k}_backward" for k in forward} if backward else set()), kinds
     said = " ".join(capfd.readouterr().err.split())  # its Linear layers: one line, not a gap
     assert "left out by design" in said and "Linear x" in said and "skipped" not in said, said
+
+
+def test_cli_encoders_with_a_module_is_a_clear_error(tmp_path, capsys):
+    """--encoders looks for a hub model's towers; with --module it would be silently ignored: one line instead,
+    nothing written."""
+    import argparse
+
+    from solbench.cli import extract as extract_cli
+
+    parser = argparse.ArgumentParser()
+    extract_cli.add_arguments(parser)
+    out = tmp_path / "defs"
+    args = parser.parse_args(["--module", f"{TINY}:GatedMLP", "--config-kw", "hidden=64", "inner=96",
+                              "--input", "x=2,seq:16|24|40,64", "--encoders", "-o", str(out)])
+    assert extract_cli.handle(args) == 2
+    said = capsys.readouterr()
+    assert "--encoders" in said.out + said.err and "Traceback" not in said.out + said.err
+    assert not out.exists()
