@@ -56,6 +56,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also the encoders a model's token-id call never reaches: a VL model's vision tower, a "
                              "speech LM's audio encoder, each called with its own inputs (costly: validated at "
                              "the real image size or audio window)")
+    parser.add_argument("--rope-inside", action="store_true",
+                        help="also each attention and decoder layer with its RoPE table computed inside: positions "
+                             "and inverse frequencies in, where the model hands it cos/sin (as a kernel that fuses "
+                             "RoPE takes them)")
     parser.add_argument("--check", action="store_true",
                         help="verify the problems on disk are exactly what this code extracts (writes nothing)")
     parser.add_argument("--jobs", "-j", type=int, default=1, metavar="N",
@@ -165,7 +169,7 @@ def _run_module(args: argparse.Namespace, console, started: float, problems_root
     facts = {"module": args.module, "config": config, "inputs": list(args.input)}
     with console.status(f"{built.model_id}: starting") as status:
         result = pipeline.extract_built(built, facts, validate=not args.no_validate, dtype=DTYPES[args.dtype],
-                                        backward=args.backward,
+                                        backward=args.backward, rope_inside=args.rope_inside,
                                         progress=lambda step: status.update(f"{built.model_id}: {step}"))
     failed = _report(result, built.model_id, not args.no_validate, console)
     problems = pipeline.collect([result])
@@ -192,7 +196,7 @@ def _extract_each(models: list[str], args: argparse.Namespace, validate: bool, u
             try:
                 result = pipeline.extract_model(model_id, args.config, validate=validate, use_hub=use_hub,
                                                 dtype=DTYPES[args.dtype], backward=args.backward,
-                                                encoders=args.encoders,
+                                                encoders=args.encoders, rope_inside=args.rope_inside,
                                                 progress=lambda step, label=label: status.update(f"{label}: {step}"))
             except SpecError as exc:
                 if len(models) == 1:
@@ -213,7 +217,8 @@ def _extract_parallel(models: list[str], args: argparse.Namespace, validate: boo
     def work(model_id: str):
         return pipeline.portable(pipeline.extract_model(model_id, args.config, validate=validate, use_hub=use_hub,
                                                         dtype=DTYPES[args.dtype], backward=args.backward,
-                                                        encoders=args.encoders))
+                                                        encoders=args.encoders,
+                                                        rope_inside=args.rope_inside))
 
     failed = False
     with console.status(f"{len(models)} models, {args.jobs} at a time") as status:

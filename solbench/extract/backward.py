@@ -35,8 +35,10 @@ from solbench.extract.draft import Arg, Draft
 from solbench.extract.generic import Block
 
 # kind -> words of a module's class name (lower case, no underscores) that make it one; first match wins
-KINDS = (("rotary", ("rotary",)), ("moe", ("moe", "expert", "router", "topk")),
-         ("ssm", ("mamba", "mixer", "ssm")), ("attention", ("attention", "attn")),
+# (attention before MoE: a MoE model's attention, `Qwen3MoeAttention`, is attention; a router module, GLM's
+# `Glm4MoeTopkRouter`, is a kind of its own: its backward is small where a MoE block's may be billions of weights)
+KINDS = (("rotary", ("rotary",)), ("attention", ("attention", "attn")), ("router", ("router", "topk")),
+         ("moe", ("moe", "expert")), ("ssm", ("mamba", "mixer", "ssm")),
          ("mlp", ("mlp", "feedforward", "ffn")), ("norm", ("norm",)),
          ("layer", ("decoderlayer", "encoderlayer", "transformerlayer", "transformerblock", "layer")))
 
@@ -208,9 +210,11 @@ class Traced:
     received: list[int]  # forward output indices whose gradients `run` takes, in order
 
 
-def backward_draft(forward: Draft, block: Block, gen: codegen.Generated, how: Plan, dtype: torch.dtype) -> Traced:
+def backward_draft(forward: Draft, block: Block, gen: codegen.Generated, how: Plan, dtype: torch.dtype,
+                   axis_of: dict[str, str] | None = None) -> Traced:
     """The backward problem of a validated forward draft: its declarations from the forward's, its `run`
-    from the joint graph."""
+    from the joint graph; its workloads those of the forward at which no tensor of it outgrows
+    `MAX_TENSOR_BYTES` (`axis_of`: each size symbol's axis name)."""
     graph, inputs, differentiated, received = joint(forward, gen, how)
     bgen = codegen.generate_graph(graph, dtype, inputs)
     by_name = {arg.name: arg for arg in forward.inputs}
@@ -234,12 +238,55 @@ def backward_draft(forward: Draft, block: Block, gen: codegen.Generated, how: Pl
                   workload_points=forward.workload_points, versions=dict(forward.versions),
                   hints={**forward.hints, "backward_of": forward.name, "backward_kind": how.kind},
                   capture_points=forward.capture_points)
+    if axis_of:
+        draft.workload_points, dropped = fitting_points(draft.workload_points, graph, axis_of)
+        if dropped:
+            draft.hints["workloads_left_out"] = left_out_note(dropped)
     identity = json.dumps([draft.code, draft.axes, [a.to_dict() for a in draft.inputs],
                            [a.to_dict() for a in draft.outputs]], sort_keys=True, default=str)
     dtype_suffix = forward.name[len(forward.op_type) + 11:]  # forward names: <op_type>_<10 hex><suffix>
     draft.name = f"{draft.op_type}_{hashlib.sha256(identity.encode()).hexdigest()[:10]}{dtype_suffix}"
     kept = [inp.target for inp in bgen.inputs if inp.kind == "grad"]
     return Traced(draft, differentiated, [k for k in received if k in kept])
+
+
+# A backward traced on SDPA's math path holds the attention scores (batch x heads x seq x seq, in float32) and
+# their gradients: Qwen3-4B's layer backward at 8 x 4096 tokens asked for 16 GiB more with 124 GiB of an
+# H200 in use (the reference and the solution both run). Sizes at which one tensor of the reference passes
+# this are not emitted as workloads of a backward problem; the forward (fused attention) keeps them.
+MAX_TENSOR_BYTES = 4 * 2**30
+
+
+def fitting_points(points: list[dict[str, int]], graph: torch.fx.GraphModule,
+                   axis_of: dict[str, str]) -> tuple[list[dict[str, int]], list[tuple[dict[str, int], int]]]:
+    """(the points at which every tensor the graph makes stays within MAX_TENSOR_BYTES, the others with the
+    largest tensor's bytes there, largest first). A size no axis names leaves the point kept."""
+    import sympy
+
+    sizes = []
+    for node in graph.graph.nodes:
+        for value in pytree.tree_leaves(node.meta.get("val")):
+            if isinstance(value, torch.Tensor):
+                numel = value.numel()
+                expr = numel.node.expr if isinstance(numel, torch.SymInt) else sympy.Integer(int(numel))
+                sizes.append(expr * value.element_size())
+    kept, dropped = [], []
+    for point in points:
+        largest = 0
+        for expr in sizes:
+            values = {sym: point.get(axis_of.get(str(sym), ""), None) for sym in expr.free_symbols}
+            if any(v is None for v in values.values()):
+                continue
+            largest = max(largest, int(expr.subs(values)))
+        (kept.append(point) if largest <= MAX_TENSOR_BYTES else dropped.append((point, largest)))
+    return kept, sorted(dropped, key=lambda d: -d[1])
+
+
+def left_out_note(dropped: list[tuple[dict[str, int], int]]) -> str:
+    """What `fitting_points` left out, for the definition's hints."""
+    named = ", ".join(" x ".join(f"{axis} {value}" for axis, value in point.items()) for point, _ in dropped[:3])
+    return (f"{len(dropped)} of the forward's sizes ({named}{', ...' if len(dropped) > 3 else ''}): the reference "
+            f"makes a tensor of up to {dropped[0][1] / 2**30:.1f} GiB there (limit {MAX_TENSOR_BYTES // 2**30} GiB)")
 
 
 @contextlib.contextmanager

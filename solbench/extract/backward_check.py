@@ -31,7 +31,7 @@ from solbench.extract.built import BuiltModel
 from solbench.extract.capture import axis_points, cpu_copy, flat_tensors
 from solbench.extract.codegen import Generated
 from solbench.extract.draft import Draft
-from solbench.extract.generic import Block
+from solbench.extract.generic import Block, symbol_axes
 from solbench.extract.generic_check import Draws
 from solbench.extract.validate import Validation, one_thread
 
@@ -163,8 +163,9 @@ def derive(built: BuiltModel, block: Block, forward: Draft, gen: Generated, dtyp
     try:
         if "paths" not in flags:
             flags["paths"] = backward.grad_flags(built, axis_points(built)[0], dtype)
-        how = backward.plan(block, forward, gen, flags["paths"].get(block.path))
-        traced = backward.backward_draft(forward, block, gen, how, dtype)
+        how = backward.plan(block, forward, gen, block.grad_flags_in(flags["paths"]))
+        axis_of = {symbol: axis.name for symbol, axis in symbol_axes(gen, block, axis_points(built)).items()}
+        traced = backward.backward_draft(forward, block, gen, how, dtype, axis_of)
     except Exception as exc:  # noqa: BLE001 - one block's backward failing must not stop the model; reported
         first = str(exc).splitlines()[0][:200] if str(exc) else ""
         return Derived(None, None, f"backward not traced: {type(exc).__name__}: {first}")

@@ -30,6 +30,7 @@ from solbench.extract.backward import kind_of as backward_kind
 from solbench.extract.built import BuiltModel
 from solbench.extract.draft import Draft
 from solbench.extract.partition import NotEmitted
+from solbench.extract.rope_inside import blocks as rope_inside_blocks
 from solbench.extract.validate import Validation
 
 # A block is copied to CPU in fp32 and bf16 to be validated: past this many parameters (4 GB in fp32; a
@@ -39,9 +40,10 @@ MAX_BLOCK_PARAMS = 10**9
 TOO_LARGE = "too large to validate on CPU ({:.2f} G parameters); its parts are emitted"
 DTYPE_SUFFIX = {torch.bfloat16: "", torch.float16: "_fp16", torch.float32: "_fp32"}
 # Backward kinds whose family-template backward starts inside the module (after the projections, the q/k
-# norms and the rotary embedding, or without the layer's residual path): with `backward`, a block of these
-# kinds that a template covers is still captured, and only its backward is written.
-BACKWARD_PAST_TEMPLATES = ("attention", "layer")
+# norms and the rotary embedding, or without the layer's residual path) or that have none (the rotary
+# table's, through its inverse frequencies; a router's, through its sigmoid or softmax and top-k): with
+# `backward`, a block of these kinds that a template covers is still captured, and only its backward is written.
+BACKWARD_PAST_TEMPLATES = ("attention", "layer", "rotary", "router")
 FOR_BACKWARD = "{} (captured only for its backward)"
 
 
@@ -57,9 +59,12 @@ class BlocksResult:
 
 def extract_blocks(built: BuiltModel, dtype: torch.dtype = torch.bfloat16, *, validate: bool = True,
                    covered: Callable[[str], str] | None = None,
-                   progress: Callable[[str], None] | None = None, backward: bool = False) -> BlocksResult:
+                   progress: Callable[[str], None] | None = None, backward: bool = False,
+                   rope_inside: bool = False) -> BlocksResult:
     """Drafts for every distinct block of `built` that `covered(path)` (a reason or "") does not claim;
-    with `backward`, also the backward of each block of a kind that has one (`backward_check.derive`)."""
+    with `backward`, also the backward of each block of a kind that has one (`backward_check.derive`); with
+    `rope_inside`, also each attention and layer block fused with the rotary module that feeds it (never a
+    template's: they take the table)."""
     start = time.perf_counter()
     tell = progress or (lambda step: None)
     result = BlocksResult()
@@ -69,13 +74,16 @@ def extract_blocks(built: BuiltModel, dtype: torch.dtype = torch.bfloat16, *, va
     calls = [capture.record_calls(built, p, dtype) for p in points]
     large = _LargeCalls(built, dtype)
     kinds, result.not_emitted = partition.blocks(model, calls)
+    extra = rope_inside_blocks(model, kinds, calls) if rope_inside else []
+    fused = {id(b) for b in extra}  # never a template's problem: the templates take the table
+    kinds += extra
     # largest first: a block that unrolls a loop over a size (and its parents) is found before the small
     # blocks that would otherwise trace the whole model past its largest sizes, loop and all (`_LargeCalls`)
     kinds.sort(key=lambda b: -_parameter_count(b))
     result.blocks = len(kinds)
     grad_flags: dict = {}  # filled once, by the first block with a backward
     for number, block in enumerate(kinds, 1):
-        reason = covered(block.path) if covered else ""
+        reason = covered(block.path) if covered and id(block) not in fused else ""
         only_backward = bool(reason) and backward and backward_kind(block) in BACKWARD_PAST_TEMPLATES
         if reason:
             result.not_emitted.append(NotEmitted(block.path, block.class_name,
@@ -209,7 +217,7 @@ def _draft(built: BuiltModel, block: generic.Block, points: list[dict[str, int]]
         return _validated_sizes_only(first, f"no trace past the model's largest sizes ({large.refused}): only "
                                             f"the validated sizes are kept")
     traced = []
-    for call in large.calls(block.path):
+    for call in large.calls(block):
         if capture.varying_dims([block.calls[0], call]) is None:
             continue
         try:
@@ -273,6 +281,7 @@ def _drafted(built: BuiltModel, block: generic.Block, points: list[dict[str, int
              names: list[str]) -> tuple[Draft, codegen.Generated, workload_check.PointCheck]:
     gen = codegen.generate(ep, dtype, names)
     draft = generic.make_draft(block, gen, built.model_id, points, built.workload_axes, dtype, name="")
+    block.finish(draft)
     sizes = workload_check.check_points(ep, draft, generic.symbol_axes(gen, block, points))
     draft.workload_points = sizes.kept
     draft.name = _name(draft, block, dtype)
@@ -302,7 +311,7 @@ class _LargeCalls:
         if self.recorded is None:
             self.refused = why
 
-    def calls(self, path: str) -> list[capture.Call]:
+    def calls(self, block: generic.Block) -> list[capture.Call]:
         if self.refused:
             return []
         if self.recorded is None:
@@ -315,4 +324,4 @@ class _LargeCalls:
                     self.recorded.append(capture.record_calls(self.built, point, self.dtype))
                 except Exception:  # noqa: BLE001 - the model refuses that size: it is not a trace size
                     continue
-        return [calls[path] for calls in self.recorded if path in calls]
+        return [call for call in map(block.call_in, self.recorded) if call is not None]

@@ -16,7 +16,7 @@ import io
 import logging
 import warnings
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -33,6 +33,9 @@ class Call:
     args: tuple
     kwargs: dict
     count: int = 1
+    # leaf index (in `leaves()`) -> (path of the rotary module whose output it is, index among that output's
+    # tensors, that module's call): the cos/sin a layer was handed, so `rope_inside` can compute them inside
+    sources: dict[int, tuple[str, int, Call]] = field(default_factory=dict)
 
     def leaves(self) -> list:
         return pytree.tree_leaves((self.args, self.kwargs))
@@ -48,22 +51,36 @@ def axis_points(built: BuiltModel) -> list[dict[str, int]]:
 
 
 def record_calls(built: BuiltModel, axes: dict[str, int], dtype: torch.dtype) -> dict[str, Call]:
-    """Run the model once on fake tensors at `axes`; the first call of every submodule, by path."""
+    """Run the model once on fake tensors at `axes`; the first call of every submodule, by path (with the
+    inputs that are a rotary module's output marked: `Call.sources`)."""
     from torch._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
 
     calls: dict[str, Call] = {}
+    made: dict[int, tuple] = {}  # id -> (rotary path, index, its call, the tensor: kept, so the id stays its)
 
     def hook_for(path: str):
         def hook(module, args, kwargs):
             if path in calls:
                 calls[path].count += 1
             else:
+                leaves = pytree.tree_leaves((args, kwargs))
+                sources = {i: made[id(x)][:3] for i, x in enumerate(leaves) if id(x) in made}
                 with unset_fake_temporarily():
-                    calls[path] = Call(*_to_meta((args, kwargs)))
+                    calls[path] = Call(*_to_meta((args, kwargs)), sources=sources)
+        return hook
+
+    def made_by(path: str):
+        def hook(module, args, kwargs, output):
+            with unset_fake_temporarily():
+                call = Call(*_to_meta((args, kwargs)))
+            for index, tensor in enumerate(flat_tensors(output)):
+                made[id(tensor)] = (path, index, call, tensor)
         return hook
 
     model = built.module
     handles = [m.register_forward_pre_hook(hook_for(p), with_kwargs=True) for p, m in model.named_modules()]
+    handles += [m.register_forward_hook(made_by(p), with_kwargs=True) for p, m in model.named_modules()
+                if is_rotary(m)]
     try:
         with quiet(), FakeTensorMode(allow_non_fake_inputs=True), torch.device("meta"), torch.no_grad():
             args, kwargs = built.make_call(axes, dtype)
@@ -72,6 +89,16 @@ def record_calls(built: BuiltModel, axes: dict[str, int], dtype: torch.dtype) ->
         for handle in handles:
             handle.remove()
     return calls
+
+
+def is_rotary(module: nn.Module) -> bool:
+    """A transformers rotary module: inverse frequencies held (`inv_freq`, or one per layer type:
+    `full_attention_inv_freq`), forward (x, position_ids, ...) -> (cos, sin) (OLMo 3's takes the layer type)."""
+    import inspect
+
+    if not any(name.rpartition(".")[2].endswith("inv_freq") for name, _ in module.named_buffers(recurse=False)):
+        return False
+    return list(inspect.signature(module.forward).parameters)[:2] == ["x", "position_ids"]
 
 
 def _to_meta(tree):

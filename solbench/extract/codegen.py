@@ -43,6 +43,20 @@ class _Raw:
     text: str
 
 
+def _written(node) -> bool:
+    """Whether an in-place operator writes into this node's tensor: a copy of it is then a real copy (a
+    backward trace reads the copy autograd saved before `topk_weights /= denominator`), not an alias."""
+    if not isinstance(node, fx.Node):
+        return False
+    for user in node.users:
+        schema = getattr(user.target, "_schema", None)
+        if schema is not None and schema.arguments and user.args and user.args[0] is node:
+            alias = schema.arguments[0].alias_info
+            if alias is not None and alias.is_write:
+                return True
+    return False
+
+
 class Unsupported(Exception):
     """The block's graph has something no standalone reference can express; the message says what."""
 
@@ -179,8 +193,8 @@ class _Writer:
         if isinstance(target, torch._ops.HigherOrderOperator):
             self.inline(node, name, module)
             return
-        if name in ("dropout.default", "dropout") and node.args[2] is False or \
-                name.startswith("alias") or (name.startswith("clone") and not node.kwargs):
+        if name in ("dropout.default", "dropout") and node.args[2] is False or name.startswith("alias") or \
+                (name.startswith("clone") and not node.kwargs and not _written(node) and not _written(node.args[0])):
             self.names[node] = self.arg(node.args[0])  # identity at inference: no line of its own
             return
         expr = self.expression(node)

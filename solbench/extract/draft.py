@@ -22,7 +22,7 @@ class Arg:
 
     init: "randn", "weight" (N(0, 1/fan_in)), "norm_weight" (near 1), "offset_norm_weight" (near 0, for
     `x * (1 + w)` norms), "bias", "cos"/"sin" (RoPE tables; "cos_half"/"sin_half" for half-width tables),
-    "token_ids" (in [0, high)), "expert_ids" (distinct per row, in [0, high)), "routing_weights"
+    "inv_freq" (RoPE's inverse frequencies), "token_ids" (in [0, high)), "expert_ids" (distinct per row, in [0, high)), "routing_weights"
     (positive, rows sum to 1).
     """
 
@@ -164,6 +164,8 @@ def _init_expr(arg: Arg) -> str:
         rows = _dims(arg.shape[:-1])
         return (f'torch.rand({rows}, a["{arg.high}"], device=device).argsort(dim=-1)'
                 f'[..., : a["{arg.shape[-1]}"]].to({dt})')
+    if arg.init == "inv_freq":  # RoPE's 1 / 10000^(2i/d) for i < d/2, d/2 entries (one vector)
+        return f"(10000.0 ** -(torch.arange({dims}, device=device).float() / {dims})).to({dt})"
     if arg.init == "routing_weights":
         return (f"torch.softmax(torch.randn({dims}, device=device), dim=-1).to({dt})")
     raise ValueError(f"unknown init {arg.init!r} for {arg.name}")

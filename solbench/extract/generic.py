@@ -41,6 +41,17 @@ class Block:
     def op_type(self) -> str:
         return _snake(self.class_name)
 
+    def call_in(self, recorded: dict[str, Call]) -> Call | None:
+        """This block's call in one recording of the model's module calls (`capture.record_calls`)."""
+        return recorded.get(self.path)
+
+    def grad_flags_in(self, flags: dict[str, list[bool]]) -> list[bool] | None:
+        """Whether each tensor of its call takes a gradient in the model (`backward.grad_flags`)."""
+        return flags.get(self.path)
+
+    def finish(self, draft: Draft) -> None:
+        """Adjust this block's draft before it is named and validated (nothing for a module's own block)."""
+
 
 @dataclass
 class Axis:

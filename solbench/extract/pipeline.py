@@ -37,9 +37,10 @@ class ModelResult:
 def extract_model(model_id: str, config_path: str | Path | None = None, *, validate: bool = True,
                   use_hub: bool = True, dtype: str = "bfloat16", generic: bool = False,
                   progress: Callable[[str], None] | None = None, backward: bool = False,
-                  encoders: bool = False) -> ModelResult:
+                  encoders: bool = False, rope_inside: bool = False) -> ModelResult:
     """Trace one model and draft its problems; with `validate`, compare each with its module on CPU; with
-    `encoders`, also the encoders its token-id call never reaches (`towers`: vision towers, audio encoders).
+    `encoders`, also the encoders its token-id call never reaches (`towers`: vision towers, audio encoders);
+    with `rope_inside`, also its attention and layers with the RoPE table computed inside (`rope_inside`).
 
     Models no family template knows go through the generic capture (`blocks.py`); so do the layers and
     sub-blocks a template skipped or failed to validate (a hybrid's conv, Mamba or linear-attention
@@ -49,19 +50,20 @@ def extract_model(model_id: str, config_path: str | Path | None = None, *, valid
     tell("reading its config")
     config = configs.resolve(model_id, config_path, use_hub=use_hub)
     result_key = reuse.key(config.library, config.facts, config.family, config.kind, validate=validate,
-                           dtype=dtype, generic=generic, backward=backward, encoders=encoders)
+                           dtype=dtype, generic=generic, backward=backward, encoders=encoders,
+                           rope_inside=rope_inside)
     result = reuse.lookup(result_key, config)
     if result is None:
-        result = _extract(config, validate, dtype, generic, tell, start, backward, encoders)
+        result = _extract(config, validate, dtype, generic, tell, start, backward, encoders, rope_inside)
         reuse.remember(result_key, result)
     return result
 
 
 def _extract(config: configs.ModelConfig, validate: bool, dtype: str, generic: bool, tell: Callable[[str], None],
-             start: float, backward: bool = False, encoders: bool = False) -> ModelResult:
+             start: float, backward: bool = False, encoders: bool = False, rope_inside: bool = False) -> ModelResult:
     """extract_model's work for a resolved config: family templates where they apply, else generic."""
     if config.library == "diffusers":
-        return _extract_diffusers(config, dtype, validate, tell, start, backward)
+        return _extract_diffusers(config, dtype, validate, tell, start, backward, rope_inside)
     tell(f"tracing {config.model_type} on meta tensors")
     try:
         traced = trace(config)
@@ -71,7 +73,7 @@ def _extract(config: configs.ModelConfig, validate: bool, dtype: str, generic: b
         why = str(exc)
     if why:  # every block goes through the generic capture
         result = ModelResult(config, [], [f"family templates: {why}"])
-        _generic(result, config, dtype, validate, tell, backward=backward, encoders=encoders)
+        _generic(result, config, dtype, validate, tell, backward=backward, encoders=encoders, rope_inside=rope_inside)
         result.seconds = time.perf_counter() - start
         return result
     result = ModelResult(config, found.drafts, found.skipped, layer_kinds=len(traced.kinds),
@@ -88,14 +90,16 @@ def _extract(config: configs.ModelConfig, validate: bool, dtype: str, generic: b
         result.drafts = [d for d in found.drafts if d.name not in failed]  # never emit a mismatch
         result.validate_seconds = time.perf_counter() - t0
     # what a template skipped or got wrong goes generic; with `backward`, so do the attention and layer
-    # blocks whose backward the templates do not cover at the module's boundary (`blocks.BACKWARD_PAST_TEMPLATES`)
+    # blocks whose backward the templates do not cover at the module's boundary (`blocks.BACKWARD_PAST_TEMPLATES`);
+    # with `rope_inside`, so do attention and layers fused with their rotary table (no template takes positions)
     needed = bool(generic or found.skipped or result.failed)
-    main = needed or backward
+    main = needed or backward or rope_inside
     if main or encoders:
         try:
             kept = {d.name for d in result.drafts}
             dropped = [d for d in found.drafts if d.name not in kept]
             _generic(result, config, dtype, validate, tell, backward=backward, main=main, encoders=encoders,
+                     rope_inside=rope_inside,
                      covered=lambda built: _family_paths(traced, built, result.drafts, dropped, not needed))
         except SpecError as exc:
             result.skipped.append(f"generic capture: {exc}")
@@ -120,19 +124,21 @@ def extractable_model_ids() -> list[str]:
 
 
 def extract_built(built, facts: dict, *, validate: bool = True, dtype: str = "bfloat16",
-                  progress: Callable[[str], None] | None = None, backward: bool = False) -> ModelResult:
+                  progress: Callable[[str], None] | None = None, backward: bool = False,
+                  rope_inside: bool = False) -> ModelResult:
     """A `BuiltModel` from elsewhere (`--module`) through the generic capture; `facts` (what it was built
     from) are its identity in the problems it writes."""
     start = time.perf_counter()
     config = configs.ModelConfig(built.model_id, facts, f"module:{built.model_id}", kind=built.family)
     result = ModelResult(config, [])
-    _add_blocks(result, [built], dtype, validate, progress or (lambda step: None), backward=backward)
+    _add_blocks(result, [built], dtype, validate, progress or (lambda step: None), backward=backward,
+                rope_inside=rope_inside)
     result.seconds = time.perf_counter() - start
     return result
 
 
 def _extract_diffusers(config: configs.ModelConfig, dtype: str, validate: bool, tell: Callable[[str], None],
-                       start: float, backward: bool = False) -> ModelResult:
+                       start: float, backward: bool = False, rope_inside: bool = False) -> ModelResult:
     """Every component of a diffusers model (each path through it a BuiltModel) through the generic capture."""
     import torch
 
@@ -148,14 +154,14 @@ def _extract_diffusers(config: configs.ModelConfig, dtype: str, validate: bool, 
     except Exception as exc:  # noqa: BLE001 - a component diffusers cannot build: one line, exit 2
         raise SpecError(f"{config.model_id}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
     result = ModelResult(config, [])
-    _add_blocks(result, built_models, dtype, validate, tell, backward=backward)
+    _add_blocks(result, built_models, dtype, validate, tell, backward=backward, rope_inside=rope_inside)
     result.seconds = time.perf_counter() - start
     return result
 
 
 def _generic(result: ModelResult, config: configs.ModelConfig, dtype: str, validate: bool,
              tell: Callable[[str], None], covered: Callable[[object], Callable[[str], str]] | None = None,
-             backward: bool = False, main: bool = True, encoders: bool = False) -> None:
+             backward: bool = False, main: bool = True, encoders: bool = False, rope_inside: bool = False) -> None:
     """Add generic drafts for the blocks no family template covered (`covered(built)` says which, by path
     in the built model); report every module left out. With `encoders`, also the encoders the model's call
     never reaches (`towers`); without `main`, only those."""
@@ -171,11 +177,12 @@ def _generic(result: ModelResult, config: configs.ModelConfig, dtype: str, valid
         raise SpecError(f"{config.model_id}: transformers cannot build it: {first}") from None
     parts = ([built] if main else []) + (towers.encoders(built) if encoders else [])
     if parts:
-        _add_blocks(result, parts, dtype, validate, tell, covered(built.module) if covered else None, backward)
+        _add_blocks(result, parts, dtype, validate, tell, covered(built.module) if covered else None, backward,
+                    rope_inside)
 
 
 def _add_blocks(result: ModelResult, built_models: list, dtype: str, validate: bool, tell: Callable[[str], None],
-                covered: Callable[[str], str] | None = None, backward: bool = False) -> None:
+                covered: Callable[[str], str] | None = None, backward: bool = False, rope_inside: bool = False) -> None:
     """The generic capture of BuiltModels (a diffusers model's paths: encode, decode, denoise), added to
     `result`; every module left out is reported, a module no path calls once for all of them."""
     import torch
@@ -187,7 +194,8 @@ def _add_blocks(result: ModelResult, built_models: list, dtype: str, validate: b
     for built in built_models:
         # an encoder tower (`root`) is never a template's: `covered` names paths of the whole model
         found = blocks.extract_blocks(built, getattr(torch, dtype), validate=validate,
-                                      covered=None if built.root else covered, backward=backward, progress=tell)
+                                      covered=None if built.root else covered, backward=backward, progress=tell,
+                                      rope_inside=rope_inside)
         if built.root:
             _in_model(found, built.root)
         known = {d.name for d in result.drafts}
@@ -235,7 +243,8 @@ def summarise(left: list) -> list[str]:
             for (cls, reason), paths in groups.items()]
 
 
-ONLY_BACKWARD = "left to the family templates' problems (the generic capture ran for backward problems only)"
+ONLY_BACKWARD = ("left to the family templates' problems (the generic capture ran only for what they do not write: "
+                 "backward problems, RoPE tables computed inside)")
 
 
 def _family_paths(traced, built_model, drafts: list[Draft], dropped: list[Draft] = (),

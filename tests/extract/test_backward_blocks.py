@@ -41,11 +41,12 @@ def test_kinds_follow_the_module_class():
     kinds = {name: backward.kind_of(Block("", name, None, [])) for name in
              ("LlamaMLP", "Qwen2RMSNorm", "Qwen3MoeSparseMoeBlock", "Mamba2Mixer", "WhisperAttention",
               "LlamaRotaryEmbedding", "LlamaDecoderLayer", "ResnetBlock2D", "Timesteps", "ConvNextV2Layer",
-              "ConvNextV2LayerNorm")}
+              "ConvNextV2LayerNorm", "Qwen3MoeAttention", "Glm4MoeTopkRouter", "Qwen3MoeExperts")}
     assert kinds == {"LlamaMLP": "mlp", "Qwen2RMSNorm": "norm", "Qwen3MoeSparseMoeBlock": "moe",
                      "Mamba2Mixer": "ssm", "WhisperAttention": "attention", "LlamaRotaryEmbedding": "rotary",
                      "LlamaDecoderLayer": "layer", "ResnetBlock2D": "", "Timesteps": "", "ConvNextV2Layer": "layer",
-                     "ConvNextV2LayerNorm": "norm"}
+                     "ConvNextV2LayerNorm": "norm", "Qwen3MoeAttention": "attention", "Glm4MoeTopkRouter": "router",
+                     "Qwen3MoeExperts": "moe"}
 
 
 def test_backward_problems_take_output_gradients_and_return_input_and_weight_gradients(llama):

@@ -4,7 +4,10 @@
   like a bias it was negative half the time, the output NaN, and every batch norm failed validation;
 - a module that pins SDPA's math backend inside its forward (granite-speech's conformer attention): export
   keeps the call, not the pin, and CPU's fused kernel rounds differently; the reference is written with the pin
-  and validates bit for bit."""
+  and validates bit for bit;
+- a copy of a tensor that an in-place operator then writes is written as a copy, not an alias: GLM's router
+  divides its top-k weights in place, autograd saves a copy before, and a backward that read the divided
+  tensor instead was off by 2e-2 (and refused by validation)."""
 
 from __future__ import annotations
 
@@ -71,3 +74,29 @@ def test_a_module_pinning_the_math_path_gets_a_pinned_reference():
     assert "math path pinned" in check.message
     draft = result.drafts[0]
     assert "sdpa_kernel(SDPBackend.MATH)" in draft.code and draft.name == check.problem
+
+
+def test_a_copy_of_a_tensor_written_in_place_stays_a_copy():
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from solbench.extract import codegen
+
+    def saved_then_divided(weights, denominator):
+        saved = weights.clone()
+        weights.div_(denominator)
+        return saved / denominator + weights
+
+    graph = make_fx(saved_then_divided)(torch.ones(2, 4), torch.full((2, 1), 2.0))
+    inputs = [codegen.Input(name, "user", k, torch.empty(2, n)) for k, (name, n) in
+              enumerate((("weights", 4), ("denominator", 1)))]
+    gen = codegen.generate_graph(graph, torch.float32, inputs)
+    assert ".clone()" in gen.code, gen.code
+    namespace: dict = {}
+    exec(compile("import torch\nimport math\nimport torch.nn.functional as F\n" + gen.code, "<run>", "exec"),
+         namespace)
+    weights, denominator = torch.arange(8.0).reshape(2, 4), torch.full((2, 1), 2.0)
+    want = saved_then_divided(weights.clone(), denominator)
+    assert torch.equal(namespace["run"](weights.clone(), denominator), want)
+    # a copy nothing writes into is still no line of its own
+    plain = make_fx(lambda x: x.clone() * 2)(torch.ones(2, 4))
+    assert ".clone()" not in codegen.generate_graph(plain, torch.float32, inputs[:1]).code
