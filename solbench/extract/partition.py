@@ -19,6 +19,12 @@ from solbench.extract.capture import Call
 from solbench.extract.generic import Block
 
 NORMS = (nn.LayerNorm, nn.GroupNorm, nn.RMSNorm, nn.BatchNorm1d, nn.BatchNorm2d, nn.InstanceNorm2d)
+# torch.nn modules that compute what a kernel author would write: left to the block that holds them, but a
+# block of their own where no emitted block holds them (Wan's patch embedding, a Conv3d the whole model calls;
+# a VAE encoder's conv_in, held by the encoder, a stack of layers)
+COMPUTING = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d,
+             nn.ConvTranspose3d, nn.Embedding)
+PRIMITIVE = "a torch.nn primitive, computed inside the block that holds it"
 NOT_CALLED = "not called by the model's forward at every capture size"
 CONTAINERS = (nn.ModuleList, nn.ModuleDict, nn.Sequential, nn.ParameterList, nn.ParameterDict)
 
@@ -41,26 +47,39 @@ def blocks(model: nn.Module, calls: list[dict[str, Call]]) -> tuple[list[Block],
     """The model's distinct blocks (first path in module order represents each) and what was left out."""
     kinds: dict[tuple, Block] = {}
     left: list[NotEmitted] = []
+    held: set[str] = set()  # the paths kept as blocks so far (named_modules gives a module before its children)
+    orphans: set[str] = set()
     for path, module in model.named_modules():
         name = type(module).__name__
         why = _excluded(path, module)
+        if why == PRIMITIVE and isinstance(module, COMPUTING) and not _held(path, held):
+            why = ""  # no emitted block computes it: it is one
+            orphans.add(path)
         if why:
             left.append(NotEmitted(path, name, why, by_design=True))
             continue
         recorded = [c.get(path) for c in calls]
+        if any(r is None for r in recorded) and path in orphans:  # Voxtral's positions: a weight read directly
+            left.append(NotEmitted(path, name, "a torch.nn primitive the model never calls (its weights are read)",
+                                   by_design=True))
+            continue
         if any(r is None for r in recorded):
             left.append(NotEmitted(path, name, NOT_CALLED))
             continue
+        held.add(path)
         key = signature(module, recorded)
         block = kinds.get(key)
         if block is None:
             kinds[key] = Block(path, name, module, recorded, [path])
         else:
             block.members.append(path)
-    library_kinds = [b for b in kinds.values() if not isinstance(b.module, NORMS)]
+    library_kinds = [b for b in kinds.values() if not isinstance(b.module, NORMS) and b.path not in orphans]
     if not library_kinds and calls and "" in calls[0]:  # the model is itself one block (`--module pkg:Block`)
         left = [item for item in left if item.path]
-        kinds = {(): Block("", type(model).__name__, model, [c[""] for c in calls], [""])} | kinds
+        left += [NotEmitted(b.path, b.class_name, PRIMITIVE, by_design=True) for b in kinds.values()
+                 if b.path in orphans]
+        kinds = {(): Block("", type(model).__name__, model, [c[""] for c in calls], [""])} | \
+            {key: b for key, b in kinds.items() if b.path not in orphans}
     return list(kinds.values()), left
 
 
@@ -76,8 +95,14 @@ def _excluded(path: str, module: nn.Module) -> str:
     if type(module).__name__.endswith("Activation") and not any(True for _ in module.parameters()):
         return "an activation, computed inside the block that holds it"
     if type(module).__module__.startswith("torch."):
-        return "a torch.nn primitive, computed inside the block that holds it"
+        return PRIMITIVE
     return ""
+
+
+def _held(path: str, held: set[str]) -> bool:
+    """Whether a module kept as a block holds the module at `path`."""
+    parts = path.split(".")
+    return any(".".join(parts[:end]) in held for end in range(1, len(parts)))
 
 
 def is_layer_stack(child: nn.Module) -> bool:

@@ -158,4 +158,5 @@ def test_backward_references_run_on_the_gpu(tmp_path):
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     traces = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
     statuses = [t.get("evaluation", {}).get("status", t.get("status")) for t in traces]
-    assert len(statuses) == 4 * len(chosen) and set(statuses) == {"PASSED"}, run.stdout[-3000:]
+    expected = sum(min(4, len(d.workload_points)) for d in chosen)  # a router's has its two capture sizes only
+    assert len(statuses) == expected and set(statuses) == {"PASSED"}, run.stdout[-3000:]
