@@ -204,10 +204,12 @@ def test_each_layer_gets_the_table_its_own_rotary_call_made(tmp_path):
 
 def test_a_routers_backward_is_captured_past_the_templates(tmp_path):
     """GLM's router (sigmoid scores, grouped top-k, weights divided in place by their sum) is a template's
-    forward; with `backward` its backward is captured from the module and matches autograd exactly."""
+    forward; with `backward` its backward is captured from the module and matches autograd exactly. The
+    router alone is the built model (its tokens are its call), so nothing else is captured."""
     import torch
 
     from solbench.extract import blocks, build, configs
+    from solbench.extract.built import BuiltModel
 
     path = tmp_path / "config.json"
     path.write_text(json.dumps({"model_type": "glm4_moe", "hidden_size": 64, "num_hidden_layers": 2,
@@ -216,14 +218,19 @@ def test_a_routers_backward_is_captured_past_the_templates(tmp_path):
                                 "n_routed_experts": 8, "n_shared_experts": 1, "num_experts_per_tok": 2,
                                 "n_group": 1, "topk_group": 1, "vocab_size": 128}))
     config = configs.resolve("tiny/glm", path, use_hub=False)
-    built = build.build_transformers(config.model_id, config.facts, config.family or "")
+    router = build.build_transformers(config.model_id, config.facts, config.family or "").module.model.layers[1].mlp.gate
+
+    def make_call(axes, dtype):
+        return (torch.randn(axes["tokens"], 64, dtype=dtype),), {}
+
+    built = BuiltModel("tiny/glm-router", router, "transformers", make_call, {"tokens": (16, 24, 40)},
+                       {"tokens": (128,)})
     result = blocks.extract_blocks(built, torch.bfloat16, backward=True, covered=lambda p: "a template's")
-    written = {d.op_type: d for d in result.drafts}
-    assert "glm4_moe_topk_router" not in written  # its forward stays the template's
-    router = written["glm4_moe_topk_router_backward"]
-    check = next(v for v in result.validations if v.problem == router.name)
+    assert [d.op_type for d in result.drafts] == ["glm4_moe_topk_router_backward"]  # the forward stays the template's
+    router_backward = result.drafts[0]
+    check = next(v for v in result.validations if v.problem == router_backward.name)
     assert check.passed and check.exact == {"float32": True, "bfloat16": True}, check.message
-    assert "torch.scatter_add(" in router.code  # the top-k gather's gradient
+    assert "torch.scatter_add(" in router_backward.code  # the top-k gather's gradient
 
 
 def test_backward_workloads_stop_where_one_tensor_outgrows_the_limit():
