@@ -149,3 +149,17 @@ def test_an_interrupted_extract_writes_the_models_that_finished(tmp_path, jobs):
     assert len(written) >= qwen and any(n.startswith("rope_table_d128_theta1000000") for n in written), written
     finished = int(re.search(r"interrupted: (\d+) of 3 model\(s\) had finished", said).group(1))
     assert 1 <= finished < 3, said[-2000:]
+
+
+def test_rope_inside_flag_reaches_the_extraction(tmp_path):
+    """`--rope-inside` on the command line writes the fused attention and layer (no validation: the pipeline
+    tests validate them; the extractions without the flag, everywhere else, write none)."""
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"model_type": "qwen3", "hidden_size": 64, "num_hidden_layers": 1,
+                                  "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+                                  "intermediate_size": 96, "vocab_size": 128}))
+    common = ["--model", "tiny/qwen3-cli", "--config", str(config), "--no-validate"]
+    assert extract_cli.handle(_args([*common, "--rope-inside", "-o", str(tmp_path)])) == 0
+    fused = sorted(p.name.rsplit("_", 1)[0] for p in (tmp_path / "problem_defs" / "hf").iterdir()
+                   if "rope_inside" in p.name)
+    assert fused == ["qwen3_attention_with_rope_inside", "qwen3_decoder_layer_with_rope_inside"], fused
