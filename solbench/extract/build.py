@@ -74,10 +74,13 @@ def instantiate(cfg, model_id: str, dtype: torch.dtype = torch.bfloat16) -> nn.M
 
 def _tokens(cfg, model) -> tuple[Callable, dict, dict]:
     vocab = getattr(cfg, "vocab_size", None) or getattr(getattr(cfg, "text_config", None), "vocab_size", 32)
+    vision = _vision_states(cfg, model)
 
     def make_call(axes: dict[str, int], dtype: torch.dtype):
         ids = torch.randint(0, vocab, (axes["batch_size"], axes["seq_len"]))
         kwargs: dict[str, Any] = {"input_ids": ids}
+        if vision is not None:
+            kwargs["cross_attention_states"] = torch.randn(axes["batch_size"], *vision, dtype=dtype)
         if getattr(cfg, "is_encoder_decoder", False):
             kwargs["decoder_input_ids"] = ids
         # no KV cache: a layer handed one writes into it, and export cannot lift that state (a VL model
@@ -86,6 +89,20 @@ def _tokens(cfg, model) -> tuple[Callable, dict, dict]:
             kwargs["use_cache"] = False
         return (), kwargs
     return make_call, dict(TOKENS_CAPTURE), dict(TOKENS_WORKLOADS)
+
+
+def _vision_states(cfg, model) -> tuple[int, int] | None:
+    """(tokens, width) of the vision states a text decoder cross-attends to, for a decoder whose forward takes
+    them (Llama 3.2 Vision's: without them its cross-attention layers are skipped, never called): as many as
+    its vision config makes, tiles x (patches + a class token), at the text width they are projected to."""
+    import inspect
+
+    vision = getattr(cfg, "vision_config", None)
+    if vision is None or "cross_attention_states" not in inspect.signature(model.forward).parameters:
+        return None
+    patches = (vision.image_size // vision.patch_size) ** 2 + 1
+    text = getattr(cfg, "text_config", cfg)
+    return getattr(vision, "max_num_tiles", 1) * patches, text.hidden_size
 
 
 def _audio_features(cfg, model) -> tuple[Callable, dict, dict]:

@@ -121,3 +121,22 @@ def test_a_primitive_no_emitted_block_holds_is_a_block_of_its_own():
     assert all(v.passed for v in result.validations), [v.message for v in result.validations]
     inside = [n for n in result.not_emitted if n.path == "block.proj"]  # held by an emitted block: inside it
     assert inside and inside[0].reason.startswith("a torch.nn primitive")
+
+
+def test_a_decoder_that_cross_attends_to_vision_states_is_called_with_them():
+    """Llama 3.2 Vision's text decoder skips its cross-attention layers without vision states: they were never
+    called, so never captured. The call now carries tiles x (patches + a class token) states at the text width."""
+    from solbench.extract import build, capture
+
+    facts = {"model_type": "mllama",
+             "text_config": {"hidden_size": 64, "num_hidden_layers": 2, "cross_attention_layers": [1],
+                             "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 96,
+                             "vocab_size": 128, "pad_token_id": 0},
+             "vision_config": {"image_size": 28, "patch_size": 14, "max_num_tiles": 4, "hidden_size": 32,
+                               "num_hidden_layers": 1, "num_global_layers": 1, "attention_heads": 2,
+                               "intermediate_size": 64, "vision_output_dim": 64}}
+    built = build.build_transformers("tiny/mllama", facts)
+    calls = capture.record_calls(built, capture.axis_points(built)[0], torch.bfloat16)
+    cross = next(p for p in calls if p.endswith("layers.1.cross_attn"))
+    states = calls[cross].kwargs["cross_attention_states"]
+    assert tuple(states.shape[1:]) == (4 * ((28 // 14) ** 2 + 1), 64)
