@@ -59,12 +59,10 @@ def blocks(model: nn.Module, calls: list[dict[str, Call]]) -> tuple[list[Block],
             left.append(NotEmitted(path, name, why, by_design=True))
             continue
         recorded = [c.get(path) for c in calls]
-        if any(r is None for r in recorded) and path in orphans:  # Voxtral's positions: a weight read directly
-            left.append(NotEmitted(path, name, "a torch.nn primitive the model never calls (its weights are read)",
-                                   by_design=True))
-            continue
         if any(r is None for r in recorded):
-            left.append(NotEmitted(path, name, NOT_CALLED))
+            left.append(NotEmitted(path, name, NOT_CALLED) if path not in orphans else  # Voxtral's positions
+                        NotEmitted(path, name, "a torch.nn primitive the model never calls (its weights are read)",
+                                   by_design=True))
             continue
         held.add(path)
         key = signature(module, recorded)

@@ -15,6 +15,16 @@ from solbench.extract.validate import Validation, Validator
 from solbench.spec.errors import SpecError
 
 
+@dataclass(frozen=True)
+class Reach:
+    """What the generic capture adds past the defaults (each multiplies CPU validation time): backward
+    problems, encoders a token-id call never reaches, attention and layers with the RoPE table inside."""
+
+    backward: bool = False
+    encoders: bool = False
+    rope_inside: bool = False
+
+
 @dataclass
 class ModelResult:
     config: configs.ModelConfig
@@ -49,21 +59,22 @@ def extract_model(model_id: str, config_path: str | Path | None = None, *, valid
     tell = progress or (lambda step: None)
     tell("reading its config")
     config = configs.resolve(model_id, config_path, use_hub=use_hub)
+    reach = Reach(backward, encoders, rope_inside)
     result_key = reuse.key(config.library, config.facts, config.family, config.kind, validate=validate,
                            dtype=dtype, generic=generic, backward=backward, encoders=encoders,
                            rope_inside=rope_inside)
     result = reuse.lookup(result_key, config)
     if result is None:
-        result = _extract(config, validate, dtype, generic, tell, start, backward, encoders, rope_inside)
+        result = _extract(config, validate, dtype, generic, tell, start, reach)
         reuse.remember(result_key, result)
     return result
 
 
 def _extract(config: configs.ModelConfig, validate: bool, dtype: str, generic: bool, tell: Callable[[str], None],
-             start: float, backward: bool = False, encoders: bool = False, rope_inside: bool = False) -> ModelResult:
+             start: float, reach: Reach = Reach()) -> ModelResult:
     """extract_model's work for a resolved config: family templates where they apply, else generic."""
     if config.library == "diffusers":
-        return _extract_diffusers(config, dtype, validate, tell, start, backward, rope_inside)
+        return _extract_diffusers(config, dtype, validate, tell, start, reach)
     tell(f"tracing {config.model_type} on meta tensors")
     try:
         traced = trace(config)
@@ -73,7 +84,7 @@ def _extract(config: configs.ModelConfig, validate: bool, dtype: str, generic: b
         why = str(exc)
     if why:  # every block goes through the generic capture
         result = ModelResult(config, [], [f"family templates: {why}"])
-        _generic(result, config, dtype, validate, tell, backward=backward, encoders=encoders, rope_inside=rope_inside)
+        _generic(result, config, dtype, validate, tell, reach)
         result.seconds = time.perf_counter() - start
         return result
     result = ModelResult(config, found.drafts, found.skipped, layer_kinds=len(traced.kinds),
@@ -93,13 +104,12 @@ def _extract(config: configs.ModelConfig, validate: bool, dtype: str, generic: b
     # blocks whose backward the templates do not cover at the module's boundary (`blocks.BACKWARD_PAST_TEMPLATES`);
     # with `rope_inside`, so do attention and layers fused with their rotary table (no template takes positions)
     needed = bool(generic or found.skipped or result.failed)
-    main = needed or backward or rope_inside
-    if main or encoders:
+    main = needed or reach.backward or reach.rope_inside
+    if main or reach.encoders:
         try:
             kept = {d.name for d in result.drafts}
             dropped = [d for d in found.drafts if d.name not in kept]
-            _generic(result, config, dtype, validate, tell, backward=backward, main=main, encoders=encoders,
-                     rope_inside=rope_inside,
+            _generic(result, config, dtype, validate, tell, reach, main=main,
                      covered=lambda built: _family_paths(traced, built, result.drafts, dropped, not needed))
         except SpecError as exc:
             result.skipped.append(f"generic capture: {exc}")
@@ -131,14 +141,14 @@ def extract_built(built, facts: dict, *, validate: bool = True, dtype: str = "bf
     start = time.perf_counter()
     config = configs.ModelConfig(built.model_id, facts, f"module:{built.model_id}", kind=built.family)
     result = ModelResult(config, [])
-    _add_blocks(result, [built], dtype, validate, progress or (lambda step: None), backward=backward,
-                rope_inside=rope_inside)
+    _add_blocks(result, [built], dtype, validate, progress or (lambda step: None),
+                Reach(backward=backward, rope_inside=rope_inside))
     result.seconds = time.perf_counter() - start
     return result
 
 
 def _extract_diffusers(config: configs.ModelConfig, dtype: str, validate: bool, tell: Callable[[str], None],
-                       start: float, backward: bool = False, rope_inside: bool = False) -> ModelResult:
+                       start: float, reach: Reach = Reach()) -> ModelResult:
     """Every component of a diffusers model (each path through it a BuiltModel) through the generic capture."""
     import torch
 
@@ -154,14 +164,14 @@ def _extract_diffusers(config: configs.ModelConfig, dtype: str, validate: bool, 
     except Exception as exc:  # noqa: BLE001 - a component diffusers cannot build: one line, exit 2
         raise SpecError(f"{config.model_id}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
     result = ModelResult(config, [])
-    _add_blocks(result, built_models, dtype, validate, tell, backward=backward, rope_inside=rope_inside)
+    _add_blocks(result, built_models, dtype, validate, tell, reach)
     result.seconds = time.perf_counter() - start
     return result
 
 
 def _generic(result: ModelResult, config: configs.ModelConfig, dtype: str, validate: bool,
-             tell: Callable[[str], None], covered: Callable[[object], Callable[[str], str]] | None = None,
-             backward: bool = False, main: bool = True, encoders: bool = False, rope_inside: bool = False) -> None:
+             tell: Callable[[str], None], reach: Reach, main: bool = True,
+             covered: Callable[[object], Callable[[str], str]] | None = None) -> None:
     """Add generic drafts for the blocks no family template covered (`covered(built)` says which, by path
     in the built model); report every module left out. With `encoders`, also the encoders the model's call
     never reaches (`towers`); without `main`, only those."""
@@ -175,14 +185,13 @@ def _generic(result: ModelResult, config: configs.ModelConfig, dtype: str, valid
     except Exception as exc:  # noqa: BLE001 - a config transformers cannot build is bad input: one line, exit 2
         first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
         raise SpecError(f"{config.model_id}: transformers cannot build it: {first}") from None
-    parts = ([built] if main else []) + (towers.encoders(built) if encoders else [])
+    parts = ([built] if main else []) + (towers.encoders(built) if reach.encoders else [])
     if parts:
-        _add_blocks(result, parts, dtype, validate, tell, covered(built.module) if covered else None, backward,
-                    rope_inside)
+        _add_blocks(result, parts, dtype, validate, tell, reach, covered(built.module) if covered else None)
 
 
 def _add_blocks(result: ModelResult, built_models: list, dtype: str, validate: bool, tell: Callable[[str], None],
-                covered: Callable[[str], str] | None = None, backward: bool = False, rope_inside: bool = False) -> None:
+                reach: Reach, covered: Callable[[str], str] | None = None) -> None:
     """The generic capture of BuiltModels (a diffusers model's paths: encode, decode, denoise), added to
     `result`; every module left out is reported, a module no path calls once for all of them."""
     import torch
@@ -194,8 +203,8 @@ def _add_blocks(result: ModelResult, built_models: list, dtype: str, validate: b
     for built in built_models:
         # an encoder tower (`root`) is never a template's: `covered` names paths of the whole model
         found = blocks.extract_blocks(built, getattr(torch, dtype), validate=validate,
-                                      covered=None if built.root else covered, backward=backward, progress=tell,
-                                      rope_inside=rope_inside)
+                                      covered=None if built.root else covered, backward=reach.backward,
+                                      progress=tell, rope_inside=reach.rope_inside)
         if built.root:
             _in_model(found, built.root)
         known = {d.name for d in result.drafts}

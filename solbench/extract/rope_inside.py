@@ -76,11 +76,11 @@ def blocks(model: nn.Module, kinds: list[Block], calls: list[dict[str, Call]]) -
         fused = _fused_module(block.module, modules[rotary_path], argument, rotary_call)
         if fused is None:
             continue
-        made = [fused_call(fused, c.get(block.path), argument) for c in calls]
-        if any(m is None for m in made):
-            continue
-        out.append(FusedBlock(block.path, block.class_name + SUFFIX, fused, made, list(block.members),
-                              inner=block, rotary=rotary_path, argument=argument))
+        candidate = FusedBlock(block.path, block.class_name + SUFFIX, fused, [], list(block.members),
+                               inner=block, rotary=rotary_path, argument=argument)
+        candidate.calls = [candidate.call_in(c) for c in calls]
+        if all(made is not None for made in candidate.calls):
+            out.append(candidate)
     return out
 
 
