@@ -16,6 +16,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from solbench.extract import parts
 from solbench.extract.built import BuiltModel
 from solbench.extract.capture import quiet
 from solbench.spec.errors import SpecError
@@ -40,14 +41,20 @@ def build_transformers(model_id: str, facts: dict[str, Any], family: str = "") -
             cfg = AutoConfig.for_model(model_type, **facts)
     except (ValueError, KeyError, TypeError) as exc:
         raise SpecError(f"{model_id}: transformers cannot read a {model_type!r} config: {exc}") from None
-    model = instantiate(cfg, model_id)
+    unbuilt: dict[str, str] = {}
+    try:
+        model = instantiate(cfg, model_id)
+    except Exception as exc:
+        if not parts.missing_library(exc):
+            raise
+        model, unbuilt = parts.build_parts(cfg, model_id, exc, instantiate)  # Gemma 3n without timm: text and audio
     recipe = RECIPES.get(model.main_input_name)
     if recipe is None:
         raise SpecError(f"{model_id}: no input recipe for a model whose main input is {model.main_input_name!r}")
     make_call, capture_axes, workload_axes = recipe(cfg, model)
     return BuiltModel(model_id, model, "transformers", make_call, capture_axes, workload_axes,
                       versions={"transformers": transformers.__version__, "torch": torch.__version__.split("+")[0]},
-                      family=family)
+                      family=family, unbuilt=unbuilt)
 
 
 def instantiate(cfg, model_id: str, dtype: torch.dtype = torch.bfloat16) -> nn.Module:

@@ -32,3 +32,4 @@ class BuiltModel:
     versions: dict[str, str] = field(default_factory=dict)  # library -> version, recorded in every problem
     family: str = ""  # "dense LLM" | "MoE" | "VL" | "diffusion" | "audio" | "SSM" | "vision" | ""
     root: str = ""  # the path of `module` in the model it belongs to (an encoder tower's); "" for the model
+    unbuilt: dict[str, str] = field(default_factory=dict)  # a part of the model that did not build -> why

@@ -16,6 +16,7 @@ import io
 import logging
 import warnings
 import weakref
+from collections import UserDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +25,7 @@ from torch import nn
 from torch.utils import _pytree as pytree
 
 from solbench.extract.built import BuiltModel
+from solbench.spec.errors import SpecError
 
 
 @dataclass
@@ -85,6 +87,10 @@ def record_calls(built: BuiltModel, axes: dict[str, int], dtype: torch.dtype) ->
         with quiet(), FakeTensorMode(allow_non_fake_inputs=True), torch.device("meta"), torch.no_grad():
             args, kwargs = built.make_call(axes, dtype)
             model(*args, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - the model's own call fails: one line naming why, not a traceback
+        first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+        raise SpecError(f"{built.model_id}: its call fails on fake tensors at {axes}: "
+                        f"{type(exc).__name__}: {first}".rstrip(": ")) from None
     finally:
         for handle in handles:
             handle.remove()
@@ -102,10 +108,16 @@ def is_rotary(module: nn.Module) -> bool:
 
 
 def _to_meta(tree):
-    """Fake tensors -> plain meta tensors of the same shape, stride and dtype (export makes its own fakes)."""
+    """Fake tensors -> plain meta tensors of the same shape, stride and dtype (export makes its own fakes).
+
+    A `UserDict` argument (Gemma 3n's `KVSharingDict`: the keys and values its KV-shared layers read) is no
+    pytree node, so its tensors would stay hidden inside one mutable object that the rest of the forward
+    keeps filling: it becomes a plain dict of what it held at the call, and its tensors the block's inputs."""
     def convert(x):
         if isinstance(x, torch.Tensor):
             return torch.empty_strided(tuple(x.shape), tuple(x.stride()), dtype=x.dtype, device="meta")
+        if isinstance(x, UserDict):
+            return pytree.tree_map(convert, dict(x.data))
         return x
     return pytree.tree_map(convert, tree)
 
@@ -160,8 +172,23 @@ def export_block(module: nn.Module, call: Call, dynamic: list[set[int]] | None):
     if dynamic is not None and any(dynamic):
         spec = ({d: Dim.AUTO for d in dynamic[i]} or None for i in flat.tensor_index)
         spec = {"tensors": tuple(spec)}
-    with quiet():
+    with quiet(), _ScalarTensorsTraced():
         return torch.export.export(flat, tensors, dynamic_shapes=spec, strict=False)
+
+
+class _ScalarTensorsTraced(torch.overrides.TorchFunctionMode):
+    """`torch.tensor(0.95, device=x.device)` inside a forward (Gemma 3n's sparsity cut) becomes a constant
+    export lifts out of the graph, and on the meta device its value is lost: the same tensor made by
+    `torch.full` keeps the number in the graph, where the emitted code can spell it."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.tensor and args and isinstance(args[0], (bool, int, float)) and len(args) == 1:
+            value = args[0]
+            dtype = kwargs.get("dtype") or (torch.get_default_dtype() if isinstance(value, float) else
+                                            torch.bool if isinstance(value, bool) else torch.int64)
+            return torch.full((), value, dtype=dtype, device=kwargs.get("device"))
+        return func(*args, **kwargs)
 
 
 def input_names(module: nn.Module, call: Call) -> list[str]:
@@ -235,16 +262,22 @@ def realistic(name: str, shape: tuple[int, ...], dtype: torch.dtype, gen: torch.
 
 @contextlib.contextmanager
 def quiet():
-    """transformers and export warn about meta devices and defaults; they are noise here."""
+    """transformers and export warn about meta devices and defaults; they are noise here. Checks that read
+    argument values (torch.distributions' `validate_args`: Gemma 3n builds a `Normal` in its forward) cannot
+    run on fake or meta tensors and compute nothing, so they are off too."""
+    from torch.distributions import Distribution
+
     logger = logging.getLogger("transformers")
-    level = logger.level
+    level, validating = logger.level, Distribution._validate_args
     logger.setLevel(logging.ERROR)
+    Distribution.set_default_validate_args(False)
     try:
         with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
             warnings.simplefilter("ignore")
             yield
     finally:
         logger.setLevel(level)
+        Distribution.set_default_validate_args(validating)
 
 
 def flat_tensors(value: Any) -> list[torch.Tensor]:

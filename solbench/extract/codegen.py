@@ -57,6 +57,34 @@ def _written(node) -> bool:
     return False
 
 
+def _storage_written(node) -> bool:
+    """Whether an in-place operator writes into any tensor sharing this node's storage: its view chain up
+    to the base and every view of that base. Gemma 3n copies `corrected[0].clone()` and then adds into
+    `corrected[1:]`: without the copy, the row autograd saved would share the written tensor's version."""
+    if not isinstance(node, fx.Node):
+        return False
+    while _is_view(node):
+        node = node.args[0]
+    seen, todo = set(), [node]
+    while todo:
+        current = todo.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        if _written(current):
+            return True
+        todo += [user for user in current.users if _is_view(user) and user.args[0] is current]
+    return False
+
+
+def _is_view(node) -> bool:
+    schema = getattr(node.target, "_schema", None)
+    if schema is None or not schema.returns or not node.args or not isinstance(node.args[0], fx.Node):
+        return False
+    alias = schema.returns[0].alias_info
+    return alias is not None and not alias.is_write
+
+
 class Unsupported(Exception):
     """The block's graph has something no standalone reference can express; the message says what."""
 
@@ -194,7 +222,7 @@ class _Writer:
             self.inline(node, name, module)
             return
         if name in ("dropout.default", "dropout") and node.args[2] is False or name.startswith("alias") or \
-                (name.startswith("clone") and not node.kwargs and not _written(node) and not _written(node.args[0])):
+                (name.startswith("clone") and not node.kwargs and not _written(node) and not _storage_written(node.args[0])):
             self.names[node] = self.arg(node.args[0])  # identity at inference: no line of its own
             return
         expr = self.expression(node)
@@ -253,6 +281,8 @@ class _Writer:
             # traced on meta, a model takes its GPU branch (histc on integers); CPU has only the float one,
             # which counts the same
             return self.call("torch.histc", (_Raw(f"{self.arg(args[0])}.float()"), *args[1:]), kwargs)
+        if op == "broadcast_tensors":  # aten takes the list, torch.broadcast_tensors the tensors themselves
+            return self.call("torch.broadcast_tensors", args[0], kwargs)
         if op in FUNCTIONAL and hasattr(torch.nn.functional, op):
             return self.call(f"F.{op}", args, kwargs)
         if op in METHODS and hasattr(torch.Tensor, op):

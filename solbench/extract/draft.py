@@ -138,8 +138,13 @@ class Draft:
 
 
 def _dims(shape: tuple[str, ...]) -> str:
+    """The sizes as call arguments; `()` for a 0-d tensor (Gemma 3n's scalar router scale)."""
     parts = [s if s.isdigit() else f'a["{s}"]' for s in shape]
-    return ", ".join(parts)
+    return ", ".join(parts) or "()"
+
+
+def _tuple(shape: tuple[str, ...]) -> str:
+    return f"({_dims(shape)},)" if shape else "()"
 
 
 def _init_expr(arg: Arg) -> str:
@@ -155,11 +160,11 @@ def _init_expr(arg: Arg) -> str:
     if arg.init == "offset_norm_weight":
         return f"(0.1 * torch.randn({dims}, device=device)).to({dt})"
     if arg.init in ("zeros", "ones"):
-        return f"torch.{arg.init}(({dims},), dtype={dt}, device=device)"
+        return f"torch.{arg.init}({_tuple(arg.shape)}, dtype={dt}, device=device)"
     if arg.init == "bias":
         return f"(0.1 * torch.randn({dims}, device=device)).to({dt})"
     if arg.init == "token_ids":
-        return f'torch.randint(0, a["{arg.high}"], ({dims},), dtype={dt}, device=device)'
+        return f'torch.randint(0, a["{arg.high}"], {_tuple(arg.shape)}, dtype={dt}, device=device)'
     if arg.init == "expert_ids":
         rows = _dims(arg.shape[:-1])
         return (f'torch.rand({rows}, a["{arg.high}"], device=device).argsort(dim=-1)'

@@ -184,8 +184,6 @@ def _describe(name: str, axes: dict[str, Axis]) -> str:
 
 def _arg(inp: Input, axes: dict[str, Axis], extra: dict[str, tuple]) -> Arg:
     value = inp.value
-    if value.dim() == 0:
-        raise ValueError(f"input {inp.name} is a 0-d tensor")
     shape = shape_names(value, axes, extra)
     dtype = DTYPE_NAMES.get(value.dtype)
     if dtype is None:

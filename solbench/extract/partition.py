@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
+from torch.utils import _pytree as pytree
 
 from solbench.extract.capture import Call
 from solbench.extract.generic import Block
@@ -51,7 +52,7 @@ def blocks(model: nn.Module, calls: list[dict[str, Call]]) -> tuple[list[Block],
     orphans: set[str] = set()
     for path, module in model.named_modules():
         name = type(module).__name__
-        why = _excluded(path, module)
+        why = _excluded(path, module) or _whole_call(path, calls)
         if why == PRIMITIVE and isinstance(module, COMPUTING) and not _held(path, held):
             why = ""  # no emitted block computes it: it is one
             orphans.add(path)
@@ -95,6 +96,18 @@ def _excluded(path: str, module: nn.Module) -> str:
     if type(module).__module__.startswith("torch."):
         return PRIMITIVE
     return ""
+
+
+def _whole_call(path: str, calls: list[dict[str, Call]]) -> str:
+    """A child the model hands its whole call to (`parts.Parts`' language model) is the whole model too."""
+    if "." in path or not path or not calls or any("" not in c or path not in c for c in calls):
+        return ""
+    for recorded in calls:
+        mine, root = (pytree.tree_flatten((c.args, c.kwargs)) for c in (recorded[path], recorded[""]))
+        if mine[1] != root[1] or any(getattr(a, "shape", a) != getattr(b, "shape", b)
+                                     for a, b in zip(mine[0], root[0])):
+            return ""
+    return "the whole model (its blocks are emitted)"
 
 
 def _held(path: str, held: set[str]) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from solbench.extract import configs, emit, reuse
@@ -165,8 +165,32 @@ def _extract_diffusers(config: configs.ModelConfig, dtype: str, validate: bool, 
         raise SpecError(f"{config.model_id}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
     result = ModelResult(config, [])
     _add_blocks(result, built_models, dtype, validate, tell, reach)
+    if reach.encoders:
+        _text_encoders(result, config, dtype, validate, tell, reach)
     result.seconds = time.perf_counter() - start
     return result
+
+
+def _text_encoders(result: ModelResult, config: configs.ModelConfig, dtype: str, validate: bool,
+                   tell: Callable[[str], None], reach: Reach) -> None:
+    """A diffusers model's transformers text encoder (`"model"`: the shipped entry it is, e.g. Qwen-Image's
+    Qwen2.5-VL-7B) extracted as that model is, and its problems counted as this model's too: the prompt is
+    encoded on every generation, so its layers are this model's work as much as the denoiser's."""
+    for name, component in config.components.items():
+        ref = component.get("model") if isinstance(component, dict) else None
+        if not ref:
+            continue
+        tell(f"extracting its {name}, {ref}")
+        try:
+            sub = _extract(configs.resolve(ref, None, use_hub=False), validate, dtype, False, tell,
+                           time.perf_counter(), replace(reach, encoders=False))
+        except SpecError as exc:
+            result.skipped.append(f"{name} ({ref}): {exc}")
+            continue
+        known = {d.name for d in result.drafts}
+        result.drafts += [d for d in sub.drafts if d.name not in known]
+        result.validations += sub.validations
+        result.skipped += [f"{name} ({ref}): {line}" for line in sub.skipped]
 
 
 def _generic(result: ModelResult, config: configs.ModelConfig, dtype: str, validate: bool,
@@ -185,6 +209,7 @@ def _generic(result: ModelResult, config: configs.ModelConfig, dtype: str, valid
     except Exception as exc:  # noqa: BLE001 - a config transformers cannot build is bad input: one line, exit 2
         first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
         raise SpecError(f"{config.model_id}: transformers cannot build it: {first}") from None
+    result.skipped += [f"not emitted: {name} ({why})" for name, why in built.unbuilt.items()]
     parts = ([built] if main else []) + (towers.encoders(built) if reach.encoders else [])
     if parts:
         _add_blocks(result, parts, dtype, validate, tell, reach, covered(built.module) if covered else None)

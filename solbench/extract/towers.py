@@ -70,6 +70,8 @@ def _recipe(first: str, config: Any) -> Recipe | None:
         return _mel_frames(config)
     if first == "hidden_states" and hasattr(config, "input_dim") and hasattr(config, "context_size"):
         return _stacked_frames(config)
+    if first == "audio_mel" and hasattr(config, "input_feat_size"):
+        return _masked_mel(config)
     return None
 
 
@@ -87,4 +89,14 @@ def _stacked_frames(config) -> Recipe:
 
     def make_call(axes: dict[str, int], dtype: torch.dtype):
         return (), {"hidden_states": torch.randn(axes["batch_size"], axes["seq_len"], config.input_dim, dtype=dtype)}
+    return make_call, dict(FRAMES_CAPTURE), dict(FRAMES_WORKLOADS)
+
+
+def _masked_mel(config) -> Recipe:
+    """Gemma 3n's USM conformer: log-mel frames with a padding mask (True = padded; none padded here)."""
+
+    def make_call(axes: dict[str, int], dtype: torch.dtype):
+        batch, frames = axes["batch_size"], axes["seq_len"]
+        return (), {"audio_mel": torch.randn(batch, frames, config.input_feat_size, dtype=dtype),
+                    "audio_mel_mask": torch.zeros(batch, frames, dtype=torch.bool)}
     return make_call, dict(FRAMES_CAPTURE), dict(FRAMES_WORKLOADS)

@@ -27,7 +27,10 @@ def test_every_entry_has_the_agreed_schema_and_a_source():
         if library == "transformers":
             assert isinstance(entry["config"]["model_type"], str), model_id
         else:
-            assert entry["components"] and all(set(c) == {"class", "config"} for c in entry["components"].values())
+            assert entry["components"], model_id
+            for component in entry["components"].values():  # a component is built, or is a shipped model
+                assert set(component) == {"class", "config"} or (
+                    set(component) == {"class", "library", "model"} and component["model"] in MODELS), model_id
 
 
 def test_the_official_models_are_covered():

@@ -102,6 +102,32 @@ def test_a_copy_of_a_tensor_written_in_place_stays_a_copy():
     assert ".clone()" not in codegen.generate_graph(plain, torch.float32, inputs[:1]).code
 
 
+def test_a_copy_of_a_row_stays_a_copy_when_its_base_is_written_elsewhere():
+    """Gemma 3n's AltUp copies `corrected[0]` and then adds into `corrected[1:]`: an alias of the row would
+    share the written tensor's version, and autograd refuses the row it saved for the product."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from solbench.extract import codegen
+
+    def corrected(rows, scale):
+        first = rows[0].clone()
+        out = first * scale
+        rows[1:] += out
+        return rows
+
+    graph = make_fx(corrected)(torch.ones(3, 4), torch.ones(4))
+    inputs = [codegen.Input("rows", "user", 0, torch.empty(3, 4)), codegen.Input("scale", "user", 1, torch.empty(4))]
+    gen = codegen.generate_graph(graph, torch.float32, inputs)
+    assert ".clone()" in gen.code, gen.code
+    namespace: dict = {}
+    exec(compile("import torch\nimport math\nimport torch.nn.functional as F\n" + gen.code, "<run>", "exec"),
+         namespace)
+    leaf, scale = torch.randn(3, 4, requires_grad=True), torch.randn(4, requires_grad=True)
+    namespace["run"](leaf * 1.0, scale).sum().backward()  # an alias: "modified by an inplace operation"
+    want = torch.autograd.grad(corrected(leaf * 1.0, scale).sum(), scale)[0]
+    assert torch.equal(scale.grad, want)
+
+
 class _Stem(nn.Module):
     """A patch embedding the model calls itself (as Wan's transformer calls its Conv3d), then a block."""
 

@@ -1,0 +1,108 @@
+"""A composite model one of whose towers needs a library this machine lacks (Gemma 3n's timm vision tower)
+still gives its other parts: the text decoder and the audio encoder, each built from its sub-config, and
+the tower left out is named with its reason. Gemma 3n's text layers exercise what its code does that no
+other model did: a KV-shared layer reads keys and values from a dict the forward fills
+(`KVSharingDict`), the sparse MLP builds `torch.tensor(0.95)` and a `Normal` inside its forward, the
+router scale is a 0-d buffer (small configs, CPU; AltUp's copied row: test_validation_fixes)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+
+from solbench.extract import build, parts, pipeline, towers
+
+LAYERS = ["sliding_attention", "full_attention", "sliding_attention"]
+GEMMA3N = {
+    "model_type": "gemma3n",
+    "text_config": {"model_type": "gemma3n_text", "hidden_size": 64, "hidden_size_per_layer_input": 8,
+                    "intermediate_size": 96, "num_hidden_layers": 3, "num_attention_heads": 4,
+                    "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 128, "vocab_size_per_layer_input": 128,
+                    "laurel_rank": 8, "num_kv_shared_layers": 1, "layer_types": LAYERS, "sliding_window": 8,
+                    "activation_sparsity_pattern": [0.95, 0.0, 0.0]},
+    "audio_config": {"model_type": "gemma3n_audio", "input_feat_size": 16, "hidden_size": 32,
+                     "conf_num_attention_heads": 2, "conf_num_hidden_layers": 1, "sscp_conv_channel_size": [8, 4]},
+}
+needs_no_timm = pytest.mark.skipif(importlib.util.find_spec("timm") is not None,
+                                   reason="timm is installed: Gemma 3n builds whole")
+
+
+@needs_no_timm
+def test_the_parts_that_build_are_kept_and_the_tower_that_does_not_is_named():
+    built = build.build_transformers("tiny/gemma3n", dict(GEMMA3N))
+    assert isinstance(built.module, parts.Parts)
+    assert list(built.unbuilt) == ["vision_tower"] and "timm" in built.unbuilt["vision_tower"]
+    found = towers.encoders(built)
+    assert [e.root for e in found] == ["audio_tower"]
+    _, kwargs = found[0].make_call({"batch_size": 2, "seq_len": 16}, built.module.dtype)
+    assert kwargs["audio_mel"].shape == (2, 16, 16) and not kwargs["audio_mel_mask"].any()
+
+
+def test_a_model_whose_language_model_does_not_build_keeps_its_first_error():
+    error = ImportError("SomeTower requires the timm library")
+    with pytest.raises(ImportError, match="timm"):
+        parts.build_parts(object(), "tiny/none", error, build.instantiate)  # no sub-configs: nothing to build alone
+    assert parts.missing_library(error) and not parts.missing_library(ValueError("bad size"))
+
+
+@needs_no_timm
+def test_gemma3n_text_layers_are_captured_exactly(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(GEMMA3N))
+    result = pipeline.extract_model("tiny/gemma3n-parts", path, use_hub=False)
+    assert any("vision_tower" in line and "timm" in line for line in result.skipped), result.skipped
+    by_type: dict[str, list] = {}
+    for draft in result.drafts:
+        by_type.setdefault(draft.op_type, []).append(draft)
+    assert "gemma3n_for_causal_lm" not in by_type  # the language model under `Parts` is the whole model
+    layers = by_type.get("gemma3n_text_decoder_layer", [])
+    assert len(layers) >= 2, sorted(by_type)
+    shared = [d for d in layers if any(i.name.startswith("shared_kv_states") for i in d.inputs)]
+    assert shared, [[i.name for i in d.inputs] for d in layers]  # the KV-shared layer reads them as inputs
+    assert any(i.shape == () for d in layers for i in d.inputs), "the 0-d router scale is an input"
+    sparse = [d for d in by_type.get("gemma3n_text_mlp", []) if "erfinv" in d.code]
+    assert sparse, "the sparse MLP's Normal quantile is computed in the reference"
+    checked = {v.problem: v for v in result.validations}
+    for draft in layers + sparse:
+        assert checked[draft.name].passed, (draft.name, checked[draft.name].message)
+        assert checked[draft.name].exact == {"float32": True, "bfloat16": True}, draft.name
+
+
+def test_a_diffusers_text_encoder_is_extracted_as_the_shipped_model_it_names():
+    """Qwen-Image encodes every prompt with Qwen2.5-VL-7B: with `encoders`, a component that names a shipped
+    model is extracted as that model and its problems count as the diffusion model's; a name nobody ships
+    is reported, not raised."""
+    from solbench.extract import configs
+
+    components = {"text_encoder": {"class": "Qwen3ForCausalLM", "library": "transformers", "model": "Qwen/Qwen3-0.6B"},
+                  "missing": {"class": "T5EncoderModel", "library": "transformers", "model": "nobody/none"}}
+    config = configs.ModelConfig("tiny/diffusion", {}, "test", "tiny", "diffusion", "diffusers", components)
+    result = pipeline.ModelResult(config, [])
+    pipeline._text_encoders(result, config, "bfloat16", False, lambda step: None, pipeline.Reach(encoders=True))
+    names = [d.name for d in result.drafts]
+    assert any(n.startswith("decoder_layer_prefill_hs1024") for n in names), names
+    assert len(names) == len(set(names))
+    assert any(line.startswith("missing (nobody/none): ") for line in result.skipped), result.skipped
+    shipped = configs.resolve("Qwen/Qwen-Image-Edit-2509", None, use_hub=False)
+    assert shipped.components["text_encoder"]["model"] == "Qwen/Qwen2.5-VL-7B-Instruct"
+
+
+def test_a_model_whose_own_call_fails_on_fake_tensors_is_one_clear_error():
+    import torch
+    from torch import nn
+
+    from solbench.extract import capture
+    from solbench.extract.built import BuiltModel
+    from solbench.spec.errors import SpecError
+
+    class ReadsValues(nn.Module):
+        def forward(self, x):
+            return x * 2 if x.sum() > 0 else x  # a branch on a value: fake tensors have none
+
+    built = BuiltModel("tiny/reads-values", ReadsValues(), "module",
+                       lambda axes, dtype: ((torch.randn(2, axes["n"], dtype=dtype),), {}), {"n": (4, 6, 8)}, {"n": (16,)})
+    with pytest.raises(SpecError, match=r"^tiny/reads-values: its call fails on fake tensors at \{'n': 4\}: ") as info:
+        capture.record_calls(built, {"n": 4}, torch.float32)
+    assert "\n" not in str(info.value)
