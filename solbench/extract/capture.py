@@ -262,21 +262,24 @@ def realistic(name: str, shape: tuple[int, ...], dtype: torch.dtype, gen: torch.
 
 @contextlib.contextmanager
 def quiet():
-    """transformers and export warn about meta devices and defaults; they are noise here. Checks that read
-    argument values (torch.distributions' `validate_args`: Gemma 3n builds a `Normal` in its forward) cannot
-    run on fake or meta tensors and compute nothing, so they are off too."""
+    """transformers and export warn about meta devices and defaults; they are noise here, and so is the
+    traceback torch logs when a fake tensor's meta kernel fails (the capture reports that failure in one
+    line). Checks that read argument values (torch.distributions' `validate_args`: Gemma 3n builds a `Normal`
+    in its forward) cannot run on fake or meta tensors and compute nothing, so they are off too."""
     from torch.distributions import Distribution
 
-    logger = logging.getLogger("transformers")
-    level, validating = logger.level, Distribution._validate_args
-    logger.setLevel(logging.ERROR)
+    loggers = [logging.getLogger(name) for name in ("transformers", "torch._subclasses.fake_tensor")]
+    levels, validating = [logger.level for logger in loggers], Distribution._validate_args
+    for logger, level in zip(loggers, (logging.ERROR, logging.CRITICAL)):
+        logger.setLevel(level)
     Distribution.set_default_validate_args(False)
     try:
         with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
             warnings.simplefilter("ignore")
             yield
     finally:
-        logger.setLevel(level)
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
         Distribution.set_default_validate_args(validating)
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -106,3 +108,15 @@ def test_a_model_whose_own_call_fails_on_fake_tensors_is_one_clear_error():
     with pytest.raises(SpecError, match=r"^tiny/reads-values: its call fails on fake tensors at \{'n': 4\}: ") as info:
         capture.record_calls(built, {"n": 4}, torch.float32)
     assert "\n" not in str(info.value)
+
+    # torch logs a failing meta kernel with its traceback (to stderr, outside pytest's capture): only our line
+    script = (
+        "import torch\nfrom torch import nn\nfrom solbench.extract import capture\n"
+        "from solbench.extract.built import BuiltModel\nfrom solbench.spec.errors import SpecError\n"
+        "class Mismatched(nn.Module):\n    def forward(self, x):\n        return torch.maximum(x, torch.ones(3))\n"
+        "built = BuiltModel('tiny/m', Mismatched(), 'module', lambda a, d: ((torch.randn(2, a['n'], dtype=d),), {}),"
+        " {'n': (4, 6, 8)}, {'n': (16,)})\n"
+        "try:\n    capture.record_calls(built, {'n': 4}, torch.float32)\nexcept SpecError as exc:\n    print(exc)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert done.stdout.startswith("tiny/m: its call fails on fake tensors") and "RuntimeError" in done.stdout, done
+    assert "failed while attempting" not in done.stderr and "Traceback" not in done.stderr, done.stderr[:400]
