@@ -25,7 +25,7 @@ from torch import nn
 from torch.utils import _pytree as pytree
 
 from solbench.extract.built import BuiltModel
-from solbench.spec.errors import SpecError
+from solbench.spec.errors import SpecError, first_line
 
 
 @dataclass
@@ -88,9 +88,8 @@ def record_calls(built: BuiltModel, axes: dict[str, int], dtype: torch.dtype) ->
             args, kwargs = built.make_call(axes, dtype)
             model(*args, **kwargs)
     except Exception as exc:  # noqa: BLE001 - the model's own call fails: one line naming why, not a traceback
-        first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
         raise SpecError(f"{built.model_id}: its call fails on fake tensors at {axes}: "
-                        f"{type(exc).__name__}: {first}".rstrip(": ")) from None
+                        f"{type(exc).__name__}: {first_line(exc)}") from None
     finally:
         for handle in handles:
             handle.remove()

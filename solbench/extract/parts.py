@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from solbench.spec.errors import SpecError
+from solbench.spec.errors import SpecError, first_line
 
 # a sub-config's key -> the name its tower has in transformers' composite models
 TOWER_NAMES = {"vision_config": "vision_tower", "audio_config": "audio_tower"}
@@ -65,6 +65,5 @@ def build_parts(cfg: Any, model_id: str, why: BaseException, instantiate: Callab
         try:
             towers[name] = instantiate(getattr(cfg, key), model_id, dtype)
         except Exception as exc:  # noqa: BLE001 - a part that does not build is reported, the rest extracted
-            first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
-            unbuilt[name] = f"{type(getattr(cfg, key)).__name__} not built: {first}"
+            unbuilt[name] = f"{type(getattr(cfg, key)).__name__} not built: {first_line(exc)}"
     return Parts(language_model, towers), unbuilt

@@ -12,7 +12,7 @@ from solbench.extract.draft import Draft
 from solbench.extract.families import drafts_for
 from solbench.extract.trace import trace
 from solbench.extract.validate import Validation, Validator
-from solbench.spec.errors import SpecError
+from solbench.spec.errors import SpecError, first_line
 
 
 @dataclass(frozen=True)
@@ -207,8 +207,7 @@ def _generic(result: ModelResult, config: configs.ModelConfig, dtype: str, valid
     except SpecError:
         raise
     except Exception as exc:  # noqa: BLE001 - a config transformers cannot build is bad input: one line, exit 2
-        first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
-        raise SpecError(f"{config.model_id}: transformers cannot build it: {first}") from None
+        raise SpecError(f"{config.model_id}: transformers cannot build it: {first_line(exc)}") from None
     result.skipped += [f"not emitted: {name} ({why})" for name, why in built.unbuilt.items()]
     parts = ([built] if main else []) + (towers.encoders(built) if reach.encoders else [])
     if parts:

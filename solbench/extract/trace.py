@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from solbench.extract.configs import ModelConfig, clean_facts
-from solbench.spec.errors import SpecError
+from solbench.spec.errors import SpecError, first_line
 
 ENCODER_MODEL_TYPES = frozenset({"vit"})
 
@@ -66,12 +66,6 @@ def hf_config(config: ModelConfig, **overrides: Any):
     with _quiet():
         cfg = AutoConfig.for_model(config.model_type, **facts)
     return cfg
-
-
-def _first_line(exc: BaseException) -> str:
-    """One line of an error from a library (some span a page)."""
-    text = str(exc).strip() or type(exc).__name__
-    return text.splitlines()[0][:300]
 
 
 def text_part(config: ModelConfig) -> ModelConfig:
@@ -137,12 +131,12 @@ def trace(config: ModelConfig) -> TracedModel:
         cfg = hf_config(config)
     except Exception as exc:  # noqa: BLE001 - whatever the library makes of a malformed config: one line
         raise SpecError(f"{config.model_id}: transformers cannot read the config of model_type "
-                        f"{config.model_type!r}: {_first_line(exc)}") from None
+                        f"{config.model_type!r}: {first_line(exc)}") from None
     try:
         model = instantiate(cfg, config.model_type in ENCODER_MODEL_TYPES)
     except Exception as exc:  # noqa: BLE001 - an unbuildable config (or a missing optional library): one line
         raise SpecError(f"{config.model_id}: transformers cannot build model_type "
-                        f"{config.model_type!r}: {_first_line(exc)}") from None
+                        f"{config.model_type!r}: {first_line(exc)}") from None
     count = getattr(cfg, "num_hidden_layers", None)
     if not isinstance(count, int):
         raise SpecError(f"{config.model_id}: {type(model).__name__} has no decoder-layer stack "

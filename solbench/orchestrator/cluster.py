@@ -24,7 +24,7 @@ from solbench.orchestrator.jobs import Job
 from solbench.orchestrator.shipping import pack_problem
 from solbench.orchestrator.sink import TraceSink
 from solbench.orchestrator.work_queue import MAX_STRIKES, WorkItem, WorkQueue
-from solbench.spec.errors import SpecError
+from solbench.spec.errors import SpecError, first_line
 from solbench.spec.trace import Evaluation, Status, Trace
 from solbench.spec.workload import Workload
 
@@ -172,7 +172,7 @@ class ClusterRun:
                 try:
                     slot.info = self.ray.get(ready)
                 except self.ray.exceptions.RayError as exc:  # its constructor failed (no GPU, bad device)
-                    self.errors.append(ClusterError(f"a session actor could not start: {_first_line(exc)}"))
+                    self.errors.append(ClusterError(f"a session actor could not start: {first_line(exc)}"))
                     self.ray.kill(actor)
                     return False
                 slot.actor = actor
@@ -216,7 +216,7 @@ class ClusterRun:
         """The failure recorded for a workload that was in flight each time MAX_STRIKES actors died."""
         solution = job.resolved_solution()
         log = (f"the session actor running this workload died {MAX_STRIKES} times (last on {slot.label}): "
-               f"{_first_line(exc)}; not retried")
+               f"{first_line(exc)}; not retried")
         evaluation = Evaluation(status=Status.RUNTIME_ERROR, log=log,
                                 timestamp=datetime.now(UTC).isoformat(timespec="seconds"))
         return Trace(definition=job.problem.name, workload=workload, solution=solution.name,
@@ -279,11 +279,6 @@ class ClusterRun:
             slot.pending = None
         for t in threads:
             t.join(timeout=30)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0][:300] if text else type(exc).__name__
 
 
 def run_cluster_jobs(jobs: list[Job], config: RunConfig, sink: TraceSink, *,

@@ -15,6 +15,12 @@ class SpecError(ValueError):
         return SpecError(str(self), where=where) if self.where is None else self
 
 
+def first_line(exc: BaseException) -> str:
+    """One line of an error from a library (some span a page); the type's name when it says nothing."""
+    text = str(exc).strip()
+    return text.splitlines()[0][:300] if text else type(exc).__name__
+
+
 def json_error(exc: json.JSONDecodeError) -> str:
     """A JSON parse error as a whole phrase: `not valid JSON at line 11 column 13: invalid control character`
     (the decoder's own message ends mid-phrase, 'Invalid control character at', before its position)."""
