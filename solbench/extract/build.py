@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from solbench.extract import parts
+from solbench.extract import known, parts
 from solbench.extract.built import BuiltModel
 from solbench.extract.capture import quiet
 from solbench.spec.errors import SpecError
@@ -42,8 +42,10 @@ def build_transformers(model_id: str, facts: dict[str, Any], family: str = "") -
     except (ValueError, KeyError, TypeError) as exc:
         raise SpecError(f"{model_id}: transformers cannot read a {model_type!r} config: {exc}") from None
     unbuilt: dict[str, str] = {}
+    detached: dict[str, nn.Module] = {}
     try:
         model = instantiate(cfg, model_id)
+        detached, unbuilt = parts.left_out_towers(cfg, model, model_id, instantiate)  # Mllama's vision model
     except Exception as exc:
         if not parts.missing_library(exc):
             raise
@@ -54,7 +56,7 @@ def build_transformers(model_id: str, facts: dict[str, Any], family: str = "") -
     make_call, capture_axes, workload_axes = recipe(cfg, model)
     return BuiltModel(model_id, model, "transformers", make_call, capture_axes, workload_axes,
                       versions={"transformers": transformers.__version__, "torch": torch.__version__.split("+")[0]},
-                      family=family, unbuilt=unbuilt)
+                      family=family, unbuilt=unbuilt, detached=detached)
 
 
 def instantiate(cfg, model_id: str, dtype: torch.dtype = torch.bfloat16) -> nn.Module:
@@ -72,8 +74,10 @@ def instantiate(cfg, model_id: str, dtype: torch.dtype = torch.bfloat16) -> nn.M
     for cls in order:
         for attn in ("sdpa", "eager"):
             try:
-                with quiet(), torch.device("meta"):
-                    return cls.from_config(copy.deepcopy(cfg), dtype=dtype, attn_implementation=attn).eval()
+                with quiet(), torch.device("meta"), known.record() as shadows:
+                    model = cls.from_config(copy.deepcopy(cfg), dtype=dtype, attn_implementation=attn)
+                known.attach(model, shadows)
+                return model.eval()
             except (ValueError, KeyError, TypeError, AttributeError, AssertionError) as exc:
                 errors.append(f"{cls.__name__}/{attn}: {exc}")
     raise SpecError(f"{model_id}: transformers cannot build it: {errors[-1]}")

@@ -33,3 +33,5 @@ class BuiltModel:
     family: str = ""  # "dense LLM" | "MoE" | "VL" | "diffusion" | "audio" | "SSM" | "vision" | ""
     root: str = ""  # the path of `module` in the model it belongs to (an encoder tower's); "" for the model
     unbuilt: dict[str, str] = field(default_factory=dict)  # a part of the model that did not build -> why
+    # a tower the built class leaves out, built alone from its sub-config (name -> module; `towers` calls it)
+    detached: dict[str, nn.Module] = field(default_factory=dict)

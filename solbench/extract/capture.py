@@ -25,6 +25,7 @@ from torch import nn
 from torch.utils import _pytree as pytree
 
 from solbench.extract.built import BuiltModel
+from solbench.extract.known import known_buffers
 from solbench.spec.errors import SpecError, first_line
 
 
@@ -209,7 +210,8 @@ def input_names(module: nn.Module, call: Call) -> list[str]:
 
 
 def cpu_copy(module: nn.Module, dtype: torch.dtype) -> nn.Module:
-    """A CPU copy of a meta module, parameters and buffers filled at realistic scales (seeded).
+    """A CPU copy of a meta module, parameters and buffers filled at realistic scales (seeded); buffers
+    whose values the build followed (`known`) hold those values.
 
     Validation asks for a float32 copy, then a bfloat16 one. The values are drawn once, in float32, and
     the second copy casts them: drawing them again cost as much as the comparison for large blocks (a
@@ -230,6 +232,8 @@ def cpu_copy(module: nn.Module, dtype: torch.dtype) -> nn.Module:
             value = realistic(name, tuple(tensor.shape), tensor.dtype, gen)
             tensor.copy_(value)
             values[name] = tensor if tensor.dtype in (torch.float32, value.dtype) else value
+        for name, value in known_buffers(block).items():  # computed from the config: never drawn
+            block.get_buffer(name).copy_(value)
     if drawn is None and dtype == torch.float32:
         _LAST_DRAWN = (weakref.ref(module), values)
     return block

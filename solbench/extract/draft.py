@@ -22,7 +22,7 @@ class Arg:
 
     init: "randn", "weight" (N(0, 1/fan_in)), "norm_weight" (near 1), "offset_norm_weight" (near 0, for
     `x * (1 + w)` norms), "bias", "cos"/"sin" (RoPE tables; "cos_half"/"sin_half" for half-width tables),
-    "inv_freq" (RoPE's inverse frequencies), "token_ids" (in [0, high)), "expert_ids" (distinct per row, in [0, high)), "routing_weights"
+    "inv_freq" (RoPE's inverse frequencies), "value" (exactly `value`), "positions" (0, 1, ... along the last axis), "token_ids" (in [0, high)), "expert_ids" (distinct per row, in [0, high)), "routing_weights"
     (positive, rows sum to 1).
     """
 
@@ -33,6 +33,7 @@ class Arg:
     init: str = "randn"
     fan_in: str | None = None  # axis whose size scales a weight
     high: str | None = None  # axis bounding ids
+    value: str | None = None  # init "value": a Python literal of the values (a buffer computed from the config)
 
     def to_dict(self) -> dict:
         return {"shape": None if self.shape is None else list(self.shape), "dtype": self.dtype,
@@ -152,6 +153,11 @@ def _init_expr(arg: Arg) -> str:
     dims = _dims(arg.shape)
     if arg.init == "randn":
         return f"torch.randn({dims}, dtype={dt}, device=device)"
+    if arg.init == "positions":  # 0, 1, 2, ... along the last axis, in every row
+        last = arg.shape[-1] if arg.shape[-1].isdigit() else f'a["{arg.shape[-1]}"]'
+        return f"torch.arange({last}, device=device).expand({dims}).contiguous().to({dt})"
+    if arg.init == "value":
+        return f"torch.tensor({arg.value}, dtype={dt}, device=device)"
     if arg.init == "weight":
         fan_in = arg.fan_in if arg.fan_in.isdigit() else f'a["{arg.fan_in}"]'
         return f"torch.randn({dims}, dtype={dt}, device=device).mul_({fan_in} ** -0.5)"

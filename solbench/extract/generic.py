@@ -19,6 +19,7 @@ import torch
 from solbench.extract.capture import Call
 from solbench.extract.codegen import Generated, Input
 from solbench.extract.draft import Arg, Draft
+from solbench.extract.known import known_buffers
 from solbench.spec.errors import SpecError
 
 DTYPE_NAMES = {torch.bfloat16: "bfloat16", torch.float16: "float16", torch.float32: "float32",
@@ -151,7 +152,8 @@ def make_draft(block: Block, gen: Generated, model_id: str, model_points: list[d
     """The draft of one block: declarations, get_inputs recipe, run() and its workloads."""
     axes = symbol_axes(gen, block, model_points)
     extra: dict[str, tuple] = {}
-    inputs = [_arg(inp, axes, extra) for inp in gen.inputs]
+    values = known_buffers(block.module)
+    inputs = [_arg(inp, axes, extra, values) for inp in gen.inputs]
     unsupported = [f"{name_} is {value.dtype}" for name_, value in gen.outputs if value.dtype not in DTYPE_NAMES]
     if unsupported:  # DeepSeek-V2's rotary table is complex: the problem format has no complex dtype
         raise SpecError(f"an output dtype the problem format has no name for ({', '.join(unsupported)})")
@@ -182,7 +184,8 @@ def _describe(name: str, axes: dict[str, Axis]) -> str:
     return model_axis if ratio == 1 else f"{ratio} x {model_axis}"
 
 
-def _arg(inp: Input, axes: dict[str, Axis], extra: dict[str, tuple]) -> Arg:
+def _arg(inp: Input, axes: dict[str, Axis], extra: dict[str, tuple],
+         known: dict[str, torch.Tensor] | None = None) -> Arg:
     value = inp.value
     shape = shape_names(value, axes, extra)
     dtype = DTYPE_NAMES.get(value.dtype)
@@ -191,9 +194,14 @@ def _arg(inp: Input, axes: dict[str, Axis], extra: dict[str, tuple]) -> Arg:
     if inp.kind == "user":
         init = "randn" if value.is_floating_point() and "mask" not in inp.name else \
             ("ones" if value.dtype == torch.bool else "zeros")
+        if "position" in inp.name and not value.is_floating_point() and value.dtype != torch.bool and shape:
+            init = "positions"  # a rotary table at position 0 only is cos 1, sin 0: nothing to compute
         return Arg(inp.name, shape, dtype, f"the block's input {inp.name}", init)
     path = str(inp.target)
     leaf = path.rsplit(".", 1)[-1]
+    if inp.kind == "buffer" and path in (known or {}):  # computed from the config: its values, not a draw
+        return Arg(inp.name, shape, dtype, f"buffer {path} (its value follows from the config)", "value",
+                   value=repr(known[path].tolist()))
     if not value.is_floating_point():
         return Arg(inp.name, shape, dtype, f"{inp.kind} {path}", "zeros")
     if ("norm" in path.lower() and leaf == "weight") or leaf == "running_var":  # a variance must be positive

@@ -89,13 +89,21 @@ def _excluded(path: str, module: nn.Module) -> str:
         return "a container"
     if isinstance(module, NORMS):
         return ""
-    if any(is_layer_stack(c) for c in module.children()):
+    if any(is_layer_stack(c) for c in module.children()) and not _bottleneck(module):
         return "a stack of layers (each distinct layer is emitted)"
     if type(module).__name__.endswith("Activation") and not any(True for _ in module.parameters()):
         return "an activation, computed inside the block that holds it"
     if type(module).__module__.startswith("torch."):
         return PRIMITIVE
     return ""
+
+
+def _bottleneck(module: nn.Module) -> bool:
+    """A diffusers mid block (resnet, attention, resnet at the lowest resolution) is one fixed block, not a
+    stack of layers: the official dataset has a VAE's as one problem. One whose attention holds a stack of
+    its own (SD-XL's ten-layer transformer) stays a stack."""
+    inner = (sub for sub in module.modules() if sub is not module)
+    return "MidBlock" in type(module).__name__ and not any(is_layer_stack(c) for sub in inner for c in sub.children())
 
 
 def _whole_call(path: str, calls: list[dict[str, Call]]) -> str:

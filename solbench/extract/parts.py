@@ -9,12 +9,16 @@ build is named with the reason (`BuiltModel.unbuilt`), never dropped silently.
 
 from __future__ import annotations
 
+import copy
+import importlib
 from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import nn
 
+from solbench.extract import known
+from solbench.extract.capture import quiet
 from solbench.spec.errors import SpecError, first_line
 
 # a sub-config's key -> the name its tower has in transformers' composite models
@@ -67,3 +71,46 @@ def build_parts(cfg: Any, model_id: str, why: BaseException, instantiate: Callab
         except Exception as exc:  # noqa: BLE001 - a part that does not build is reported, the rest extracted
             unbuilt[name] = f"{type(getattr(cfg, key)).__name__} not built: {first_line(exc)}"
     return Parts(language_model, towers), unbuilt
+
+
+def left_out_towers(cfg: Any, model: nn.Module, model_id: str, instantiate: Callable[..., nn.Module],
+                    dtype: torch.dtype = torch.bfloat16) -> tuple[dict[str, nn.Module], dict[str, str]]:
+    """Vision and audio towers of the composite `cfg` that the class built for it leaves out, each built alone (Llama 3.2
+    Vision's causal LM is its text decoder: the vision model is only seen so), and each that did not build
+    -> why. A tower whose config some module of `model` already has is not built again."""
+    sub = getattr(cfg, "sub_configs", None) or {}
+    held = {type(getattr(m, "config", None)) for m in model.modules()}
+    towers, unbuilt = {}, {}
+    for key in sub:
+        tower_cfg = getattr(cfg, key, None)
+        if key not in TOWER_NAMES or tower_cfg is None or type(tower_cfg) in held:
+            continue
+        name = TOWER_NAMES[key]
+        try:
+            towers[name] = instantiate(tower_cfg, model_id, dtype)
+        except Exception as exc:  # noqa: BLE001 - a tower that does not build is reported, the rest extracted
+            owner = own_class(tower_cfg)  # no auto class names it (MllamaVisionConfig)
+            try:
+                if owner is None:
+                    raise exc
+                with quiet(), torch.device("meta"), known.record() as shadows:
+                    towers[name] = owner._from_config(copy.deepcopy(tower_cfg), dtype=dtype).eval()
+                known.attach(towers[name], shadows)
+            except Exception as exc:  # noqa: BLE001 - as above
+                unbuilt[name] = f"{type(tower_cfg).__name__} not built: {first_line(exc)}"
+    return towers, unbuilt
+
+
+def own_class(cfg: Any) -> type | None:
+    """The model class of `cfg`'s own modeling module whose `config_class` it is (a causal LM first, then a
+    bare model), for a sub-config no auto mapping names (Mllama's and Qwen3-Omni's text and vision models)."""
+    package = type(cfg).__module__.rpartition(".")[0]
+    try:
+        modeling = importlib.import_module(package + ".modeling_" + package.rpartition(".")[2])
+    except ImportError:
+        return None
+    owners = [c for c in vars(modeling).values() if isinstance(c, type) and issubclass(c, nn.Module)
+              and getattr(c, "config_class", None) is type(cfg)]
+    owners.sort(key=lambda c: (not c.__name__.endswith("ForCausalLM"), not c.__name__.endswith("Model"), c.__name__))
+    return owners[0] if owners else None
+

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from solbench.extract.build import RECIPES
+from solbench.extract.build import IMAGES_CAPTURE, IMAGES_WORKLOADS, RECIPES
 from solbench.extract.built import BuiltModel
 
 # where encoders sit in a transformers model (attribute names, at the top or under `model.`)
@@ -36,7 +36,7 @@ def encoders(built: BuiltModel) -> list[BuiltModel]:
     """Every encoder of `built` that its own call does not reach, each with a recipe to call it."""
     main_input = getattr(built.module, "main_input_name", "")
     found = []
-    for path, module in built.module.named_modules():
+    for path, module in [*built.module.named_modules(), *built.detached.items()]:
         if path.rpartition(".")[0] not in ("", "model") or path.rpartition(".")[2] not in ENCODER_NAMES:
             continue
         first = _first_input(module)
@@ -64,7 +64,9 @@ def _recipe(first: str, config: Any) -> Recipe | None:
     (or its call reads sizes from its inputs' values)."""
     if config is None:
         return None
-    if first == "pixel_values" and hasattr(config, "image_size") and not hasattr(config, "max_num_tiles"):
+    if first == "pixel_values" and hasattr(config, "image_size") and hasattr(config, "max_num_tiles"):
+        return _tiles(config)
+    if first == "pixel_values" and hasattr(config, "image_size"):
         return RECIPES["pixel_values"](config, None)  # a ViT's own recipe, from the tower's config
     if first == "input_features" and hasattr(config, "num_mel_bins") and hasattr(config, "max_source_positions"):
         return _mel_frames(config)
@@ -73,6 +75,19 @@ def _recipe(first: str, config: Any) -> Recipe | None:
     if first == "audio_mel" and hasattr(config, "input_feat_size"):
         return _masked_mel(config)
     return None
+
+
+def _tiles(config) -> Recipe:
+    """Llama 3.2 Vision's tower: one image per sample cut into its most tiles, each tile's aspect-ratio id
+    (the last supported ratio: every tile real) and tile mask; sizes are read from shapes only."""
+    tiles, size, ratio_id = config.max_num_tiles, config.image_size, len(config.supported_aspect_ratios)
+
+    def make_call(axes: dict[str, int], dtype: torch.dtype):
+        batch = axes["batch_size"]
+        return (), {"pixel_values": torch.randn(batch, 1, tiles, config.num_channels, size, size, dtype=dtype),
+                    "aspect_ratio_ids": torch.full((batch, 1), ratio_id, dtype=torch.long),
+                    "aspect_ratio_mask": torch.ones(batch, 1, tiles, dtype=torch.long)}
+    return make_call, dict(IMAGES_CAPTURE), dict(IMAGES_WORKLOADS)
 
 
 def _mel_frames(config) -> Recipe:

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from solbench.extract import parts
 from solbench.extract.configs import ModelConfig, clean_facts
 from solbench.spec.errors import SpecError, first_line
 
@@ -101,8 +102,6 @@ def instantiate(cfg, encoder: bool, device: str | torch.device = "meta", dtype=t
 def _model_class(cfg, encoder: bool):
     """The auto class for `cfg`, or, for a decoder sub-config that no auto mapping names (Mllama's and
     Qwen3-Omni's text models), the class of its own modeling module whose `config_class` it is."""
-    import importlib
-
     from transformers import AutoModel, AutoModelForCausalLM
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, MODEL_MAPPING_NAMES
 
@@ -110,15 +109,7 @@ def _model_class(cfg, encoder: bool):
         return AutoModelForCausalLM
     if encoder or cfg.model_type in MODEL_MAPPING_NAMES:
         return AutoModel
-    package = type(cfg).__module__.rpartition(".")[0]
-    try:
-        modeling = importlib.import_module(package + ".modeling_" + package.rpartition(".")[2])
-    except ImportError:
-        return AutoModel
-    owners = [c for c in vars(modeling).values() if isinstance(c, type) and issubclass(c, nn.Module)
-              and getattr(c, "config_class", None) is type(cfg)]
-    owners.sort(key=lambda c: (not c.__name__.endswith("ForCausalLM"), not c.__name__.endswith("Model"), c.__name__))
-    return owners[0] if owners else AutoModel
+    return parts.own_class(cfg) or AutoModel
 
 
 def trace(config: ModelConfig) -> TracedModel:

@@ -233,3 +233,19 @@ def test_tiny_flux_blocks_validate_bit_exact_at_the_small_sizes():
     assert all(v.passed and v.exact == {"float32": True, "bfloat16": True} for v in result.validations)
     assert all(not v.message for v in result.validations)  # two sizes other than the traced one, every block
     assert not [n for n in result.not_emitted if "valid" in n.reason or "captured" in n.reason]
+
+
+def test_a_vae_mid_block_is_one_block_and_validates_bit_exact():
+    """The decoder's bottleneck (resnet, attention, resnet) is a problem of its own, as the official dataset
+    has it, beside each resnet and the attention; the up blocks and the decoder stay stacks of layers."""
+    from solbench.extract import blocks
+
+    decode = build_component("tiny/model", "vae", "AutoencoderKL", _KL, torch.bfloat16)[0]
+    result = blocks.extract_blocks(decode, torch.bfloat16)
+    kinds = {d.op_type: v for d, v in zip(result.drafts, result.validations)}
+    mid = kinds.get("u_net_mid_block2d")
+    assert mid is not None, sorted(kinds)
+    assert mid.passed and mid.exact == {"float32": True, "bfloat16": True}, mid.message
+    assert {"resnet_block2d", "attention"} <= set(kinds)
+    stacks = {n.path for n in result.not_emitted if "stack of layers" in n.reason}
+    assert {"vae.decoder", "vae.decoder.up_blocks.0"} <= stacks, stacks

@@ -3,7 +3,9 @@ still gives its other parts: the text decoder and the audio encoder, each built 
 the tower left out is named with its reason. Gemma 3n's text layers exercise what its code does that no
 other model did: a KV-shared layer reads keys and values from a dict the forward fills
 (`KVSharingDict`), the sparse MLP builds `torch.tensor(0.95)` and a `Normal` inside its forward, the
-router scale is a 0-d buffer (small configs, CPU; AltUp's copied row: test_validation_fixes)."""
+router scale is a 0-d buffer (small configs, CPU; AltUp's copied row: test_validation_fixes). A composite whose
+causal-LM class leaves a tower out (Llama 3.2 Vision: the text decoder alone) gets that tower built from its
+sub-config and called with `--encoders`."""
 
 from __future__ import annotations
 
@@ -120,3 +122,33 @@ def test_a_model_whose_own_call_fails_on_fake_tensors_is_one_clear_error():
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
     assert done.stdout.startswith("tiny/m: its call fails on fake tensors") and "RuntimeError" in done.stdout, done
     assert "failed while attempting" not in done.stderr and "Traceback" not in done.stderr, done.stderr[:400]
+
+
+MLLAMA = {"model_type": "mllama",
+          "text_config": {"hidden_size": 64, "num_hidden_layers": 2, "cross_attention_layers": [1],
+                          "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 96,
+                          "vocab_size": 128, "pad_token_id": 0},
+          "vision_config": {"image_size": 28, "patch_size": 14, "max_num_tiles": 4, "hidden_size": 32,
+                            "num_hidden_layers": 1, "num_global_layers": 1, "attention_heads": 2,
+                            "intermediate_size": 64, "vision_output_dim": 64, "intermediate_layers_indices": [0]}}
+
+
+def test_a_tower_the_causal_lm_leaves_out_is_built_alone_and_called_with_tiles():
+    """Llama 3.2 Vision's causal LM is its text decoder; its vision model (tiles, aspect-ratio ids, the
+    gated global layers) was never seen. Built from `vision_config` and called with four tiles an image."""
+    import torch
+
+    from solbench.extract import blocks
+
+    built = build.build_transformers("tiny/mllama", dict(MLLAMA))
+    assert type(built.module).__name__ == "MllamaForCausalLM" and not built.unbuilt
+    (tower,) = towers.encoders(built)
+    assert tower.root == "vision_tower" and type(tower.module).__name__ == "MllamaVisionModel"
+    result = blocks.extract_blocks(tower, torch.bfloat16)
+    checks = {d.name: v for d, v in zip(result.drafts, result.validations)}
+    layers = [d for d in result.drafts if d.op_type == "mllama_vision_encoder_layer"]
+    gated = [d for d in layers if "gate_attn" in d.code.split("def run(")[1].split(")")[0]]
+    assert len(layers) == 2 and len(gated) == 1, [d.name for d in result.drafts]
+    assert all(v.passed and v.exact == {"float32": True, "bfloat16": True} for v in checks.values()), \
+        {k: v.message for k, v in checks.items() if not v.passed}
+

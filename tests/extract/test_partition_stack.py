@@ -25,3 +25,15 @@ def test_a_list_of_different_modules_is_not_a_stack():
     assert is_layer_stack(Encoder().layers)
     assert _excluded("attn", Attention()) == ""
     assert "stack of layers" in _excluded("encoder", Encoder())
+
+
+class UNetMidBlock2D(nn.Module):  # diffusers' bottleneck: resnet, attention, resnet
+    def __init__(self, attention: nn.Module):
+        super().__init__()
+        self.resnets = nn.ModuleList([nn.Conv2d(4, 4, 3), nn.Conv2d(4, 4, 3)])
+        self.attentions = nn.ModuleList([attention])
+
+
+def test_a_mid_block_is_a_block_unless_its_attention_is_a_stack():
+    assert _excluded("decoder.mid_block", UNetMidBlock2D(Attention())) == ""
+    assert "stack of layers" in _excluded("mid_block", UNetMidBlock2D(Encoder()))  # SD-XL: ten layers inside

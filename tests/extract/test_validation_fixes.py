@@ -44,7 +44,7 @@ class _PinnedAttention(nn.Module):
         return out.transpose(1, 2).reshape(b, s, 64)
 
 
-def _extracted(module_class) -> blocks.BlocksResult:
+def _extracted(module_class, seq_lens: tuple[int, ...] = (48, 64, 80)) -> blocks.BlocksResult:
     with torch.device("meta"):
         module = module_class().eval()
 
@@ -52,7 +52,7 @@ def _extracted(module_class) -> blocks.BlocksResult:
         return (torch.randn(axes["batch_size"], axes["seq_len"], 64, dtype=dtype),), {}
 
     built = BuiltModel(f"test/{module_class.__name__}", module, "module", make_call,
-                       {"batch_size": (2, 3, 2), "seq_len": (48, 64, 80)}, {"batch_size": (1,), "seq_len": (128,)})
+                       {"batch_size": (2, 3, 2), "seq_len": seq_lens}, {"batch_size": (1,), "seq_len": (128,)})
     return blocks.extract_blocks(built, torch.bfloat16)
 
 
@@ -128,6 +128,31 @@ def test_a_copy_of_a_row_stays_a_copy_when_its_base_is_written_elsewhere():
     assert torch.equal(scale.grad, want)
 
 
+
+class _SlicedProjection(nn.Module):
+    """SD3.5's joint attention: the projection reads a slice of a longer sequence (a non-contiguous input)."""
+
+    def __init__(self):
+        super().__init__()
+        self.up = nn.Linear(64, 256)
+        self.out = nn.Linear(256, 64)
+
+    def forward(self, x):
+        wide = self.up(x)
+        joint = torch.cat([wide, wide.flip(1)], dim=1)
+        return self.out(joint[:, : x.shape[1]])
+
+
+def test_a_projection_of_a_slice_validates_bit_for_bit_in_float32():
+    torch.manual_seed(0)
+    x, weight = torch.randn(3, 12, 256)[:, :6], torch.randn(64, 256)
+    with torch.no_grad():  # the premise: the parameter's flag alone moves the result (at few rows)
+        assert not torch.equal(F.linear(x, weight), F.linear(x, weight.clone().requires_grad_(True)))
+    result = _extracted(_SlicedProjection, seq_lens=(10, 6, 8))  # compared at (3, 6) and (2, 8)
+    check = next(v for v, d in zip(result.validations, result.drafts) if d.op_type == "_sliced_projection")
+    assert check.passed and check.exact == {"float32": True, "bfloat16": True}, check.message
+
+
 class _Stem(nn.Module):
     """A patch embedding the model calls itself (as Wan's transformer calls its Conv3d), then a block."""
 
@@ -153,15 +178,9 @@ def test_a_decoder_that_cross_attends_to_vision_states_is_called_with_them():
     """Llama 3.2 Vision's text decoder skips its cross-attention layers without vision states: they were never
     called, so never captured. The call now carries tiles x (patches + a class token) states at the text width."""
     from solbench.extract import build, capture
+    from tests.extract.test_composite_parts import MLLAMA
 
-    facts = {"model_type": "mllama",
-             "text_config": {"hidden_size": 64, "num_hidden_layers": 2, "cross_attention_layers": [1],
-                             "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 96,
-                             "vocab_size": 128, "pad_token_id": 0},
-             "vision_config": {"image_size": 28, "patch_size": 14, "max_num_tiles": 4, "hidden_size": 32,
-                               "num_hidden_layers": 1, "num_global_layers": 1, "attention_heads": 2,
-                               "intermediate_size": 64, "vision_output_dim": 64}}
-    built = build.build_transformers("tiny/mllama", facts)
+    built = build.build_transformers("tiny/mllama", dict(MLLAMA))
     calls = capture.record_calls(built, capture.axis_points(built)[0], torch.bfloat16)
     cross = next(p for p in calls if p.endswith("layers.1.cross_attn"))
     states = calls[cross].kwargs["cross_attention_states"]

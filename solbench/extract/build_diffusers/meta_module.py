@@ -15,6 +15,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from solbench.extract import known
+
 # keys diffusers writes into every config.json; they are not constructor arguments
 _BOOKKEEPING_KEYS = frozenset({"_class_name", "_diffusers_version", "_name_or_path", "_use_default_values",
                                # a pipeline-side precision flag that VAE config.json files carry even for
@@ -67,8 +69,9 @@ def build_on_meta(class_name: str, config: dict[str, Any], dtype: torch.dtype) -
     level = quiet.level
     quiet.setLevel(logging.ERROR)  # its note on `.to(dtype)` vs `torch_dtype=` is about checkpoints we do not load
     try:
-        with torch.device("meta"):
+        with torch.device("meta"), known.record() as shadows:
             module = cls(**kwargs)
+        known.attach(module, shadows)
         module.to(dtype)
     except (TypeError, ValueError, KeyError, IndexError, AssertionError, AttributeError) as error:
         raise DiffusersBuildError(f"{class_name} refused its config: {type(error).__name__}: {error}") from None
