@@ -19,7 +19,7 @@ import torch
 from solbench.extract.capture import Call
 from solbench.extract.codegen import Generated, Input
 from solbench.extract.draft import Arg, Draft
-from solbench.extract.known import known_buffers
+from solbench.extract.known import known_buffers, literal
 from solbench.spec.errors import SpecError
 
 DTYPE_NAMES = {torch.bfloat16: "bfloat16", torch.float16: "float16", torch.float32: "float32",
@@ -201,7 +201,7 @@ def _arg(inp: Input, axes: dict[str, Axis], extra: dict[str, tuple],
     leaf = path.rsplit(".", 1)[-1]
     if inp.kind == "buffer" and path in (known or {}):  # computed from the config: its values, not a draw
         return Arg(inp.name, shape, dtype, f"buffer {path} (its value follows from the config)", "value",
-                   value=repr(known[path].tolist()))
+                   value=literal(known[path]))
     if not value.is_floating_point():
         return Arg(inp.name, shape, dtype, f"{inp.kind} {path}", "zeros")
     if ("norm" in path.lower() and leaf == "weight") or leaf == "running_var":  # a variance must be positive

@@ -112,6 +112,12 @@ def attach(model: nn.Module, shadows: _Shadows) -> None:
             module.__dict__[KNOWN_ATTR] = known
 
 
+def literal(value: torch.Tensor) -> str:
+    """The values as Python source (`-float("inf")` where a mask holds it)."""
+    text = repr(value.tolist())
+    return text.replace("inf", 'float("inf")').replace("nan", 'float("nan")')
+
+
 def known_buffers(module: nn.Module) -> dict[str, torch.Tensor]:
     """Every known buffer value under `module`, by its path there (`attn.softcap`)."""
     return {f"{path}.{name}" if path else name: value for path, sub in module.named_modules()

@@ -75,9 +75,9 @@ def build_parts(cfg: Any, model_id: str, why: BaseException, instantiate: Callab
 
 def left_out_towers(cfg: Any, model: nn.Module, model_id: str, instantiate: Callable[..., nn.Module],
                     dtype: torch.dtype = torch.bfloat16) -> tuple[dict[str, nn.Module], dict[str, str]]:
-    """Vision and audio towers of the composite `cfg` that the class built for it leaves out, each built alone (Llama 3.2
-    Vision's causal LM is its text decoder: the vision model is only seen so), and each that did not build
-    -> why. A tower whose config some module of `model` already has is not built again."""
+    """Vision and audio towers of the composite `cfg` that the class built for it leaves out, each built
+    alone (Llama 3.2 Vision's causal LM is its text decoder: its vision model is only seen so), and each that
+    did not build -> why. A tower whose config some module of `model` already has is not built again."""
     sub = getattr(cfg, "sub_configs", None) or {}
     held = {type(getattr(m, "config", None)) for m in model.modules()}
     towers, unbuilt = {}, {}

@@ -19,6 +19,7 @@ class _Capped(nn.Module):
         self.register_buffer("softcap", torch.tensor(cap).float(), persistent=False)
         self.register_buffer("scale", torch.rsqrt(torch.tensor(16.0)) * 2, persistent=False)
         self.register_buffer("mask", torch.tril(torch.ones(window, window, dtype=torch.bool)), persistent=False)
+        self.register_buffer("bias", torch.full((window, window), float("-inf")).triu(1), persistent=False)
         self.register_buffer("running", torch.ones(16))  # persistent: a checkpoint's, drawn like a weight
         stale = torch.zeros(4)
         stale.normal_()  # written by a call that is not followed: its value is not known
@@ -26,7 +27,7 @@ class _Capped(nn.Module):
 
     def forward(self, x):
         capped = torch.tanh(self.proj(x) * self.scale / self.softcap) * self.softcap
-        scores = capped[:, :, :6] @ capped[:, :, :6].transpose(1, 2)
+        scores = capped[:, :, :6] @ capped[:, :, :6].transpose(1, 2) + self.bias
         return scores.masked_fill(~self.mask[: x.shape[1], : x.shape[1]], 0.0), self.running * capped
 
 
@@ -39,7 +40,7 @@ def _built() -> nn.Module:
 
 def test_values_computed_at_build_are_kept_and_only_those():
     values = known.known_buffers(_built())
-    assert set(values) == {"softcap", "scale", "mask"}, sorted(values)
+    assert set(values) == {"softcap", "scale", "mask", "bias"}, sorted(values)
     assert values["softcap"].item() == 50.0 and values["scale"].item() == 0.5
     assert torch.equal(values["mask"], torch.tril(torch.ones(6, 6, dtype=torch.bool)))
 
@@ -59,6 +60,7 @@ def test_a_problem_draws_no_value_the_config_fixes():
     inputs = namespace["get_inputs"]({"batch_size": 2}, "cpu")
     assert inputs["softcap"].item() == 50.0 and inputs["scale"].item() == 0.5
     assert torch.equal(inputs["mask"], torch.tril(torch.ones(6, 6, dtype=torch.bool)))
+    assert torch.equal(inputs["bias"], torch.full((6, 6), float("-inf")).triu(1).to(inputs["bias"].dtype))
     assert "follows from the config" in next(a.description for a in draft.inputs if a.name == "softcap")
     scores, _ = namespace["run"](**inputs)
     assert scores.triu(1).eq(0).all() and scores.tril().ne(0).any()  # the causal mask, not a random one
