@@ -56,3 +56,19 @@ def test_templates_apply_and_validate(model_type, tmp_path):
     # a text-only forward never calls the vision tower (docs/extract.md): reported, module by module
     gaps = [line for line in result.skipped if line.startswith("not emitted:")]
     assert gaps and all("visual." in line and "not called" in line for line in gaps), gaps
+
+
+def test_an_attention_whose_query_projection_also_gives_a_gate_is_left_to_the_generic_capture():
+    """Qwen3-Next's q_proj gives the queries and a gate per head (twice o_proj's input): read as queries alone,
+    the templates wrote its attention at twice its heads (h32 for 16), and the core problems validated, since
+    the core is compared at the shapes the template declares. The templates now decline it."""
+    from solbench.extract import build
+    from solbench.extract.families import attention
+    from solbench.spec.errors import SpecError
+    from tests.extract.test_workload_shapes import QWEN3_NEXT
+
+    built = build.build_transformers("tiny/qwen3-next", dict(QWEN3_NEXT))
+    module = next(m for m in built.module.modules() if type(m).__name__ == "Qwen3NextAttention")
+    assert module.q_proj.out_features == 2 * module.o_proj.in_features
+    with pytest.raises(SpecError, match="output gate"):
+        attention.attention_info(module, built.module.config, "full_attention")

@@ -87,6 +87,9 @@ def attention_info(module: nn.Module, hf_cfg, layer_type: str | None) -> Attenti
         heads = module.q_proj.out_features // head_dim
         kv_heads = module.k_proj.out_features // head_dim
         qkv_bias = module.q_proj.bias is not None
+        if module.o_proj.in_features != heads * head_dim:  # Qwen3-Next: q_proj also gives a gate per head
+            raise SpecError(f"{type(module).__name__}: q_proj gives {module.q_proj.out_features} features and "
+                            f"o_proj takes {module.o_proj.in_features}: an output gate the templates do not know")
     window = getattr(module, "sliding_window", None)
     if not isinstance(window, int) or (layer_type is not None and layer_type != "sliding_attention"):
         window = None
