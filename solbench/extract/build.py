@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import torch
@@ -74,10 +75,9 @@ def instantiate(cfg, model_id: str, dtype: torch.dtype = torch.bfloat16) -> nn.M
     for cls in order:
         for attn in ("sdpa", "eager"):
             try:
-                with quiet(), torch.device("meta"), known.record() as shadows:
-                    model = cls.from_config(copy.deepcopy(cfg), dtype=dtype, attn_implementation=attn)
-                known.attach(model, shadows)
-                return model.eval()
+                with quiet(), torch.device("meta"):
+                    return known.build(partial(cls.from_config, copy.deepcopy(cfg), dtype=dtype,
+                                               attn_implementation=attn)).eval()
             except (ValueError, KeyError, TypeError, AttributeError, AssertionError) as exc:
                 errors.append(f"{cls.__name__}/{attn}: {exc}")
     raise SpecError(f"{model_id}: transformers cannot build it: {errors[-1]}")

@@ -5,7 +5,7 @@ Models are built on the meta device, where every tensor loses its values. A weig
 from a checkpoint, and a problem draws it at random. A non-persistent buffer is never in a checkpoint: its
 value is the config's, and drawn at random it made references run at values the model never has (a
 softcap of 0.1, a clamp bound below zero, an all-false attention mask). While the model is built,
-`record` shadows every small meta tensor made from numbers or from other shadowed tensors with the same
+`build` shadows every small meta tensor made from numbers or from other shadowed tensors with the same
 computation on CPU; afterwards each module keeps its non-persistent buffers' values
 (`KNOWN_ATTR`: buffer name -> CPU tensor), which survive `deepcopy`, `to()` and `to_empty()`. Validation
 copies and the problems' `get_inputs` use them.
@@ -13,8 +13,7 @@ copies and the problems' `get_inputs` use them.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -36,18 +35,18 @@ class _Shadows(TorchFunctionMode):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         try:
-            self._shadow(func, args, kwargs, out)
+            followed = self._shadow(func, args, kwargs, out)
         except Exception:  # noqa: BLE001 - a value that cannot be followed is simply not known
-            if _writes(func):
-                self._forget(args, kwargs)
+            followed = False
+        if not followed and _writes(func):  # an argument written in place by it would keep a stale value
+            self._forget(args, kwargs)
         return out
 
-    def _shadow(self, func, args, kwargs, out) -> None:
+    def _shadow(self, func, args, kwargs, out) -> bool:
+        """Whether `out`'s value was computed on CPU (then it is kept)."""
         if not isinstance(out, torch.Tensor) or out.device.type != "meta" or out.numel() > MAX_ELEMENTS \
                 or _draws(func):  # a random draw is no value the config fixes
-            if _writes(func):
-                self._forget(args, kwargs)
-            return
+            return False
         unknown = False
 
         def real(x):
@@ -60,23 +59,21 @@ class _Shadows(TorchFunctionMode):
                 return known[1]
             if isinstance(x, torch.device) and x.type == "meta":
                 return torch.device("cpu")
-            return x if not (isinstance(x, str) and x == "meta") else "cpu"
+            return "cpu" if isinstance(x, str) and x == "meta" else x
 
         cpu_args, cpu_kwargs = pytree.tree_map(real, (args, kwargs))
         if unknown:
-            if _writes(func):
-                self._forget(args, kwargs)
-            return
+            return False
         if not any(isinstance(x, torch.Tensor) for x in pytree.tree_leaves((args, kwargs))):
             cpu_kwargs = {**cpu_kwargs, "device": "cpu"}  # a factory (torch.tensor, arange, ones)
         with torch.device("cpu"):
             value = func(*cpu_args, **cpu_kwargs)
-        if isinstance(value, torch.Tensor) and value.shape == out.shape and value.dtype == out.dtype:
-            self.values[id(out)] = (out, value)
+        if not (isinstance(value, torch.Tensor) and value.shape == out.shape and value.dtype == out.dtype):
+            return False
+        self.values[id(out)] = (out, value)
+        return True
 
     def _forget(self, args, kwargs) -> None:
-        """Tensor arguments of a call whose result is not followed lose their values if the call may have
-        written into them (an in-place method): their values would be stale."""
         for x in pytree.tree_leaves((args, kwargs)):
             if isinstance(x, torch.Tensor):
                 self.values.pop(id(x), None)
@@ -93,14 +90,16 @@ def _writes(func) -> bool:
     return (name.endswith("_") and not name.endswith("__")) or name in ("__setitem__", "__iadd__", "__imul__")
 
 
-@contextlib.contextmanager
-def record() -> Iterator[_Shadows]:
-    """Shadow small tensors while a model is built (inside its `torch.device("meta")` context)."""
+def build(make: Callable[[], nn.Module]) -> nn.Module:
+    """`make()` (a module built inside a `torch.device("meta")` context), its non-persistent buffers' values
+    kept on each of its modules."""
     with _Shadows() as shadows:
-        yield shadows
+        module = make()
+    _attach(module, shadows)
+    return module
 
 
-def attach(model: nn.Module, shadows: _Shadows) -> None:
+def _attach(model: nn.Module, shadows: _Shadows) -> None:
     """Keep, on each module, the CPU values of its non-persistent buffers that `shadows` followed."""
     for module in model.modules():
         known = {}

@@ -85,20 +85,25 @@ def left_out_towers(cfg: Any, model: nn.Module, model_id: str, instantiate: Call
         tower_cfg = getattr(cfg, key, None)
         if key not in TOWER_NAMES or tower_cfg is None or type(tower_cfg) in held:
             continue
-        name = TOWER_NAMES[key]
         try:
-            towers[name] = instantiate(tower_cfg, model_id, dtype)
+            towers[TOWER_NAMES[key]] = _built_alone(tower_cfg, model_id, instantiate, dtype)
         except Exception as exc:  # noqa: BLE001 - a tower that does not build is reported, the rest extracted
-            owner = own_class(tower_cfg)  # no auto class names it (MllamaVisionConfig)
-            try:
-                if owner is None:
-                    raise exc
-                with quiet(), torch.device("meta"), known.record() as shadows:
-                    towers[name] = owner._from_config(copy.deepcopy(tower_cfg), dtype=dtype).eval()
-                known.attach(towers[name], shadows)
-            except Exception as exc:  # noqa: BLE001 - as above
-                unbuilt[name] = f"{type(tower_cfg).__name__} not built: {first_line(exc)}"
+            unbuilt[TOWER_NAMES[key]] = f"{type(tower_cfg).__name__} not built: {first_line(exc)}"
     return towers, unbuilt
+
+
+def _built_alone(tower_cfg: Any, model_id: str, instantiate: Callable[..., nn.Module],
+                 dtype: torch.dtype) -> nn.Module:
+    """The tower by its auto class, else by its own modeling module's class (MllamaVisionConfig has no auto
+    class); the first error when neither builds it."""
+    try:
+        return instantiate(tower_cfg, model_id, dtype)
+    except Exception:
+        owner = own_class(tower_cfg)
+        if owner is None:
+            raise
+    with quiet(), torch.device("meta"):
+        return known.build(lambda: owner._from_config(copy.deepcopy(tower_cfg), dtype=dtype)).eval()
 
 
 def own_class(cfg: Any) -> type | None:

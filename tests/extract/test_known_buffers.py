@@ -32,10 +32,8 @@ class _Capped(nn.Module):
 
 
 def _built() -> nn.Module:
-    with torch.device("meta"), known.record() as shadows:
-        module = _Capped()
-    known.attach(module, shadows)
-    return module.eval()
+    with torch.device("meta"):
+        return known.build(_Capped).eval()
 
 
 def test_values_computed_at_build_are_kept_and_only_those():

@@ -69,9 +69,8 @@ def build_on_meta(class_name: str, config: dict[str, Any], dtype: torch.dtype) -
     level = quiet.level
     quiet.setLevel(logging.ERROR)  # its note on `.to(dtype)` vs `torch_dtype=` is about checkpoints we do not load
     try:
-        with torch.device("meta"), known.record() as shadows:
-            module = cls(**kwargs)
-        known.attach(module, shadows)
+        with torch.device("meta"):
+            module = known.build(lambda: cls(**kwargs))
         module.to(dtype)
     except (TypeError, ValueError, KeyError, IndexError, AssertionError, AttributeError) as error:
         raise DiffusersBuildError(f"{class_name} refused its config: {type(error).__name__}: {error}") from None
