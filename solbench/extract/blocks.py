@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
+from torch.utils import _pytree as pytree
 
 from solbench.extract import (
     backward_check,
@@ -72,7 +73,7 @@ def extract_blocks(built: BuiltModel, dtype: torch.dtype = torch.bfloat16, *, va
     points = capture.axis_points(built)
     tell(f"recording module calls at {len(points)} sizes")
     calls = [capture.record_calls(built, p, dtype) for p in points]
-    large = _LargeCalls(built, dtype)
+    large = _LargeCalls(built, dtype, points)
     kinds, result.not_emitted = partition.blocks(model, calls)
     extra = rope_inside_blocks(model, kinds, calls) if rope_inside else []
     fused = {id(b) for b in extra}  # never a template's problem: the templates take the table
@@ -213,11 +214,12 @@ def _draft(built: BuiltModel, block: generic.Block, points: list[dict[str, int]]
         large.refuse("a block of the model unrolls a loop over a size")
         return _validated_sizes_only(first, "its graph grows with the size it is traced at (a Python loop over a "
                                             "size, unrolled): only the validated sizes are kept")
-    if large.refused:
+    far_calls = large.calls(block)
+    if not far_calls and large.refused:
         return _validated_sizes_only(first, f"no trace past the model's largest sizes ({large.refused}): only "
                                             f"the validated sizes are kept")
     traced = []
-    for call in large.calls(block):
+    for call in far_calls:
         if capture.varying_dims([block.calls[0], call]) is None:
             continue
         try:
@@ -297,13 +299,19 @@ def _name(draft: Draft, block: generic.Block, dtype: torch.dtype) -> str:
 
 
 class _LargeCalls:
-    """Every module's calls past the model's largest workload sizes (just past, then twice as far), recorded
-    on fake tensors when first asked: the trace sizes that tell whether an export depends on its size."""
+    """Each block's calls past the model's largest workload sizes (just past, then twice as far): the trace
+    sizes that tell whether an export depends on its size. Scaled from the block's own capture calls where
+    every size that varies follows a model axis (`scaled_call`); else every module's, recorded on
+    fake tensors once, when first asked."""
 
-    def __init__(self, built: BuiltModel, dtype: torch.dtype):
-        self.built, self.dtype = built, dtype
+    def __init__(self, built: BuiltModel, dtype: torch.dtype, points: list[dict[str, int]]):
+        self.built, self.dtype, self.points = built, dtype, points
         self.recorded: list[dict[str, capture.Call]] | None = None
         self.refused = ""
+        real = built.workload_axes
+        top = {axis: max(real.get(axis) or sizes) for axis, sizes in built.capture_axes.items()}
+        self.far = [{axis: far * size + 1 for axis, size in top.items()}  # +1: no power of two divides it
+                    for far in (1, 2)]  # and a loop over chunks runs another count
 
     def refuse(self, why: str) -> None:
         """Never record: the model's forward past its largest sizes would unroll a loop over thousands of
@@ -312,16 +320,61 @@ class _LargeCalls:
             self.refused = why
 
     def calls(self, block: generic.Block) -> list[capture.Call]:
+        scaled = [scaled_call(block.calls, self.points, point) for point in self.far]
+        if all(call is not None for call in scaled):
+            return scaled
         if self.refused:
             return []
         if self.recorded is None:
-            real = self.built.workload_axes
-            top = {axis: max(real.get(axis) or sizes) for axis, sizes in self.built.capture_axes.items()}
             self.recorded = []
-            for far in (1, 2):  # +1: no power of two divides it; a loop over chunks runs another count
-                point = {axis: far * size + 1 for axis, size in top.items()}
+            for point in self.far:
                 try:
                     self.recorded.append(capture.record_calls(self.built, point, self.dtype))
                 except Exception:  # noqa: BLE001 - the model refuses that size: it is not a trace size
                     continue
         return [call for call in map(block.call_in, self.recorded) if call is not None]
+
+
+def scaled_call(calls: list[capture.Call], points: list[dict[str, int]], far: dict[str, int]) -> capture.Call | None:
+    """A block's call at the model sizes `far`, made from its calls at the capture sizes `points` without
+    running the model: each input size that varies is a line through a model axis (`generic.fit_relation`),
+    continued to `far`; None where one does not fit. Recording the whole model past its largest sizes would
+    unroll every loop over a size on the way (Jamba's selective scan: 4,097 steps in each of 63 layers)."""
+    flat = [pytree.tree_flatten((c.args, c.kwargs)) for c in calls]
+    if len(flat) < 3 or any(spec != flat[0][1] for _, spec in flat[1:]):
+        return None
+    leaves = []
+    for index, leaf in enumerate(flat[0][0]):
+        if not isinstance(leaf, torch.Tensor):
+            leaves.append(leaf)
+            continue
+        shape = []
+        for dim, size in enumerate(leaf.shape):
+            values = [int(f[0][index].shape[dim]) for f in flat]
+            if len(set(values)) == 1:
+                shape.append(int(size))
+                continue
+            fits = [(axis, fit) for axis in points[0]
+                    if (fit := generic.fit_relation([p[axis] for p in points[: len(values)]], values)) is not None]
+            if not fits:
+                return None
+            axis, (ratio, offset) = min(fits, key=lambda item: item[1][1] != 0)
+            value = ratio * far[axis] + offset
+            if value.denominator != 1 or value <= 0:
+                return None
+            shape.append(int(value))
+        leaves.append(_strided_like(leaf, shape))
+    args, kwargs = pytree.tree_unflatten(leaves, flat[0][1])
+    return capture.Call(args, kwargs)
+
+
+def _strided_like(leaf: torch.Tensor, shape: list[int]) -> torch.Tensor:
+    """A meta tensor of `shape` laid out as `leaf` is (same order of strides; broadcast dims stay stride 0)."""
+    strides = [0] * len(shape)
+    step = 1
+    for dim in sorted(range(len(shape)), key=lambda d: (leaf.stride(d), -d)):
+        if leaf.stride(dim) == 0 and leaf.shape[dim] != 1:
+            continue
+        strides[dim] = step
+        step *= shape[dim]
+    return torch.empty_strided(tuple(shape), tuple(strides), dtype=leaf.dtype, device="meta")

@@ -24,6 +24,9 @@ from solbench.spec.errors import SpecError
 
 TOKENS_CAPTURE = {"batch_size": (2, 3, 2), "seq_len": (16, 24, 40)}
 TOKENS_WORKLOADS = {"batch_size": (1, 8), "seq_len": (128, 1024, 4096)}
+# mel frames at 100 a second; captured at sizes an 8x subsampling leaves distinct and >= 2 (8, 12, 20)
+MEL_CAPTURE = {"batch_size": (2, 3, 2), "seq_len": (64, 96, 160)}
+MEL_WORKLOADS = {"batch_size": (1, 8), "seq_len": (1000, 3000, 6000)}  # 10, 30 and 60 s of audio
 IMAGES_CAPTURE = {"batch_size": (4, 2, 3)}  # traced at 4, validated at the cheaper 2 and 3
 IMAGES_WORKLOADS = {"batch_size": (1, 8, 32, 128)}
 
@@ -118,6 +121,8 @@ def _vision_states(cfg, model) -> tuple[int, int] | None:
 
 def _audio_features(cfg, model) -> tuple[Callable, dict, dict]:
     """Whisper-style: a fixed window of mel frames for the encoder, a token sequence for the decoder."""
+    if not hasattr(cfg, "max_source_positions"):
+        return _mel_sequence(cfg, model)
     frames = 2 * cfg.max_source_positions
     vocab = cfg.vocab_size
 
@@ -130,6 +135,21 @@ def _audio_features(cfg, model) -> tuple[Callable, dict, dict]:
         return (), kwargs
     workloads = {"batch_size": (1, 8, 32), "seq_len": (32, 448)}
     return make_call, dict(TOKENS_CAPTURE), workloads
+
+
+def _mel_sequence(cfg, model) -> tuple[Callable, dict, dict]:
+    """Conformer ASR models (Parakeet): any number of mel frames, [batch, frames, mel bins], 100 a second;
+    a transducer's prediction network takes one token a step (its joint then scores every frame)."""
+    mel_bins = getattr(cfg, "num_mel_bins", None) or cfg.encoder_config.num_mel_bins
+    transducer = getattr(cfg, "is_encoder_decoder", False)
+
+    def make_call(axes: dict[str, int], dtype: torch.dtype):
+        batch = axes["batch_size"]
+        kwargs: dict[str, Any] = {"input_features": torch.randn(batch, axes["seq_len"], mel_bins, dtype=dtype)}
+        if transducer:
+            kwargs["decoder_input_ids"] = torch.randint(0, cfg.vocab_size, (batch, 1))
+        return (), kwargs
+    return make_call, dict(MEL_CAPTURE), dict(MEL_WORKLOADS)
 
 
 def _pixels(cfg, model) -> tuple[Callable, dict, dict]:

@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.overrides import TorchFunctionMode
 from torch.utils import _pytree as pytree
 
 from solbench.extract.built import BuiltModel
@@ -39,6 +40,9 @@ class Call:
     # leaf index (in `leaves()`) -> (path of the rotary module whose output it is, index among that output's
     # tensors, that module's call): the cos/sin a layer was handed, so `rope_inside` can compute them inside
     sources: dict[int, tuple[str, int, Call]] = field(default_factory=dict)
+    # a member of a ModuleList handed a tensor its previous sibling returned: a stack of layers, each fed the
+    # one before (not a list of parallel heads, each on its own input: SAM's hypernetwork MLPs)
+    follows_sibling: bool = False
 
     def leaves(self) -> list:
         return pytree.tree_leaves((self.args, self.kwargs))
@@ -60,9 +64,15 @@ def record_calls(built: BuiltModel, axes: dict[str, int], dtype: torch.dtype) ->
 
     calls: dict[str, Call] = {}
     made: dict[int, tuple] = {}  # id -> (rotary path, index, its call, the tensor: kept, so the id stays its)
+    model = built.module
+    previous = _previous_siblings(model)
+    lineage = _Lineage()
+    chained: set[str] = set()
 
     def hook_for(path: str):
         def hook(module, args, kwargs):
+            if path in previous and previous[path] in lineage.of((args, kwargs)):
+                chained.add(path)
             if path in calls:
                 calls[path].count += 1
             else:
@@ -80,12 +90,18 @@ def record_calls(built: BuiltModel, axes: dict[str, int], dtype: torch.dtype) ->
                 made[id(tensor)] = (path, index, call, tensor)
         return hook
 
-    model = built.module
+    def keep_output(path: str):
+        def hook(module, args, kwargs, output):
+            lineage.mark(output, frozenset((path,)))
+        return hook
+
     handles = [m.register_forward_pre_hook(hook_for(p), with_kwargs=True) for p, m in model.named_modules()]
     handles += [m.register_forward_hook(made_by(p), with_kwargs=True) for p, m in model.named_modules()
                 if is_rotary(m)]
+    handles += [m.register_forward_hook(keep_output(p), with_kwargs=True) for p, m in model.named_modules()
+                if p in set(previous.values())]
     try:
-        with quiet(), FakeTensorMode(allow_non_fake_inputs=True), torch.device("meta"), torch.no_grad():
+        with quiet(), FakeTensorMode(allow_non_fake_inputs=True), torch.device("meta"), torch.no_grad(), lineage:
             args, kwargs = built.make_call(axes, dtype)
             model(*args, **kwargs)
     except Exception as exc:  # noqa: BLE001 - the model's own call fails: one line naming why, not a traceback
@@ -94,7 +110,52 @@ def record_calls(built: BuiltModel, axes: dict[str, int], dtype: torch.dtype) ->
     finally:
         for handle in handles:
             handle.remove()
+    for path in chained & calls.keys():
+        calls[path].follows_sibling = True
     return calls
+
+
+class _Lineage(TorchFunctionMode):
+    """Which ModuleList members' outputs each tensor was computed from (through any operations): a layer of
+    a stack takes what the layers before it made (directly, or through an interleaved attention: diffusers'
+    down blocks), a parallel head does not."""
+
+    def __init__(self):
+        super().__init__()
+        self.origins: dict[int, tuple[torch.Tensor, frozenset]] = {}  # id -> (the tensor: kept, its origins)
+
+    def of(self, tree) -> frozenset:
+        """The members whose outputs the tensors in `tree` were computed from."""
+        found: frozenset = frozenset()
+        for x in pytree.tree_leaves(tree):
+            entry = self.origins.get(id(x)) if isinstance(x, torch.Tensor) else None
+            if entry is not None and entry[0] is x:
+                found |= entry[1]
+        return found
+
+    def mark(self, output, origins: frozenset) -> None:
+        for tensor in flat_tensors(output):
+            entry = self.origins.get(id(tensor))
+            known = entry[1] if entry is not None and entry[0] is tensor else frozenset()
+            self.origins[id(tensor)] = (tensor, known | origins)
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if self.origins:
+            origins = self.of((args, kwargs))
+            if origins:
+                self.mark(out, origins)
+        return out
+
+
+def _previous_siblings(model: nn.Module) -> dict[str, str]:
+    """Each ModuleList member's path -> the path of the member before it."""
+    found = {}
+    for path, module in model.named_modules():
+        if isinstance(module, nn.ModuleList):
+            members = [f"{path}.{name}" if path else name for name, _ in module.named_children()]
+            found.update(zip(members[1:], members[:-1]))
+    return found
 
 
 def is_rotary(module: nn.Module) -> bool:

@@ -40,8 +40,10 @@ class ModelConfig:
     source: str  # "file:<path>", "huggingface", or "shipped"
     family: str | None = None
     kind: str = ""  # "dense LLM" | "MoE" | "VL" | "diffusion" | "audio" | "SSM" | "vision"
-    library: str = "transformers"  # "transformers" | "diffusers"
-    # diffusers models: component name -> {"class": ..., "config": {...}}; facts are then empty
+    library: str = "transformers"  # "transformers" | "diffusers" | "parts"
+    # diffusers models: component name -> {"class": ..., "config": {...}}; a model built from transformers
+    # parts ("parts": canary-qwen, a FastConformer encoder and a Qwen3 LLM): name -> {"model": a shipped id}
+    # or {"config": a transformers config}; facts are then empty
     components: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -160,8 +162,22 @@ def read_json_object(path: str | Path, what: str) -> dict[str, Any]:
 def from_file(model_id: str, path: str | Path) -> ModelConfig:
     path = Path(path)
     raw = read_json_object(path, "a config.json")
+    if raw.get("library") == "parts":  # a model built from parts: {"library": "parts", "components": {...}}
+        return ModelConfig(model_id, {}, f"file:{path.name}", _family(model_id), _entry(model_id).get("kind", ""),
+                           "parts", _parts(model_id, raw.get("components")))
     return ModelConfig(model_id, clean_facts(raw), f"file:{path.name}", _family(model_id),
                        _entry(model_id).get("kind", ""))
+
+
+def _parts(model_id: str, components: Any) -> dict[str, Any]:
+    """A parts model's components, each {"model": a known id} or {"config": a transformers config}."""
+    if not isinstance(components, dict) or not components:
+        raise SpecError(f"{model_id}: a parts model needs a non-empty 'components' object")
+    for name, part in components.items():
+        if not isinstance(part, dict) or not (isinstance(part.get("model"), str)
+                                              or isinstance(part.get("config"), dict)):
+            raise SpecError(f"{model_id}: part {name!r} needs a 'model' id or a 'config' object")
+    return components
 
 
 def from_huggingface(model_id: str) -> ModelConfig | None:
@@ -185,9 +201,9 @@ def from_shipped(model_id: str) -> ModelConfig | None:
     if "reason" in entry:
         raise SpecError(f"{model_id}: cannot be extracted: {entry['reason']}")
     library = entry.get("library", "transformers")
-    if library == "diffusers":
+    if library in ("diffusers", "parts"):
         return ModelConfig(model_id, {}, "shipped", entry["family"], entry.get("kind", ""), library,
-                           entry["components"])
+                           _parts(model_id, entry["components"]) if library == "parts" else entry["components"])
     return ModelConfig(model_id, clean_facts(entry["config"]), "shipped", entry["family"], entry.get("kind", ""))
 
 

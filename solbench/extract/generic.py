@@ -57,7 +57,9 @@ class Block:
 @dataclass
 class Axis:
     name: str
-    relation: tuple[str, Fraction] | None  # (model axis, ratio): value = ratio * model axis
+    # (model axis, ratio, offset): value = ratio * model axis + offset (a relative-position table spans
+    # 2 x frames - 1); None where no model axis fits
+    relation: tuple[str, Fraction, int] | None
     values: tuple[int, ...]  # at each capture point
 
 
@@ -79,19 +81,38 @@ def symbol_axes(gen: Generated, block: Block, model_points: list[dict[str, int]]
 
 
 def _name_axis(values: tuple[int, ...], model_points: list[dict[str, int]], used: set[str]) -> Axis:
-    for axis in model_points[0]:
-        model = [p[axis] for p in model_points[: len(values)]]
-        ratio = Fraction(values[0], model[0])
-        if all(Fraction(v, m) == ratio for v, m in zip(values, model)):
-            base = axis if ratio == 1 else f"{axis}_x{ratio}".replace("/", "_div")
-            name, k = base, 2
-            while name in used:  # a second symbol moving with the same model axis (an image's width)
-                name, k = f"{base}_{k}", k + 1
-            used.add(name)
-            return Axis(name, (axis, ratio), values)
+    fits = [(axis, fit) for axis in model_points[0]
+            if (fit := fit_relation([p[axis] for p in model_points[: len(values)]], values)) is not None]
+    fits.sort(key=lambda item: item[1][1] != 0)  # a plain ratio before an offset
+    if fits:
+        axis, (ratio, offset) = fits[0]
+        base = axis if ratio == 1 else f"{axis}_x{ratio}".replace("/", "_div")
+        base += f"_plus{offset}" if offset > 0 else f"_minus{-offset}" if offset < 0 else ""
+        name, k = base, 2
+        while name in used:  # a second symbol moving with the same model axis (an image's width)
+            name, k = f"{base}_{k}", k + 1
+        used.add(name)
+        return Axis(name, (axis, ratio, offset), values)
     name = f"size_{len(used)}"
     used.add(name)
     return Axis(name, None, values)
+
+
+def fit_relation(model: list[int], values: tuple[int, ...] | list[int]) -> tuple[Fraction, int] | None:
+    """(ratio, offset) with value = ratio * model + offset at every point: a ratio alone when one fits,
+    else a line through two distinct model sizes that the third point confirms (three points, two unknowns)."""
+    ratio = Fraction(values[0], model[0])
+    if all(Fraction(v, m) == ratio for v, m in zip(values, model)):
+        return ratio, 0
+    distinct = {m: v for m, v in zip(model, values)}
+    if len(distinct) < 3:
+        return None
+    (m0, v0), (m1, v1) = list(distinct.items())[:2]
+    ratio = Fraction(v1 - v0, m1 - m0)
+    offset = v0 - ratio * m0
+    if ratio <= 0 or offset.denominator != 1 or any(ratio * m + offset != v for m, v in zip(model, values)):
+        return None
+    return ratio, int(offset)
 
 
 def _expr(size):
@@ -180,8 +201,9 @@ def _describe(name: str, axes: dict[str, Axis]) -> str:
     axis = next((a for a in axes.values() if a.name == name), None)
     if axis is None or axis.relation is None:
         return "a variable size of this block"
-    model_axis, ratio = axis.relation
-    return model_axis if ratio == 1 else f"{ratio} x {model_axis}"
+    model_axis, ratio, offset = axis.relation
+    text = model_axis if ratio == 1 else f"{ratio} x {model_axis}"
+    return text + (f" + {offset}" if offset > 0 else f" - {-offset}" if offset < 0 else "")
 
 
 def _arg(inp: Input, axes: dict[str, Axis], extra: dict[str, tuple],
@@ -226,8 +248,8 @@ def _workload_points(axes: dict[str, Axis], model_points: list[dict[str, int]],
             model = dict(zip(names, combo))
             point = {}
             for axis in axes.values():
-                base, ratio = axis.relation
-                value = ratio * model.get(base, 0)
+                base, ratio, offset = axis.relation
+                value = ratio * model.get(base, 0) + offset
                 if value.denominator != 1 or value <= 0:
                     break
                 point[axis.name] = int(value)

@@ -52,7 +52,7 @@ def blocks(model: nn.Module, calls: list[dict[str, Call]]) -> tuple[list[Block],
     orphans: set[str] = set()
     for path, module in model.named_modules():
         name = type(module).__name__
-        why = _excluded(path, module) or _whole_call(path, calls)
+        why = _excluded(path, module, calls) or _whole_call(path, calls)
         if why == PRIMITIVE and isinstance(module, COMPUTING) and not _held(path, held):
             why = ""  # no emitted block computes it: it is one
             orphans.add(path)
@@ -82,20 +82,34 @@ def blocks(model: nn.Module, calls: list[dict[str, Call]]) -> tuple[list[Block],
     return list(kinds.values()), left
 
 
-def _excluded(path: str, module: nn.Module) -> str:
+def _excluded(path: str, module: nn.Module, calls: list[dict[str, Call]]) -> str:
     if not path:
         return "the whole model (its blocks are emitted)"
     if isinstance(module, CONTAINERS):
         return "a container"
     if isinstance(module, NORMS):
         return ""
-    if any(is_layer_stack(c) for c in module.children()) and not _bottleneck(module):
+    if _holds_stack(path, module, calls) and not _bottleneck(module):
         return "a stack of layers (each distinct layer is emitted)"
     if type(module).__name__.endswith("Activation") and not any(True for _ in module.parameters()):
         return "an activation, computed inside the block that holds it"
     if type(module).__module__.startswith("torch."):
         return PRIMITIVE
     return ""
+
+
+def _holds_stack(path: str, module: nn.Module, calls: list[dict[str, Call]]) -> bool:
+    """Whether a child is a stack of layers: repeated modules, each fed what the one before returned wherever
+    the recording saw them all called. Repeated modules each called on an input of its own are parallel heads
+    (SAM's hypernetwork MLPs, one per mask token): their holder stays a block."""
+    for name, child in module.named_children():
+        if not is_layer_stack(child):
+            continue
+        members = [f"{path}.{name}.{n}" if path else f"{name}.{n}" for n, _ in child.named_children()][1:]
+        seen = [recorded[m] for recorded in calls[:1] for m in members if m in recorded]
+        if len(seen) < len(members) or any(call.follows_sibling for call in seen):
+            return True
+    return False
 
 
 def _bottleneck(module: nn.Module) -> bool:

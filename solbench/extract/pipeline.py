@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 
 from solbench.extract import configs, emit, reuse
@@ -75,6 +76,8 @@ def _extract(config: configs.ModelConfig, validate: bool, dtype: str, generic: b
     """extract_model's work for a resolved config: family templates where they apply, else generic."""
     if config.library == "diffusers":
         return _extract_diffusers(config, dtype, validate, tell, start, reach)
+    if config.library == "parts":
+        return _extract_parts(config, dtype, validate, tell, start, reach)
     tell(f"tracing {config.model_type} on meta tensors")
     try:
         traced = trace(config)
@@ -178,19 +181,50 @@ def _text_encoders(result: ModelResult, config: configs.ModelConfig, dtype: str,
     encoded on every generation, so its layers are this model's work as much as the denoiser's."""
     for name, component in config.components.items():
         ref = component.get("model") if isinstance(component, dict) else None
-        if not ref:
-            continue
-        tell(f"extracting its {name}, {ref}")
-        try:
-            sub = _extract(configs.resolve(ref, None, use_hub=False), validate, dtype, False, tell,
-                           time.perf_counter(), replace(reach, encoders=False))
-        except SpecError as exc:
-            result.skipped.append(f"{name} ({ref}): {exc}")
-            continue
-        known = {d.name for d in result.drafts}
-        result.drafts += [d for d in sub.drafts if d.name not in known]
-        result.validations += sub.validations
-        result.skipped += [f"{name} ({ref}): {line}" for line in sub.skipped]
+        if ref:
+            _add_part(result, name, ref, partial(_part_config, config, name, component), dtype, validate, tell,
+                      replace(reach, encoders=False))
+
+
+def _extract_parts(config: configs.ModelConfig, dtype: str, validate: bool, tell: Callable[[str], None],
+                   start: float, reach: Reach) -> ModelResult:
+    """A model no library defines whole, built from parts transformers defines (canary-qwen: a FastConformer
+    encoder and a Qwen3 LLM): each part extracted as a model of its own, its problems counted as this
+    model's. A part is a shipped model (`"model"`) or a transformers config (`"config"`)."""
+    result = ModelResult(config, [])
+    for name, component in config.components.items():
+        label = component.get("model") or f"{config.model_id}:{name}"
+        _add_part(result, name, label, partial(_part_config, config, name, component), dtype, validate, tell, reach)
+    if not result.drafts and result.skipped:
+        raise SpecError(f"{config.model_id}: no part could be extracted: {result.skipped[0]}")
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def _part_config(model: configs.ModelConfig, name: str, component: dict) -> configs.ModelConfig:
+    """A part's config: the shipped model it names, or its own transformers config (named model:part)."""
+    if component.get("model"):
+        return configs.resolve(component["model"], None, use_hub=False)
+    return configs.ModelConfig(f"{model.model_id}:{name}", configs.clean_facts(component["config"]), model.source,
+                               model.family, model.kind)
+
+
+def _add_part(result: ModelResult, name: str, label: str, part: Callable[[], configs.ModelConfig], dtype: str,
+              validate: bool, tell: Callable[[str], None], reach: Reach) -> None:
+    """Extract the model `part()` resolves to and add what it gives to `result` (a problem already there is kept
+    once); a part that cannot be resolved or extracted is reported, and the others are still extracted."""
+    tell(f"extracting its {name}, {label}")
+    try:
+        sub = _extract(part(), validate, dtype, False, tell, time.perf_counter(), reach)
+    except SpecError as exc:
+        result.skipped.append(f"{name} ({label}): {exc}")
+        return
+    known = {d.name for d in result.drafts}
+    result.drafts += [d for d in sub.drafts if d.name not in known]
+    result.validations += sub.validations
+    result.skipped += [f"{name} ({label}): {line}" for line in sub.skipped]
+    result.not_emitted += sub.not_emitted
+    result.left_out += sub.left_out
 
 
 def _generic(result: ModelResult, config: configs.ModelConfig, dtype: str, validate: bool,

@@ -12,6 +12,7 @@ import math
 import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
+from torch.utils import _pytree as pytree
 
 from solbench.sol.capture_data import CaptureError, MatmulEvent
 from solbench.sol.meta_tracer import Tracer
@@ -23,6 +24,11 @@ FACTORY_FUNCS = frozenset({
     torch.tril_indices, torch.triu_indices, torch.scalar_tensor, torch.normal,
 })
 
+
+# A recurrent layer checks its tensors' devices before dispatch and picks a CPU kernel (mkldnn_rnn_layer,
+# no cost rule) when its input is real: small weights a custom-input entrypoint hands over real (Parakeet's
+# prediction network) made the trace fail or go unpriced. On meta it decomposes into matmuls and gates.
+RECURRENT_FUNCS = frozenset({torch.lstm, torch.gru, torch.rnn_tanh, torch.rnn_relu})
 
 LITERAL_LIMIT = 1 << 16  # `torch.tensor(list)` of at most this many numbers stays real
 
@@ -60,7 +66,24 @@ class MetaRedirect(TorchFunctionMode):
             return args[0]
         if func is F.scaled_dot_product_attention:
             return self._sdpa(func, args, kwargs)
+        if func in RECURRENT_FUNCS:  # its kernel is picked by its tensors' device: on meta it decomposes
+            args, kwargs = self._on_meta(args), self._on_meta(kwargs)
         return func(*args, **kwargs)
+
+    def _on_meta(self, tree):
+        """Real (small, custom-input) tensors as meta copies that count as the inputs they copy."""
+        tracer = self.tracer
+
+        def move(x):
+            if not isinstance(x, torch.Tensor) or x.device.type == "meta":
+                return x
+            with tracer.suppressed():
+                copy = torch.empty_strided(tuple(x.shape), tuple(x.stride()), dtype=x.dtype, device="meta")
+            for table in (tracer.roots, tracer.derived, tracer.origin):
+                if x in table:
+                    table[copy] = table[x]
+            return copy
+        return pytree.tree_map(move, tree)
 
     def _literal(self, args) -> bool:
         """`torch.tensor(data)` of small Python data, before any value was invented: its values are

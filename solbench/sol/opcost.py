@@ -153,6 +153,7 @@ FREE_OPS = frozenset({
     "squeeze_copy", "unsqueeze_copy", "view_copy", "permute_copy", "expand_copy", "t_copy", "sym_size",
     "sym_stride", "sym_numel", "sym_storage_offset", "is_nonzero", "equal", "allclose", "isin",
     "_has_compatible_shallow_copy_type", "_linalg_check_errors", "split_with_sizes_copy", "split_copy", "unbind_copy",
+    "unsafe_split", "unsafe_split_with_sizes", "unsafe_chunk",  # views whose schema does not say so (torch.lstm's gates)
     # autograd's data movement: a view's gradient placed into zeros of the base's shape
     "slice_backward", "select_backward", "diagonal_backward", "unfold_backward",
 })

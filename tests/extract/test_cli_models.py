@@ -29,9 +29,9 @@ def test_list_shows_kinds_libraries_and_reasons(capsys):
 
 def test_a_remote_code_model_exits_2_naming_its_reason(capsys, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    assert extract_cli.handle(_args(["--model", "nvidia/parakeet-tdt-0.6b-v3"])) == 2
+    assert extract_cli.handle(_args(["--model", "hexgrad/Kokoro-82M"])) == 2
     err = capsys.readouterr().err
-    assert len(_error_lines(err)) == 1 and "NeMo" in err and "Traceback" not in err
+    assert len(_error_lines(err)) == 1 and "kokoro package" in err and "Traceback" not in err
 
 
 def test_malformed_and_unknown_configs_exit_2_and_leave_written_problems_alone(tmp_path, capsys):

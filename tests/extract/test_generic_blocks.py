@@ -76,3 +76,43 @@ def test_a_block_two_models_share_is_one_problem_naming_both(whisper, tmp_path):
     shared = [p for p in problems.values() if len(p.models) == 2]
     assert shared and any(name.startswith("whisper_encoder_layer") for name in problems)
     assert all("test/whisper" not in p.draft.reference() for p in shared)
+
+
+# a conformer transducer (Parakeet-TDT): mel frames of any length, an 8x subsampling, one decoder step
+PARAKEET = {"model_type": "parakeet_tdt", "vocab_size": 33, "blank_token_id": 32, "decoder_hidden_size": 32,
+            "num_decoder_layers": 1, "durations": [0, 1, 2],
+            "encoder_config": {"model_type": "parakeet_encoder", "hidden_size": 32, "num_hidden_layers": 1,
+                               "num_attention_heads": 2, "intermediate_size": 64, "conv_kernel_size": 3,
+                               "subsampling_factor": 8, "subsampling_conv_channels": 8, "num_mel_bins": 16}}
+
+
+def test_a_conformer_transducer_takes_mel_frames_of_any_length(tmp_path):
+    pytest.importorskip("transformers.models.parakeet")
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(PARAKEET))
+    result = extract_model("test/parakeet-tdt-tiny-config", path, use_hub=False)
+    names = {d.name.rsplit("_", 1)[0] for d in result.drafts}
+    assert {"parakeet_encoder_block", "parakeet_encoder_attention", "parakeet_tdt_joint_network"} <= names
+    assert result.validations and all(v.passed for v in result.validations)
+    block = next(d for d in result.drafts if d.name.startswith("parakeet_encoder_block"))
+    assert block.axes["seq_len_x1_div4_minus1"][0] == "var"  # its relative positions: 2 x frames / 8 - 1
+    real = [p for p in block.workload_points if p["seq_len_x1_div8"] > 20]
+    assert sorted({p["seq_len_x1_div8"] for p in real}) == [125, 375, 750]  # 10, 30, 60 s after 8x subsampling
+    assert all(p["seq_len_x1_div4_minus1"] == 2 * p["seq_len_x1_div8"] - 1 for p in real)
+
+
+def test_a_model_built_from_parts_extracts_each_part_and_reports_one_that_fails(tmp_path):
+    """canary-qwen's shape: a FastConformer encoder and a decoder LLM, neither library defines the whole."""
+    pytest.importorskip("transformers.models.parakeet")
+    from tests.extract.test_past_templates import QWEN3
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"library": "parts", "components": {
+        "encoder": {"config": PARAKEET["encoder_config"]}, "llm": {"config": QWEN3},
+        "vocoder": {"model": "no-such/model"}}}))
+    result = extract_model("test/speech-llm-parts", path, use_hub=False)
+    names = {d.name.rsplit("_", 1)[0] for d in result.drafts}
+    assert "parakeet_encoder_block" in names  # the encoder, generic
+    assert any(n.startswith("decoder_layer_prefill") for n in names)  # the LLM, by the family templates
+    assert result.validations and all(v.passed for v in result.validations)
+    assert any(line.startswith("vocoder (no-such/model)") for line in result.skipped)

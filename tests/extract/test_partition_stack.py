@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import torch
 from torch import nn
 
-from solbench.extract.partition import _excluded, is_layer_stack
+from solbench.extract.built import BuiltModel
+from solbench.extract.capture import record_calls
+from solbench.extract.partition import _excluded, blocks, is_layer_stack
 
 
 class Attention(nn.Module):  # diffusers' shape: the output projection and its dropout in one ModuleList
@@ -23,8 +26,8 @@ class Encoder(nn.Module):
 def test_a_list_of_different_modules_is_not_a_stack():
     assert not is_layer_stack(Attention().to_out)
     assert is_layer_stack(Encoder().layers)
-    assert _excluded("attn", Attention()) == ""
-    assert "stack of layers" in _excluded("encoder", Encoder())
+    assert _excluded("attn", Attention(), []) == ""
+    assert "stack of layers" in _excluded("encoder", Encoder(), [])  # no recording: repeated is a stack
 
 
 class UNetMidBlock2D(nn.Module):  # diffusers' bottleneck: resnet, attention, resnet
@@ -35,5 +38,49 @@ class UNetMidBlock2D(nn.Module):  # diffusers' bottleneck: resnet, attention, re
 
 
 def test_a_mid_block_is_a_block_unless_its_attention_is_a_stack():
-    assert _excluded("decoder.mid_block", UNetMidBlock2D(Attention())) == ""
-    assert "stack of layers" in _excluded("mid_block", UNetMidBlock2D(Encoder()))  # SD-XL: ten layers inside
+    assert _excluded("decoder.mid_block", UNetMidBlock2D(Attention()), []) == ""
+    assert "stack of layers" in _excluded("mid_block", UNetMidBlock2D(Encoder()), [])  # SD-XL: ten layers inside
+
+
+class Decoder(nn.Module):
+    """SAM's mask decoder in miniature: a stack of layers (each fed the one before) and one MLP per mask token
+    (each on its own token): repeated modules both, a stack only the first."""
+
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(8, 8), nn.Linear(8, 8)])
+        self.heads = nn.ModuleList([nn.Linear(8, 4), nn.Linear(8, 4), nn.Linear(8, 4)])
+
+    def forward(self, tokens):
+        for layer in self.layers:
+            tokens = torch.relu(layer(tokens))
+        return torch.stack([head(tokens[:, i]) for i, head in enumerate(self.heads)], dim=1)
+
+
+class Model(nn.Module):
+    def __init__(self, decoder: nn.Module):
+        super().__init__()
+        self.embed = nn.Linear(6, 8)
+        self.decoder = decoder
+
+    def forward(self, features):
+        return self.decoder(self.embed(features))
+
+
+def _recorded(module: nn.Module) -> tuple[nn.Module, list[dict]]:
+    module = Model(module).eval().to("meta")
+    built = BuiltModel("test/decoder", module, "module", lambda axes, dtype: ((torch.randn(axes["b"], 3, 6),), {}),
+                       {"b": (2, 3)}, {"b": (4,)})
+    return module, [record_calls(built, {"b": b}, torch.float32) for b in (2, 3)]
+
+
+def test_parallel_heads_are_not_a_stack_and_their_holder_is_a_block():
+    model, calls = _recorded(Decoder())
+    assert calls[0]["decoder.layers.1"].follows_sibling and not calls[0]["decoder.heads.1"].follows_sibling
+    kinds, left = blocks(model, calls)
+    assert any(b.path == "decoder" for b in kinds) is False  # its layers are a stack: still left out
+    flat = Decoder()
+    flat.layers = nn.ModuleList([nn.Identity()])  # no stack left, only the heads
+    model, calls = _recorded(flat)
+    kinds, left = blocks(model, calls)
+    assert "decoder" in [b.path for b in kinds], [(n.path, n.reason) for n in left]

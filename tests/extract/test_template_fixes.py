@@ -72,3 +72,19 @@ def test_an_attention_whose_query_projection_also_gives_a_gate_is_left_to_the_ge
     assert module.q_proj.out_features == 2 * module.o_proj.in_features
     with pytest.raises(SpecError, match="output gate"):
         attention.attention_info(module, built.module.config, "full_attention")
+
+
+def test_an_attention_with_parameters_the_templates_do_not_read_is_declined():
+    """Parakeet's relative-position attention has q/k/v/o projections like any other, plus a projection of the
+    position table and two biases (u, v) added to the queries: templated, it failed validation and was
+    dropped; declined, the generic capture emits it."""
+    pytest.importorskip("transformers.models.parakeet")
+    from solbench.extract import build
+    from solbench.extract.families import attention
+    from solbench.spec.errors import SpecError
+    from tests.extract.test_generic_blocks import PARAKEET
+
+    built = build.build_transformers("tiny/parakeet-encoder", dict(PARAKEET["encoder_config"]))
+    module = next(m for m in built.module.modules() if type(m).__name__ == "ParakeetEncoderAttention")
+    with pytest.raises(SpecError, match="bias_u, bias_v, relative_k_proj"):
+        attention.attention_info(module, built.module.config, None)

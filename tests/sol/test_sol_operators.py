@@ -108,3 +108,40 @@ def test_unchecked_indexing_is_priced_as_indexing():
                       "return torch.ops.aten._unsafe_index_put(t, [i], v * torch.ops.aten._unsafe_index(t, [i]), True)")
     assert (unchecked.flops_other, unchecked.bytes_min) == (checked.flops_other, checked.bytes_min)
     assert checked.flops_other > 0
+
+
+LSTM_STEP = '''import torch
+
+def get_inputs(axes_and_scalars, device):
+    h = 64
+    return {"w_ih": torch.randn(4 * h, h, dtype=torch.bfloat16, device=device),
+            "w_hh": torch.randn(4 * h, h, dtype=torch.bfloat16, device=device),
+            "b_ih": torch.randn(4 * h, dtype=torch.bfloat16, device=device),
+            "b_hh": torch.randn(4 * h, dtype=torch.bfloat16, device=device),
+            "x": torch.randn(axes_and_scalars["B"], 1, h, dtype=torch.bfloat16, device=device)}
+
+def run(w_ih, w_hh, b_ih, b_hh, x):
+    state = torch.zeros(1, x.shape[0], 64, dtype=x.dtype, device=x.device)
+    out, _, _ = torch.lstm(x, [state, state], [w_ih, w_hh, b_ih, b_hh], True, 1, 0.0, False, False, True)
+    return out
+'''
+
+
+def test_an_lstm_step_whose_weights_the_inputs_hand_over_real_is_priced():
+    """A transducer's prediction network (Parakeet-TDT): the custom inputs keep its small weights real on
+    CPU, and torch.lstm checks its tensors' devices before dispatch, so the trace failed ("input at meta,
+    hidden at cpu") and the problem had no bound. The real tensors now go to meta as the inputs they are."""
+    from solbench.spec.definition import Definition
+
+    h = 64
+    definition = Definition.from_dict({
+        "name": "lstm_step", "axes": {"B": {"type": "const", "value": B}},
+        "inputs": {"w_ih": {"shape": [4 * h, h], "dtype": "bfloat16"}, "w_hh": {"shape": [4 * h, h], "dtype": "bfloat16"},
+                   "b_ih": {"shape": [4 * h], "dtype": "bfloat16"}, "b_hh": {"shape": [4 * h], "dtype": "bfloat16"},
+                   "x": {"shape": ["B", 1, h], "dtype": "bfloat16"}},
+        "outputs": {"out": {"shape": ["B", 1, h], "dtype": "bfloat16"}},
+        "reference": LSTM_STEP, "custom_inputs_entrypoint": "get_inputs"})
+    cost = analyse(definition, {})
+    assert cost.method == "meta" and not cost.unknown_ops, (cost.method, cost.unknown_ops)
+    assert sum(cost.flops_matmul.values()) == 2 * 2 * B * h * 4 * h  # input and hidden projections, 4 gates
+    assert cost.bytes_min >= 2 * 2 * 4 * h * h  # both weights read

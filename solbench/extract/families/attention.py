@@ -74,7 +74,14 @@ def is_attention(module: nn.Module) -> bool:
     return hasattr(module, "o_proj") and (hasattr(module, "q_proj") or hasattr(module, "qkv_proj"))
 
 
+# what the templates read from an attention module: its projections, q/k norms and sink logits
+KNOWN_PARAMETERS = ("q_proj", "k_proj", "v_proj", "o_proj", "qkv_proj", "q_norm", "k_norm", "sinks")
+
+
 def attention_info(module: nn.Module, hf_cfg, layer_type: str | None) -> AttentionInfo:
+    unknown = sorted({name.split(".")[0] for name, _ in module.named_parameters()} - set(KNOWN_PARAMETERS))
+    if unknown:  # Parakeet's relative-position attention (relative_k_proj, bias_u, bias_v): not a template's
+        raise SpecError(f"{type(module).__name__}: parameters the templates do not know ({', '.join(unknown)})")
     head_dim = getattr(module, "head_dim", None) or hf_cfg.hidden_size // hf_cfg.num_attention_heads
     fused = hasattr(module, "qkv_proj")
     if fused:
