@@ -121,11 +121,11 @@ def _extract(config: configs.ModelConfig, validate: bool, dtype: str, generic: b
 
 
 def libraries() -> tuple[str, ...]:
-    """Libraries whose models this build can extract: transformers, and diffusers when both diffusers and
-    its builder (`build_diffusers`) are installed."""
+    """Libraries whose models this build can extract: transformers (and models built from its parts), and
+    diffusers when both diffusers and its builder (`build_diffusers`) are installed."""
     import importlib.util
 
-    have = ["transformers"]
+    have = ["transformers", "parts"]
     if importlib.util.find_spec("diffusers") and importlib.util.find_spec("solbench.extract.build_diffusers"):
         have.append("diffusers")
     return tuple(have)

@@ -96,3 +96,12 @@ def test_an_unknown_architecture_in_a_config_file_is_one_clear_line(tmp_path):
     with pytest.raises(SpecError, match="no_such_architecture") as info:
         trace(configs.resolve("me/odd", path))
     assert "\\n" not in str(info.value)
+
+
+def test_all_takes_the_models_built_from_parts():
+    """`--all` extracts what a library here builds: a parts model (canary-qwen) is built by transformers."""
+    from solbench.extract import pipeline
+
+    ids = pipeline.extractable_model_ids()
+    assert "nvidia/canary-qwen-2.5b" in ids and "nvidia/parakeet-tdt-0.6b-v3" in ids
+    assert "hexgrad/Kokoro-82M" not in ids
