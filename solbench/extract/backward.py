@@ -230,7 +230,7 @@ def backward_draft(forward: Draft, block: Block, gen: codegen.Generated, how: Pl
     if len(outputs) != len(bgen.outputs):
         raise codegen.Unsupported(f"{len(bgen.outputs)} gradients traced for {len(outputs)} inputs")
     names = ", ".join(a.name.removeprefix("grad_") for a in outputs)
-    description = (f"Backward of {block.class_name} ({block.path}): the gradients of {names} from the "
+    description = (f"Backward of {block.class_name}: the gradients of {names} from the "
                    f"gradient of its output(s), the forward recomputed; traced from the joint "
                    f"forward-backward graph of the validated forward reference {forward.name}.")
     draft = Draft(name="", op_type=f"{forward.op_type}_backward", description=description, axes=dict(forward.axes),

@@ -178,7 +178,8 @@ def make_draft(block: Block, gen: Generated, model_id: str, model_points: list[d
     unsupported = [f"{name_} is {value.dtype}" for name_, value in gen.outputs if value.dtype not in DTYPE_NAMES]
     if unsupported:  # DeepSeek-V2's rotary table is complex: the problem format has no complex dtype
         raise SpecError(f"an output dtype the problem format has no name for ({', '.join(unsupported)})")
-    outputs = [Arg(name_, shape_names(value, axes, extra), DTYPE_NAMES[value.dtype], f"output of {block.path}")
+    outputs = [Arg(name_, shape_names(value, axes, extra), DTYPE_NAMES[value.dtype],
+                   "an output of the block")  # no model path: the same block in two models is one problem
                for name_, value in gen.outputs]
     declared: dict[str, tuple] = {}
     for arg in (*inputs, *outputs):

@@ -1,4 +1,4 @@
-# solbench: problem=gpt_oss_rotary_embedding_f93ab94548
+# solbench: problem=gpt_oss_rotary_embedding_bcd9d1a160
 """GptOssRotaryEmbedding, captured with torch.export and emitted at torch/F level; the models and modules that share it are recorded in definition.json.
 
 Extracted by `solbench extract`; edit the extractor, not this file."""
