@@ -337,7 +337,7 @@ class _LargeCalls:
 
 def scaled_call(calls: list[capture.Call], points: list[dict[str, int]], far: dict[str, int]) -> capture.Call | None:
     """A block's call at the model sizes `far`, made from its calls at the capture sizes `points` without
-    running the model: each input size that varies is a line through a model axis (`generic.fit_relation`),
+    running the model: each input size that varies is a line through a model axis (`generic.related_axis`),
     continued to `far`; None where one does not fit. Recording the whole model past its largest sizes would
     unroll every loop over a size on the way (Jamba's selective scan: 4,097 steps in each of 63 layers)."""
     flat = [pytree.tree_flatten((c.args, c.kwargs)) for c in calls]
@@ -354,11 +354,10 @@ def scaled_call(calls: list[capture.Call], points: list[dict[str, int]], far: di
             if len(set(values)) == 1:
                 shape.append(int(size))
                 continue
-            fits = [(axis, fit) for axis in points[0]
-                    if (fit := generic.fit_relation([p[axis] for p in points[: len(values)]], values)) is not None]
-            if not fits:
+            relation = generic.related_axis(values, points)
+            if relation is None:
                 return None
-            axis, (ratio, offset) = min(fits, key=lambda item: item[1][1] != 0)
+            axis, ratio, offset = relation
             value = ratio * far[axis] + offset
             if value.denominator != 1 or value <= 0:
                 return None

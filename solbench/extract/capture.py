@@ -98,8 +98,9 @@ def record_calls(built: BuiltModel, axes: dict[str, int], dtype: torch.dtype) ->
     handles = [m.register_forward_pre_hook(hook_for(p), with_kwargs=True) for p, m in model.named_modules()]
     handles += [m.register_forward_hook(made_by(p), with_kwargs=True) for p, m in model.named_modules()
                 if is_rotary(m)]
+    members = set(previous.values())
     handles += [m.register_forward_hook(keep_output(p), with_kwargs=True) for p, m in model.named_modules()
-                if p in set(previous.values())]
+                if p in members]
     try:
         with quiet(), FakeTensorMode(allow_non_fake_inputs=True), torch.device("meta"), torch.no_grad(), lineage:
             args, kwargs = built.make_call(axes, dtype)
@@ -135,9 +136,7 @@ class _Lineage(TorchFunctionMode):
 
     def mark(self, output, origins: frozenset) -> None:
         for tensor in flat_tensors(output):
-            entry = self.origins.get(id(tensor))
-            known = entry[1] if entry is not None and entry[0] is tensor else frozenset()
-            self.origins[id(tensor)] = (tensor, known | origins)
+            self.origins[id(tensor)] = (tensor, self.of(tensor) | origins)
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))

@@ -81,24 +81,31 @@ def symbol_axes(gen: Generated, block: Block, model_points: list[dict[str, int]]
 
 
 def _name_axis(values: tuple[int, ...], model_points: list[dict[str, int]], used: set[str]) -> Axis:
-    fits = [(axis, fit) for axis in model_points[0]
-            if (fit := fit_relation([p[axis] for p in model_points[: len(values)]], values)) is not None]
-    fits.sort(key=lambda item: item[1][1] != 0)  # a plain ratio before an offset
-    if fits:
-        axis, (ratio, offset) = fits[0]
+    relation = related_axis(values, model_points)
+    if relation is not None:
+        axis, ratio, offset = relation
         base = axis if ratio == 1 else f"{axis}_x{ratio}".replace("/", "_div")
         base += f"_plus{offset}" if offset > 0 else f"_minus{-offset}" if offset < 0 else ""
         name, k = base, 2
         while name in used:  # a second symbol moving with the same model axis (an image's width)
             name, k = f"{base}_{k}", k + 1
         used.add(name)
-        return Axis(name, (axis, ratio, offset), values)
+        return Axis(name, relation, values)
     name = f"size_{len(used)}"
     used.add(name)
     return Axis(name, None, values)
 
 
-def fit_relation(model: list[int], values: tuple[int, ...] | list[int]) -> tuple[Fraction, int] | None:
+def related_axis(values: tuple[int, ...] | list[int],
+                 model_points: list[dict[str, int]]) -> tuple[str, Fraction, int] | None:
+    """(model axis, ratio, offset) that a size taking `values` at the capture points follows, a plain ratio
+    before an offset; None where no model axis fits."""
+    fits = [(axis, *fit) for axis in model_points[0]
+            if (fit := _fit_line([p[axis] for p in model_points[: len(values)]], values)) is not None]
+    return min(fits, key=lambda fit: fit[2] != 0) if fits else None
+
+
+def _fit_line(model: list[int], values: tuple[int, ...] | list[int]) -> tuple[Fraction, int] | None:
     """(ratio, offset) with value = ratio * model + offset at every point: a ratio alone when one fits,
     else a line through two distinct model sizes that the third point confirms (three points, two unknowns)."""
     ratio = Fraction(values[0], model[0])
