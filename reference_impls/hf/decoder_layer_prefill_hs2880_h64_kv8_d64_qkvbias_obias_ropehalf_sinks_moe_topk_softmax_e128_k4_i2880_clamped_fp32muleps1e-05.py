@@ -92,8 +92,9 @@ def experts(x, topk_ids, topk_weights, gate_up_weight, gate_up_bias, down_weight
     """Routed experts with interleaved gate/up columns, clamping and biases; only selected experts run.
     x: [tokens, hidden]; gate_up_weight: [experts, hidden, 2 * intermediate]; down_weight: [experts, intermediate, hidden]."""
     output = torch.zeros_like(x)
-    for expert in torch.unique(topk_ids).tolist():
-        token_idx, slot = torch.where(topk_ids == expert)
+    expert_mask = F.one_hot(topk_ids, num_classes=gate_up_weight.shape[0]).permute(2, 1, 0)
+    for expert in torch.greater(expert_mask.sum(dim=(-1, -2)), 0).nonzero()[:, 0].tolist():
+        slot, token_idx = torch.where(expert_mask[expert])
         gate_up = x[token_idx] @ gate_up_weight[expert] + gate_up_bias[expert]
         gate, up = gate_up[..., ::2], gate_up[..., 1::2]
         gate = gate.clamp(max=LIMIT)

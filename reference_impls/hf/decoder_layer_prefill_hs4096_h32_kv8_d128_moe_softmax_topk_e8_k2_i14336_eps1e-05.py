@@ -70,12 +70,17 @@ def route(x, router_weight):
 
 
 def experts(x, topk_ids, topk_weights, gate_up_weight, down_weight):
-    """Routed gated experts; only experts some token selected are computed.
+    """Routed gated experts; only experts some token selected are computed, found as the modules find them
+    (a one-hot mask with one class more than experts: the modules' slot for a token routed nowhere).
     x: [tokens, hidden]; gate_up_weight: [experts, 2 * intermediate, hidden] (gate rows first);
     down_weight: [experts, hidden, intermediate]."""
     output = torch.zeros_like(x)
-    for expert in torch.unique(topk_ids).tolist():
-        token_idx, slot = torch.where(topk_ids == expert)
+    num_experts = gate_up_weight.shape[0]
+    expert_mask = F.one_hot(topk_ids, num_classes=num_experts + 1).permute(2, 1, 0)
+    for expert in torch.greater(expert_mask.sum(dim=(-1, -2)), 0).nonzero()[:, 0].tolist():
+        if expert == num_experts:
+            continue
+        slot, token_idx = torch.where(expert_mask[expert])
         gate, up = F.linear(x[token_idx], gate_up_weight[expert]).chunk(2, dim=-1)
         y = F.linear(F.silu(gate) * up, down_weight[expert])
         y = y * topk_weights[token_idx, slot, None]

@@ -77,8 +77,8 @@ def route(x, router_weight, score_bias):
     group_scores = choice.view(-1, NUM_GROUPS, per_group).topk(2, dim=-1).values.sum(dim=-1)
     top_groups = torch.topk(group_scores, TOPK_GROUPS, dim=-1).indices
     group_mask = torch.zeros_like(group_scores).scatter_(1, top_groups, 1.0)
-    expert_mask = group_mask.repeat_interleave(per_group, dim=-1)
-    choice = choice.masked_fill(expert_mask == 0, float("-inf"))
+    expert_mask = group_mask.unsqueeze(-1).expand(-1, NUM_GROUPS, per_group).reshape(-1, num_experts)
+    choice = choice.masked_fill(~expert_mask.bool(), float("-inf"))
     topk_ids = torch.topk(choice, TOP_K, dim=-1).indices
     topk_weights = scores.gather(1, topk_ids)
     topk_weights = topk_weights / (topk_weights.sum(dim=-1, keepdim=True) + 1e-20)
@@ -86,12 +86,17 @@ def route(x, router_weight, score_bias):
 
 
 def experts(x, topk_ids, topk_weights, gate_up_weight, down_weight):
-    """Routed gated experts; only experts some token selected are computed.
+    """Routed gated experts; only experts some token selected are computed, found as the modules find them
+    (a one-hot mask with one class more than experts: the modules' slot for a token routed nowhere).
     x: [tokens, hidden]; gate_up_weight: [experts, 2 * intermediate, hidden] (gate rows first);
     down_weight: [experts, hidden, intermediate]."""
     output = torch.zeros_like(x)
-    for expert in torch.unique(topk_ids).tolist():
-        token_idx, slot = torch.where(topk_ids == expert)
+    num_experts = gate_up_weight.shape[0]
+    expert_mask = F.one_hot(topk_ids, num_classes=num_experts + 1).permute(2, 1, 0)
+    for expert in torch.greater(expert_mask.sum(dim=(-1, -2)), 0).nonzero()[:, 0].tolist():
+        if expert == num_experts:
+            continue
+        slot, token_idx = torch.where(expert_mask[expert])
         gate, up = F.linear(x[token_idx], gate_up_weight[expert]).chunk(2, dim=-1)
         y = F.linear(F.silu(gate) * up, down_weight[expert])
         y = y * topk_weights[token_idx, slot, None]

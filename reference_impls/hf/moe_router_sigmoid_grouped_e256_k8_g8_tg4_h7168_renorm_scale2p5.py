@@ -34,8 +34,8 @@ def route(x, router_weight, score_bias):
     group_scores = choice.view(-1, NUM_GROUPS, per_group).topk(2, dim=-1).values.sum(dim=-1)
     top_groups = torch.topk(group_scores, TOPK_GROUPS, dim=-1).indices
     group_mask = torch.zeros_like(group_scores).scatter_(1, top_groups, 1.0)
-    expert_mask = group_mask.repeat_interleave(per_group, dim=-1)
-    choice = choice.masked_fill(expert_mask == 0, float("-inf"))
+    expert_mask = group_mask.unsqueeze(-1).expand(-1, NUM_GROUPS, per_group).reshape(-1, num_experts)
+    choice = choice.masked_fill(~expert_mask.bool(), float("-inf"))
     topk_ids = torch.topk(choice, TOP_K, dim=-1).indices
     topk_weights = scores.gather(1, topk_ids)
     topk_weights = topk_weights / (topk_weights.sum(dim=-1, keepdim=True) + 1e-20)

@@ -144,10 +144,9 @@ class _SlicedProjection(nn.Module):
 
 
 def test_a_projection_of_a_slice_validates_bit_for_bit_in_float32():
-    torch.manual_seed(0)
-    x, weight = torch.randn(3, 12, 256)[:, :6], torch.randn(64, 256)
-    with torch.no_grad():  # the premise: the parameter's flag alone moves the result (at few rows)
-        assert not torch.equal(F.linear(x, weight), F.linear(x, weight.clone().requires_grad_(True)))
+    # The bug's premise (the parameter's requires_grad flag alone moves F.linear's result on a slice of few
+    # rows) depends on the CPU's BLAS path: it held on the machine the bug was found on, not on every CPU.
+    # What must hold everywhere is that the extracted reference validates bit for bit.
     result = _extracted(_SlicedProjection, seq_lens=(10, 6, 8))  # compared at (3, 6) and (2, 8)
     check = next(v for v, d in zip(result.validations, result.drafts) if d.op_type == "_sliced_projection")
     assert check.passed and check.exact == {"float32": True, "bfloat16": True}, check.message

@@ -1,7 +1,10 @@
 """Mixture-of-experts: the router (three conventions) and the routed experts.
 
 Expert references loop over the experts some token selected, so only touched experts are read; the
-definition records that in a `hints.moe` entry for the speed-of-light analyser.
+definition records that in a `hints.moe` entry for the speed-of-light analyser. Routing and dispatch are
+spelled as transformers' modules spell them (a one-hot mask of the selections, the unpicked groups masked with
+`~mask`): a kernel author reads the module's algorithm, and the analyser's one-hot rule traces the loop at
+every size.
 """
 
 from __future__ import annotations
@@ -190,8 +193,8 @@ def router_helper(info: RouterInfo) -> str:
     group_scores = choice.view(-1, NUM_GROUPS, per_group).topk(2, dim=-1).values.sum(dim=-1)
     top_groups = torch.topk(group_scores, TOPK_GROUPS, dim=-1).indices
     group_mask = torch.zeros_like(group_scores).scatter_(1, top_groups, 1.0)
-    expert_mask = group_mask.repeat_interleave(per_group, dim=-1)
-    choice = choice.masked_fill(expert_mask == 0, float("-inf"))
+    expert_mask = group_mask.unsqueeze(-1).expand(-1, NUM_GROUPS, per_group).reshape(-1, num_experts)
+    choice = choice.masked_fill(~expert_mask.bool(), float("-inf"))
     topk_ids = torch.topk(choice, TOP_K, dim=-1).indices
     topk_weights = scores.gather(1, topk_ids)
 {renorm}    return topk_weights * ROUTED_SCALING, topk_ids'''
@@ -226,8 +229,9 @@ def experts_helper(info: ExpertsInfo) -> str:
     """Routed experts with interleaved gate/up columns, clamping and biases; only selected experts run.
     x: [tokens, hidden]; gate_up_weight: [experts, hidden, 2 * intermediate]; down_weight: [experts, intermediate, hidden]."""
     output = torch.zeros_like(x)
-    for expert in torch.unique(topk_ids).tolist():
-        token_idx, slot = torch.where(topk_ids == expert)
+    expert_mask = F.one_hot(topk_ids, num_classes=gate_up_weight.shape[0]).permute(2, 1, 0)
+    for expert in torch.greater(expert_mask.sum(dim=(-1, -2)), 0).nonzero()[:, 0].tolist():
+        slot, token_idx = torch.where(expert_mask[expert])
         gate_up = x[token_idx] @ gate_up_weight[expert] + gate_up_bias[expert]
         gate, up = gate_up[..., ::2], gate_up[..., 1::2]
         gate = gate.clamp(max=LIMIT)
@@ -239,12 +243,17 @@ def experts_helper(info: ExpertsInfo) -> str:
     return output'''
     act = ACTIVATIONS[info.activation][0].format(x="gate")
     return f'''def experts(x, topk_ids, topk_weights, gate_up_weight, down_weight):
-    """Routed gated experts; only experts some token selected are computed.
+    """Routed gated experts; only experts some token selected are computed, found as the modules find them
+    (a one-hot mask with one class more than experts: the modules' slot for a token routed nowhere).
     x: [tokens, hidden]; gate_up_weight: [experts, 2 * intermediate, hidden] (gate rows first);
     down_weight: [experts, hidden, intermediate]."""
     output = torch.zeros_like(x)
-    for expert in torch.unique(topk_ids).tolist():
-        token_idx, slot = torch.where(topk_ids == expert)
+    num_experts = gate_up_weight.shape[0]
+    expert_mask = F.one_hot(topk_ids, num_classes=num_experts + 1).permute(2, 1, 0)
+    for expert in torch.greater(expert_mask.sum(dim=(-1, -2)), 0).nonzero()[:, 0].tolist():
+        if expert == num_experts:
+            continue
+        slot, token_idx = torch.where(expert_mask[expert])
         gate, up = F.linear(x[token_idx], gate_up_weight[expert]).chunk(2, dim=-1)
         y = F.linear({act} * up, down_weight[expert])
         y = y * topk_weights[token_idx, slot, None]
