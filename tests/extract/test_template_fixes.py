@@ -88,3 +88,30 @@ def test_an_attention_with_parameters_the_templates_do_not_read_is_declined():
     module = next(m for m in built.module.modules() if type(m).__name__ == "ParakeetEncoderAttention")
     with pytest.raises(SpecError, match="bias_u, bias_v, relative_k_proj"):
         attention.attention_info(module, built.module.config, None)
+
+
+ERNIE = dict(ATTN, model_type="ernie4_5_moe", num_hidden_layers=1, intermediate_size=96, moe_num_experts=4,
+             moe_k=2, moe_intermediate_size=32, moe_layer_start_index=1)
+
+
+def test_a_rope_of_the_right_width_but_another_formula_is_declined():
+    """ERNIE 4.5's rotary helper takes full-width cos/sin, as rotate-half does, but rotates interleaved pairs
+    (GLM's layout) in float32, and its rotary module keeps the table in float32. The templates read the width
+    only: the attention, the fused layers and the table were drafted, failed validation and were dropped. Now
+    the templates decline them (the generic capture emits ERNIE's attention and table); a Llama attention,
+    whose helper is the formula the templates write, is still taken."""
+    from solbench.extract import build
+    from solbench.extract.families import attention, rotary
+    from solbench.spec.errors import SpecError
+
+    built = build.build_transformers("tiny/ernie4_5_moe", dict(ERNIE))
+    module = next(m for m in built.module.modules() if type(m).__name__ == "Ernie4_5_MoeAttention")
+    with pytest.raises(SpecError, match="not the rotate-half formula"):
+        attention.attention_info(module, built.module.config, None)
+    with pytest.raises(SpecError, match="float32 table"):
+        rotary.rotary_table_draft(*rotary.rotary_module(built.module))
+    llama = build.build_transformers("tiny/llama", dict(ATTN, model_type="llama", num_hidden_layers=1,
+                                                        intermediate_size=96))
+    module = next(m for m in llama.module.modules() if type(m).__name__ == "LlamaAttention")
+    assert attention.attention_info(module, llama.module.config, None).rope == "full"
+    assert rotary.rotary_table_draft(*rotary.rotary_module(llama.module)).op_type == "rope_table"

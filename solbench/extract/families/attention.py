@@ -136,12 +136,20 @@ def _rope_style(module: nn.Module, head_dim: int, rotary_dim: int = 0) -> str:
     # full first: some helpers (Phi-3) accept a narrower table as partial rotary, which is not "half"
     styles = (("partial", rotary_dim),) if rotary_dim else (("full", head_dim), ("half", head_dim // 2))
     for style, width in styles:
+        cos, sin = torch.randn(1, 3, width), torch.randn(1, 3, width)
         try:
-            out, _ = apply(q, q, torch.randn(1, 3, width), torch.randn(1, 3, width))
+            out, _ = apply(q, q, cos, sin)
         except (RuntimeError, TypeError, ValueError):  # TypeError: a helper of another signature (Gemma 3n)
             continue
-        if out.shape == q.shape:
-            return style
+        if out.shape != q.shape:
+            continue
+        written: dict = {}
+        exec(ROPE_HELPERS[style], {"torch": torch}, written)  # the helper the references will hold
+        if not torch.allclose(out.float(), written["apply_rope"](q, cos, sin), rtol=1e-5, atol=1e-5):
+            # ERNIE 4.5: the same widths, but interleaved pairs (GLM's layout) applied in float32
+            raise SpecError(f"{type(module).__name__}: its apply_rotary_pos_emb takes {style}-width tables but "
+                            f"is not the rotate-half formula the templates write (interleaved pairs?)")
+        return style
     raise SpecError(f"{type(module).__name__}: unknown RoPE layout")
 
 

@@ -94,13 +94,17 @@ def _check_layout(module: nn.Module) -> None:
     half = module.inv_freq.shape[-1]
     try:
         with torch.no_grad():
-            out = module(torch.empty(1, device="meta"), torch.zeros(1, 2, dtype=torch.long, device="meta"))
+            out = module(torch.empty(1, dtype=torch.bfloat16, device="meta"),
+                         torch.zeros(1, 2, dtype=torch.long, device="meta"))
     except Exception:  # noqa: BLE001 - a forward that will not run on meta: validation decides
         return
     if not isinstance(out, tuple | list) or len(out) != 2:  # DeepSeek-V2: one complex table (cos + i sin)
         what = f"one {out.dtype} tensor" if isinstance(out, torch.Tensor) else type(out).__name__
         raise SpecError(f"rotary table: the module returns {what}, not the (cos, sin) pair the template writes")
     cos = out[0]
+    if cos.dtype != torch.bfloat16:  # ERNIE 4.5 keeps its table in float32 ("full precision")
+        raise SpecError(f"rotary table: the module returns a {cos.dtype} table for bfloat16 activations; the template "
+                        f"casts to the activations' dtype")
     if cos.shape[-1] != 2 * half:
         raise SpecError(f"rotary table: the module's table is {cos.shape[-1]} wide, not the rotate-half "
                         f"{2 * half} the template writes")
