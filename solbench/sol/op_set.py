@@ -23,6 +23,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 import torch
+from torch.overrides import TorchFunctionMode
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.weak import WeakIdKeyDictionary
@@ -62,6 +63,12 @@ REDUCTIONS_AS = {"max": "amax", "min": "amin"}  # their reducing overloads (not 
 # spelled out in mean / var / rsqrt compare alike, and GELU, so that `F.gelu` and its formula do.
 NORMALISATIONS = frozenset({"native_layer_norm", "native_group_norm", "native_batch_norm", "_fused_rms_norm",
                             "_native_batch_norm_legit", "_native_batch_norm_legit_no_training", "gelu"})
+
+# Functions recorded whole, their dispatched ops left out: what they dispatch depends on how their inputs are
+# held, not on the computation. `F.one_hot` of ids on the meta device is `eq(ids[..., None], arange)`; of real
+# ids (a routing input the trace is given) a range check (`amin`, `amax`) and a `scatter`: the same one-hot
+# recorded two ways, so a fused layer routing with its own top-k and an experts problem given the ids differed.
+WHOLE = {torch.nn.functional.one_hot: "one_hot"}
 
 _DECOMPOSITIONS: dict | None = None
 
@@ -120,6 +127,18 @@ class OpSetRecorder(TorchDispatchMode):
         self.table = core_aten_decompositions()
         self.derived = WeakIdKeyDictionary()  # tensors that depend on an input (the tracer's view, kept
         self._tracer_derived = None  # up while it is suppressed inside a fused op)
+        self._whole = _WholeFunctions(self)  # entered with this mode (`WHOLE`)
+        self._quiet = 0  # > 0 inside a function recorded whole: its dispatched ops are not counted
+
+    def __enter__(self):
+        self._whole.__enter__()
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        try:
+            return super().__exit__(*exc)
+        finally:
+            self._whole.__exit__(*exc)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -145,6 +164,8 @@ class OpSetRecorder(TorchDispatchMode):
         return self._mark(func(*args, **kwargs), on_data)
 
     def _count(self, names: tuple[str, ...], on_data: bool) -> None:
+        if self._quiet:
+            return
         self.counts.update(names)
         if on_data:
             self.data_counts.update(names)
@@ -172,6 +193,29 @@ class OpSetRecorder(TorchDispatchMode):
     @property
     def data_ops(self) -> frozenset[str]:
         return frozenset(self.data_counts)
+
+
+class _WholeFunctions(TorchFunctionMode):
+    """Records each `WHOLE` function as one op of its name (on data when an input is), quietly running it."""
+
+    def __init__(self, recorder: OpSetRecorder):
+        super().__init__()
+        self.recorder = recorder
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = WHOLE.get(func)
+        if name is None:
+            return func(*args, **kwargs)
+        recorder = self.recorder
+        on_data = recorder._on_data(args, kwargs)
+        recorder._count((name,), on_data)
+        recorder._quiet += 1
+        try:
+            result = func(*args, **kwargs)
+        finally:
+            recorder._quiet -= 1
+        return recorder._mark(result, on_data)
 
 
 @dataclass(frozen=True)

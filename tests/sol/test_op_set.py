@@ -160,3 +160,21 @@ def test_with_earlier_verdicts_counts_what_either_run_contains(tmp_path, capsys)
     assert "contained: 2 of 2" in capsys.readouterr().out
     both = {v["problem"]: v["contained_in"] for v in json.loads((tmp_path / "both.json").read_text())}
     assert both == {"001_gelu": ["gelu_a"], "002_matmul": ["matmul_b"]}
+
+
+def test_one_hot_records_alike_whether_its_ids_are_given_or_computed():
+    """`F.one_hot` dispatches a range check and a scatter on real ids (a routing input a problem's
+    get_inputs gives the trace) and a comparison with `arange` on meta ids (a top-k the trace computed):
+    recorded whole, a fused layer and an experts problem spell the same dispatch alike."""
+    import torch
+
+    from solbench.sol.op_set import OpSetRecorder
+
+    def record(ids):
+        recorder = OpSetRecorder()
+        with recorder:
+            torch.nn.functional.one_hot(ids, num_classes=9)
+        return recorder.ops
+
+    ids = torch.randint(0, 8, (5, 2))
+    assert record(ids) == record(ids.to("meta")) == {"one_hot"}
