@@ -102,12 +102,12 @@ def _check_layout(module: nn.Module) -> None:
         what = f"one {out.dtype} tensor" if isinstance(out, torch.Tensor) else type(out).__name__
         raise SpecError(f"rotary table: the module returns {what}, not the (cos, sin) pair the template writes")
     cos = out[0]
-    if cos.dtype != torch.bfloat16:  # ERNIE 4.5 keeps its table in float32 ("full precision")
-        raise SpecError(f"rotary table: the module returns a {cos.dtype} table for bfloat16 activations; the template "
-                        f"casts to the activations' dtype")
     if cos.shape[-1] != 2 * half:
         raise SpecError(f"rotary table: the module's table is {cos.shape[-1]} wide, not the rotate-half "
                         f"{2 * half} the template writes")
+    if cos.dtype != torch.bfloat16:  # ERNIE 4.5 keeps its table in float32 ("full precision")
+        raise SpecError(f"rotary table: the module returns a {cos.dtype} table for bfloat16 activations; the template "
+                        f"casts to the activations' dtype")
 
 
 def _from_inv_freq(path: str, module: nn.Module, dtype: str) -> Draft:
