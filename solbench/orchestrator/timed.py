@@ -19,7 +19,7 @@ from solbench.spec.errors import SpecError
 from solbench.spec.problem import Problem, baseline_solution
 from solbench.spec.trace import Correctness, Status
 from solbench.timing.config import TimingConfig
-from solbench.timing.stats import FLAG_FEW_SAMPLES, summarize
+from solbench.timing.stats import FLAG_FEW_SAMPLES, median_ci_ranks, summarize
 
 
 @dataclass
@@ -62,30 +62,44 @@ def timing_rounds(rounds: int | None, device: str, call_s: float) -> int:
 
 
 def block_timing(timing: TimingConfig, rounds: int, call_s: float, device: str) -> TimingConfig:
-    """One block's settings. For calls of `long_call_ms` or more the latency is the median of every
-    round's samples together, whose CI is about 1/sqrt(rounds) of one block's, so each block stops at
-    sqrt(rounds) x the target. Short calls keep the whole target per block: their samples are cheap, and
-    a block's level can differ from the next one's by a few percent (docs/timing.md). On the CPU the
-    rounds share one block's counts and time budgets (a smoke test's cost, spread over more blocks)."""
+    """One block's settings: the rounds share one block's floors (on the CPU its budgets too), and for
+    calls of `long_call_ms` or more each block stops at sqrt(rounds) x the CI target.
+
+    The latency is the median of every round's samples together. Its floors (`iters`, `short_call_iters`,
+    `min_block_ms`) are what the workload measures at least, so each of the `rounds` blocks takes its share
+    of them; on a GPU never fewer calls than a CI of its own needs (`least_for_ci`), so a block still stops
+    on its CI; a block that the power limit ends before its CI keeps the whole `iters` (`capped_iters`: the
+    count is all its median rests on there). For long calls that pooled median's CI is about 1/sqrt(rounds) of one block's, so each block stops
+    at sqrt(rounds) x the target. Short calls keep the whole target per block: their samples are cheap, and
+    a block's level can differ from the next one's by a few percent (docs/timing.md). On the CPU the rounds
+    also share one block's caps (a smoke test's cost, spread over more blocks); a GPU block keeps its
+    `max_iters` and `max_time_s`, the caps for a call whose CI is slow to tighten."""
+    if rounds > 1:
+        least = least_for_ci(timing.ci_level) if device.startswith("cuda") else 1
+        iters = max(least, -(-timing.iters // rounds))
+        timing = replace(timing, iters=iters, short_call_iters=max(least, -(-timing.short_call_iters // rounds)),
+                         min_block_ms=timing.min_block_ms / rounds, capped_iters=max(timing.capped_iters, timing.iters))
     if rounds > 1 and not device.startswith("cuda"):
-        iters = -(-timing.iters // rounds)
-        timing = replace(timing, iters=iters, short_call_iters=-(-timing.short_call_iters // rounds),
-                         max_iters=max(iters, -(-timing.max_iters // rounds)), max_time_s=timing.max_time_s / rounds,
-                         short_block_ms=timing.short_block_ms / rounds, min_block_ms=timing.min_block_ms / rounds)
+        timing = replace(timing, max_iters=max(timing.iters, -(-timing.max_iters // rounds)),
+                         max_time_s=timing.max_time_s / rounds, short_block_ms=timing.short_block_ms / rounds)
     if rounds > 1 and call_s * 1e3 >= timing.long_call_ms:
         return replace(timing, target_rel_ci=timing.target_rel_ci * math.sqrt(rounds))
     return timing
 
 
-def later_round_timing(timing: TimingConfig, device: str) -> TimingConfig:
-    """CPU: blocks after a side's first warm up with at least one call rather than `warmup` (the worker ran the
-    same call in its block before: allocator and lazy loading are warm), but still for `min_warmup_ms`: the
-    other side's block left its own code and data in the caches, and a short call needs many calls to bring
-    its own back (with one call, the norms' medians read 10-30% higher on an H200 host's CPU). A long call
-    meets the time with that one call, whose fresh inputs may cost more than it. A GPU block keeps its
-    warm-up (clocks, the settle)."""
-    if device.startswith("cuda"):
-        return timing
+def least_for_ci(level: float) -> int:
+    """The fewest samples with a distribution-free CI of the median at `level` (6 at 95%)."""
+    return next(n for n in range(1, 64) if median_ci_ranks(n, level) is not None)
+
+
+def later_round_timing(timing: TimingConfig) -> TimingConfig:
+    """Blocks after a side's first warm up with at least one call rather than `warmup`: the worker ran the
+    same call in its block before (allocator, lazy loading and compilation are warm; on a GPU a call of a
+    millisecond or more even keeps its argument slots and CUDA graphs). They still warm up for
+    `min_warmup_ms`, and on a GPU until the SM clock is at its working level: the other side's block ran
+    between them. On the CPU that time matters: the other side's block left its own code and data in the
+    caches, and a short call needs many calls to bring its own back (with one call, the norms' medians read
+    10-30% higher on an H200 host's CPU). A long call meets the time with that one call."""
     return replace(timing, warmup=min(timing.warmup, 1))
 
 
@@ -122,7 +136,7 @@ def time_rounds(run: WorkloadRun, reference_aliases: set[str], correctness: Corr
                                              f"rounds={rounds} budget={config.fresh_inputs_budget_s}")
     if eager is not None and _reuse_eager(run, eager, samples):
         time_reference = False
-    later = later_round_timing(timing, session.device)
+    later = later_round_timing(timing)
     for round_ in range(rounds):
         block = timing if round_ == 0 else later
         if time_reference:

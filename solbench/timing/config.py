@@ -40,6 +40,10 @@ class TimingConfig:
     power_cap_stop: bool = True
     """Adaptive: a block of long calls stops at its floor, CI target or not, when NVML says the board holds
     its clock at the power (or a thermal) limit; flagged `power_capped` (docs/timing.md)."""
+    capped_iters: int = 0
+    """Adaptive: a block that stops at the power limit has at least this many samples. Rounds that share the
+    workload's `iters` (`orchestrator.timed.block_timing`) keep the whole count here: the CI is waived there, so
+    the count is what the block's median rests on."""
     max_time_s: float = 5.0
     """Wall-time budget for the adaptive part of one timed block (the first `iters` always run)."""
     min_warmup_ms: float = 25.0
@@ -99,8 +103,8 @@ class TimingConfig:
             raise ValueError("max_hold_ms must be >= 0")
         if not 0 <= self.settle_ms <= 100:
             raise ValueError("settle_ms must be in [0, 100]")
-        if self.batch_min < 1:
-            raise ValueError("batch_min must be >= 1")
+        if self.batch_min < 1 or self.capped_iters < 0:
+            raise ValueError("batch_min must be >= 1 and capped_iters >= 0")
         if self.short_call_iters < 1 or self.long_call_ms < 0 or self.min_block_ms < 0 or self.short_block_ms < 0:
             raise ValueError("short_call_iters must be >= 1; long_call_ms, min_block_ms and short_block_ms >= 0")
 

@@ -112,7 +112,8 @@ def next_batch_size(n_done: int, elapsed_s: float, config: TimingConfig, rel_hal
     until the samples add up to `min_block_ms`, shorter ones until `short_call_iters` samples that add up to
     `short_block_ms`. Long calls also stop at their floor when `capped()` says the board holds its clock at a
     power or thermal limit (asked only then): the spread is the power controller's, and more samples do not make the median
-    repeat between runs (docs/timing.md, "Long calls at the power limit").
+    repeat between runs (docs/timing.md, "Long calls at the power limit"); with at least `capped_iters` samples,
+    since the CI no longer bounds them.
     """
     if n_done == 0:
         return config.iters, None
@@ -124,16 +125,19 @@ def next_batch_size(n_done: int, elapsed_s: float, config: TimingConfig, rel_hal
     long_calls = mean_ms >= config.long_call_ms
     floor_left = (max(0.0, config.min_block_ms - timed_ms) / mean_ms if long_calls
                   else max(config.short_call_iters - n_done, (config.short_block_ms - timed_ms) / max(mean_ms, 1e-9)))
+    to_capped = 0  # calls still owed before a capped board may end the block (`capped_iters`)
     if floor_left <= 0:
         if rel_halfwidth is not None and rel_halfwidth <= config.target_rel_ci:
             return 0, STOP_CI
         if long_calls and capped is not None and capped():
-            return 0, STOP_POWER_CAP
+            if n_done >= config.capped_iters:
+                return 0, STOP_POWER_CAP
+            to_capped = config.capped_iters - n_done
     remaining_s = config.max_time_s - elapsed_s
     per_iter_s = elapsed_s / n_done
     if remaining_s <= per_iter_s or remaining_s <= 0:
         return 0, STOP_MAX_TIME
-    size = max(config.batch_min, n_done // 4, math.ceil(floor_left))
+    size = to_capped or max(config.batch_min, n_done // 4, math.ceil(floor_left))
     if per_iter_s > 0:
         size = min(size, int(remaining_s / per_iter_s))
     return max(1, min(size, config.max_iters - n_done)), None

@@ -309,9 +309,11 @@ class TimedBlock:
 
 
 def block_key(state: WorkerState, request: msg.Time) -> str:
-    """What a block's slots and graphs depend on: the code, the workload, its input sets, the settings."""
+    """What a block's slots and graphs depend on: the code, the workload, its input sets, the settings (but
+    the warm-up count: a later round warms up with fewer calls, `orchestrator.timed.later_round_timing`)."""
+    settings = dict(request.config.to_dict(), warmup=None)
     return json.dumps([id(state.function), state.destination_passing, request.workload.to_dict(), request.seeds,
-                       request.config.to_dict(), request.max_slots, request.fresh_inputs_budget_s], sort_keys=True)
+                       settings, request.max_slots, request.fresh_inputs_budget_s], sort_keys=True)
 
 
 def handle_time(state: WorkerState, request: msg.Time) -> msg.Timed:

@@ -158,6 +158,15 @@ def test_long_calls_at_the_power_limit_stop_at_their_floor():
     assert next_batch_size(40, 0.24, c, 0.001, timed_ms=200.0, capped=capped(True)) == (0, STOP_CI)
     assert next_batch_size(60, 0.5, c, 0.05, timed_ms=1.2, capped=capped(True)) == (15, None)
     assert asked == []
+    # a round's block with the workload's floor shared: a capped board ends it only at `capped_iters` calls,
+    # asked for exactly (not a whole adaptive batch); an uncapped one goes on by its CI as before
+    shared = replace(c, iters=6, min_block_ms=100.0, capped_iters=10)
+    assert next_batch_size(6, 0.24, shared, 0.05, timed_ms=180.0, capped=capped(True)) == (4, None)
+    assert next_batch_size(10, 0.4, shared, 0.05, timed_ms=300.0, capped=capped(True)) == (0, STOP_POWER_CAP)
+    assert next_batch_size(6, 0.24, shared, 0.05, timed_ms=180.0, capped=capped(False)) == (10, None)
+    assert next_batch_size(6, 0.24, shared, 0.001, timed_ms=180.0, capped=capped(True)) == (0, STOP_CI)
+    with pytest.raises(ValueError):
+        replace(c, capped_iters=-1)
 
 
 @pytest.mark.parametrize("mask_before, mask_during, stops", [(0x4, 0x4, True), (0x0, 0x4, True), (0x40, 0x40, True),
