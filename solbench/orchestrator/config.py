@@ -61,10 +61,10 @@ class RunConfig:
     trials: int = option("trials", "correctness trials per workload, each with fresh inputs", 3, metavar="N")
     warmup: int | None = option("warmup", "minimum warm-up calls per timed block (default: the timer's for the "
                                 "device)", None, metavar="N")
-    iters: int | None = option("iters", "minimum timed iterations per timed block (default: the timer's)", None,
-                               metavar="N")
+    iters: int | None = option("iters", "minimum timed iterations per workload and side, shared by its "
+                               "interleaved timing rounds (default: the timer's)", None, metavar="N")
     adaptive: bool = option("adaptive", "keep timing until the median's confidence interval is tight "
-                            "(--no-adaptive: exactly --iters iterations)", True)
+                            "(--no-adaptive: --iters iterations, rounded up to a multiple of the rounds)", True)
     target_rel_ci: float | None = option("target-ci", "stop timing when the median's CI half-width is below this "
                                          "fraction of the median (default: the timer's)", None, metavar="X")
     max_time_s: float | None = option("max-time", "seconds of adaptive timing per timed block (default: the "

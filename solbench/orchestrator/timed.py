@@ -67,15 +67,16 @@ def block_timing(timing: TimingConfig, rounds: int, call_s: float, device: str) 
 
     The latency is the median of every round's samples together. Its floors (`iters`, `short_call_iters`,
     `min_block_ms`) are what the workload measures at least, so each of the `rounds` blocks takes its share
-    of them; on a GPU never fewer calls than a CI of its own needs (`least_for_ci`), so a block still stops
-    on its CI; a block that the power limit ends before its CI keeps the whole `iters` (`capped_iters`: the
-    count is all its median rests on there). For long calls that pooled median's CI is about 1/sqrt(rounds) of one block's, so each block stops
-    at sqrt(rounds) x the target. Short calls keep the whole target per block: their samples are cheap, and
-    a block's level can differ from the next one's by a few percent (docs/timing.md). On the CPU the rounds
-    also share one block's caps (a smoke test's cost, spread over more blocks); a GPU block keeps its
-    `max_iters` and `max_time_s`, the caps for a call whose CI is slow to tighten."""
+    of them. An adaptive block on a GPU never takes fewer calls than a CI of its own needs (`least_for_ci`),
+    so it still stops on its CI; one that the power limit ends before its CI keeps the whole `iters`
+    (`capped_iters`: the count is all its median rests on there). For long calls the pooled median's CI is
+    about 1/sqrt(rounds) of one block's, so each block stops at sqrt(rounds) x the target. Short calls keep
+    the whole target per block: their samples are cheap, and a block's level can differ from the next one's
+    by a few percent (docs/timing.md). On the CPU the rounds also share one block's caps (a smoke test's
+    cost, spread over more blocks); a GPU block keeps its `max_iters` and `max_time_s`, the caps for a call
+    whose CI is slow to tighten."""
     if rounds > 1:
-        least = least_for_ci(timing.ci_level) if device.startswith("cuda") else 1
+        least = least_for_ci(timing.ci_level) if device.startswith("cuda") and timing.adaptive else 1
         iters = max(least, -(-timing.iters // rounds))
         timing = replace(timing, iters=iters, short_call_iters=max(least, -(-timing.short_call_iters // rounds)),
                          min_block_ms=timing.min_block_ms / rounds, capped_iters=max(timing.capped_iters, timing.iters))

@@ -61,6 +61,8 @@ def test_gpu_rounds_share_the_workloads_floors_but_each_block_keeps_enough_calls
     four = block_timing(gpu, 4, call_s, "cuda:0")
     assert (four.iters, four.short_call_iters, four.min_block_ms) == (6, 13, gpu.min_block_ms / 4)
     assert block_timing(gpu, 1, call_s, "cuda:0") == gpu  # one round: the whole floors in its block
+    fixed = replace(gpu, iters=3, adaptive=False)  # --iters 3 --no-adaptive: 3 per side, rounded up to the rounds
+    assert block_timing(fixed, 2, call_s, "cuda:0").iters == 2
 
 
 @pytest.mark.parametrize("timing", [TimingConfig.cpu(), TimingConfig.cuda()])
