@@ -58,6 +58,8 @@ def test_gpu_rounds_share_the_workloads_floors_but_each_block_keeps_enough_calls
     assert block.max_iters == gpu.max_iters and block.warmup == gpu.warmup
     assert block.capped_iters == gpu.iters  # a block the power limit ends keeps the whole count
     assert least_for_ci(0.95) == 6 and median_ci_ranks(5, 0.95) is None and least_for_ci(0.9) == 5
+    top = math.nextafter(1.0, 0.0)  # the highest level TimingConfig accepts
+    assert median_ci_ranks(least_for_ci(top), top) is not None and median_ci_ranks(least_for_ci(top) - 1, top) is None
     four = block_timing(gpu, 4, call_s, "cuda:0")
     assert (four.iters, four.short_call_iters, four.min_block_ms) == (6, 13, gpu.min_block_ms / 4)
     assert block_timing(gpu, 1, call_s, "cuda:0") == gpu  # one round: the whole floors in its block
