@@ -28,11 +28,12 @@ from torch.utils import _pytree as pytree
 
 from solbench.extract import backward
 from solbench.extract.built import BuiltModel
-from solbench.extract.capture import axis_points, cpu_copy, flat_tensors
+from solbench.extract.capture import axis_points, flat_tensors
 from solbench.extract.codegen import Generated
+from solbench.extract.copies import cpu_copy
 from solbench.extract.draft import Draft
 from solbench.extract.generic import Block, symbol_axes
-from solbench.extract.generic_check import Draws
+from solbench.extract.generic_check import Draws, as_compared
 from solbench.extract.validate import Validation, one_thread
 
 FP32_LIMIT = 1e-6
@@ -93,7 +94,8 @@ def _compare(drawn: dict, fwd_namespace: dict, namespace: dict, traced: backward
         forward_inputs[inp.name] = value.requires_grad_(number in traced.differentiated)
     wrt = [forward_inputs[gen.inputs[i].name] for i in traced.differentiated]
     grads_in = {k: drawn[f"grad_{gen.outputs[k][0]}"] for k in traced.received}
-    want = _autograd_module(module, block, gen, forward_inputs, index, dtype, wrt, grads_in)
+    want = _autograd_module(module, block, gen, forward_inputs, index, dtype, getattr(torch, bdraft.dtype), wrt,
+                            grads_in)
     if want is None:
         with torch.enable_grad():
             outs = fwd_namespace["run"](**forward_inputs)
@@ -120,12 +122,13 @@ def _compare(drawn: dict, fwd_namespace: dict, namespace: dict, traced: backward
 
 
 def _autograd_module(module, block: Block, gen: Generated, forward_inputs: dict, index: int, dtype: torch.dtype,
-                     wrt: list, grads_in: dict) -> list | None:
+                     block_dtype: torch.dtype, wrt: list, grads_in: dict) -> list | None:
     """The module's own gradients in its recorded call; None when its outputs carry none (no_grad)."""
     call = block.calls[index]
     leaves, tree = pytree.tree_flatten((call.args, call.kwargs))
     tensor_at = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
-    real = [torch.zeros(x.shape, dtype=x.dtype) if isinstance(x, torch.Tensor) else x for x in leaves]
+    real = [torch.zeros(x.shape, dtype=x.dtype) if isinstance(x, torch.Tensor) else as_compared(x, dtype, block_dtype)
+            for x in leaves]
     for inp in gen.inputs:
         if inp.kind == "user":
             real[tensor_at[inp.target]] = forward_inputs[inp.name]

@@ -241,8 +241,14 @@ def _draft(built: BuiltModel, block: generic.Block, points: list[dict[str, int]]
 def _grows_with_size(block: generic.Block, dynamic: list[set[int]], first_ep) -> bool:
     """Whether an export at the second capture size has another number of operations than the first: a loop
     over a size unrolled by the trace (Jamba's selective scan runs once per token). Tracing such a block past
-    the model's largest sizes would unroll thousands of steps, and could only show that it depends on them."""
+    the model's largest sizes would unroll thousands of steps, and could only show that it depends on them.
+
+    The recording counted the tensors each call's Python code made (`Call.ops`): where the two sizes made as
+    many, the second export is skipped (a third of a model's exports); where not, that export decides."""
     if len(block.calls) < 2:  # `dynamic` is the first two calls' varying dims: _draft checked they vary
+        return False
+    first_ops, second_ops = block.calls[0].ops, block.calls[1].ops
+    if first_ops is not None and first_ops == second_ops:
         return False
     try:
         second = _export(block, block.calls[1], dynamic)

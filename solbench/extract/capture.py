@@ -11,12 +11,11 @@ allows and specialises them where it must).
 from __future__ import annotations
 
 import contextlib
-import copy
 import io
 import logging
 import warnings
-import weakref
 from collections import UserDict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +25,6 @@ from torch.overrides import TorchFunctionMode
 from torch.utils import _pytree as pytree
 
 from solbench.extract.built import BuiltModel
-from solbench.extract.known import known_buffers
 from solbench.spec.errors import SpecError, first_line
 
 
@@ -43,6 +41,9 @@ class Call:
     # a member of a ModuleList handed a tensor its previous sibling returned: a stack of layers, each fed the
     # one before (not a list of parallel heads, each on its own input: SAM's hypernetwork MLPs)
     follows_sibling: bool = False
+    # tensors the call's own Python code made (`_OpCount`): two sizes disagreeing means its trace grows or
+    # branches with the size; None where the call was not recorded (scaled, or built by hand)
+    ops: int | None = None
 
     def leaves(self) -> list:
         return pytree.tree_leaves((self.args, self.kwargs))
@@ -59,7 +60,8 @@ def axis_points(built: BuiltModel) -> list[dict[str, int]]:
 
 def record_calls(built: BuiltModel, axes: dict[str, int], dtype: torch.dtype) -> dict[str, Call]:
     """Run the model once on fake tensors at `axes`; the first call of every submodule, by path (with the
-    inputs that are a rotary module's output marked: `Call.sources`)."""
+    inputs that are a rotary module's output marked: `Call.sources`): of calls apart only in non-tensor
+    arguments, the one whose values sort first (`_sorts_before`)."""
     from torch._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
 
     calls: dict[str, Call] = {}
@@ -67,24 +69,34 @@ def record_calls(built: BuiltModel, axes: dict[str, int], dtype: torch.dtype) ->
     model = built.module
     previous = _previous_siblings(model)
     lineage = _Lineage()
+    counter = _OpCount()
+    started: dict[str, int] = {}  # path -> the count at its first call's start, until that call returns
     chained: set[str] = set()
 
     def hook_for(path: str):
         def hook(module, args, kwargs):
             if path in previous and previous[path] in lineage.of((args, kwargs)):
                 chained.add(path)
-            if path in calls:
-                calls[path].count += 1
-            else:
-                leaves = pytree.tree_leaves((args, kwargs))
-                sources = {i: made[id(x)][:3] for i, x in enumerate(leaves) if id(x) in made}
-                with unset_fake_temporarily():
-                    calls[path] = Call(*_to_meta((args, kwargs)), sources=sources)
+            kept = calls.get(path)
+            if kept is not None and not _sorts_before(args, kwargs, kept):
+                kept.count += 1
+                return
+            leaves = pytree.tree_leaves((args, kwargs))
+            sources = {i: made[id(x)][:3] for i, x in enumerate(leaves) if id(x) in made}
+            with unset_fake_temporarily(), counter.paused():
+                calls[path] = Call(*_to_meta((args, kwargs)), kept.count + 1 if kept else 1, sources=sources)
+            started[path] = counter.made
+        return hook
+
+    def count_ops(path: str):
+        def hook(module, args, kwargs, output):
+            if path in started:
+                calls[path].ops = counter.made - started.pop(path)
         return hook
 
     def made_by(path: str):
         def hook(module, args, kwargs, output):
-            with unset_fake_temporarily():
+            with unset_fake_temporarily(), counter.paused():
                 call = Call(*_to_meta((args, kwargs)))
             for index, tensor in enumerate(flat_tensors(output)):
                 made[id(tensor)] = (path, index, call, tensor)
@@ -96,13 +108,15 @@ def record_calls(built: BuiltModel, axes: dict[str, int], dtype: torch.dtype) ->
         return hook
 
     handles = [m.register_forward_pre_hook(hook_for(p), with_kwargs=True) for p, m in model.named_modules()]
+    handles += [m.register_forward_hook(count_ops(p), with_kwargs=True) for p, m in model.named_modules()]
     handles += [m.register_forward_hook(made_by(p), with_kwargs=True) for p, m in model.named_modules()
                 if is_rotary(m)]
     members = set(previous.values())
     handles += [m.register_forward_hook(keep_output(p), with_kwargs=True) for p, m in model.named_modules()
                 if p in members]
     try:
-        with quiet(), FakeTensorMode(allow_non_fake_inputs=True), torch.device("meta"), torch.no_grad(), lineage:
+        with quiet(), FakeTensorMode(allow_non_fake_inputs=True), torch.device("meta"), torch.no_grad(), counter, \
+                lineage:
             args, kwargs = built.make_call(axes, dtype)
             model(*args, **kwargs)
     except Exception as exc:  # noqa: BLE001 - the model's own call fails: one line naming why, not a traceback
@@ -114,6 +128,26 @@ def record_calls(built: BuiltModel, axes: dict[str, int], dtype: torch.dtype) ->
     for path in chained & calls.keys():
         calls[path].follows_sibling = True
     return calls
+
+
+def _sorts_before(args, kwargs, kept: Call) -> bool:
+    """Whether a later call of a module, on tensors alike and apart only in other arguments, sorts before the
+    kept one. The kept call must not follow a set's order: Olmo 3 and Gemma 3 call their rotary module once
+    per layer type, iterating `set(config.layer_types)`, whose order changes with Python's string hashing."""
+    leaves, spec = pytree.tree_flatten((args, kwargs))
+    kept_leaves, kept_spec = pytree.tree_flatten((kept.args, kept.kwargs))
+    if spec != kept_spec:
+        return False
+    values, kept_values = [], []
+    for new, old in zip(leaves, kept_leaves):
+        if isinstance(new, torch.Tensor) or isinstance(old, torch.Tensor):
+            if not (isinstance(new, torch.Tensor) and isinstance(old, torch.Tensor)) or new.shape != old.shape \
+                    or new.dtype != old.dtype:
+                return False
+        else:
+            values.append(repr(new))
+            kept_values.append(repr(old))
+    return values < kept_values
 
 
 class _Lineage(TorchFunctionMode):
@@ -144,6 +178,33 @@ class _Lineage(TorchFunctionMode):
             origins = self.of((args, kwargs))
             if origins:
                 self.mark(out, origins)
+        return out
+
+
+class _OpCount(TorchFunctionMode):
+    """Tensors made by torch calls in the model's own Python code (not inside a call): a call returning
+    several (a `split`, an `unbind`) counts each, as export gives each its own node. A Python loop over a
+    size, unrolled by any trace, makes more of them at a larger size (`blocks._grows_with_size`)."""
+
+    def __init__(self):
+        super().__init__()
+        self.made = 0
+        self.counting = True
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """The recording's own copies (its hooks') are not the model's operations."""
+        self.counting = False
+        try:
+            yield
+        finally:
+            self.counting = True
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if self.counting:
+                self.made += 1 if isinstance(out, torch.Tensor) else \
+                len(flat_tensors(out)) if isinstance(out, tuple | list) else 0
         return out
 
 
@@ -267,60 +328,6 @@ def input_names(module: nn.Module, call: Call) -> list[str]:
         rest = "_".join(str(getattr(p, "key", getattr(p, "idx", ""))) for p in path[2:])
         names.append(f"{base}_{rest}" if rest else base)
     return names
-
-
-def cpu_copy(module: nn.Module, dtype: torch.dtype) -> nn.Module:
-    """A CPU copy of a meta module, parameters and buffers filled at realistic scales (seeded); buffers
-    whose values the build followed (`known`) hold those values.
-
-    Validation asks for a float32 copy, then a bfloat16 one. The values are drawn once, in float32, and
-    the second copy casts them: drawing them again cost as much as the comparison for large blocks (a
-    Jamba MoE layer), and gives the same bits, since both copies cast the same float32 draws."""
-    global _LAST_DRAWN
-    block = copy.deepcopy(module).to_empty(device="cpu").eval()
-    if dtype == torch.float32:  # else keep the dtypes the model was built with (float32 buffers stay so)
-        block.to(dtype)
-    drawn = _LAST_DRAWN[1] if _LAST_DRAWN is not None and _LAST_DRAWN[0]() is module else None
-    _LAST_DRAWN = None
-    gen = torch.Generator().manual_seed(0)
-    values = {}
-    with torch.no_grad():
-        for name, tensor in [*block.named_parameters(), *block.named_buffers()]:
-            if drawn is not None and name in drawn:
-                tensor.copy_(drawn[name])
-                continue
-            value = realistic(name, tuple(tensor.shape), tensor.dtype, gen)
-            tensor.copy_(value)
-            values[name] = tensor if tensor.dtype in (torch.float32, value.dtype) else value
-        for name, value in known_buffers(block).items():  # computed from the config: never drawn
-            block.get_buffer(name).copy_(value)
-    if drawn is None and dtype == torch.float32:
-        _LAST_DRAWN = (weakref.ref(module), values)
-    return block
-
-
-_LAST_DRAWN: tuple | None = None  # (the module, its float32 draws): the next copy of it casts them
-
-
-def realistic(name: str, shape: tuple[int, ...], dtype: torch.dtype, gen: torch.Generator) -> torch.Tensor:
-    """Norm weights and running variances near 1, biases and vectors small, matrices ~ N(0, 1/fan_in);
-    integers small. (A running variance drawn like a bias was negative half the time: a batch norm's output
-    was NaN, and NaN never equals NaN, so every batch norm failed validation.)"""
-    if not dtype.is_floating_point:
-        return torch.randint(0, 2, shape, generator=gen).to(dtype) if dtype == torch.bool else \
-            torch.randint(0, max(shape[-1], 1) if shape else 2, shape, generator=gen).to(dtype)
-    base = torch.randn(shape, generator=gen)
-    leaf = name.rsplit(".", 1)[-1]
-    if ("norm" in name.lower() and leaf == "weight") or leaf == "running_var":  # a batch norm's variance: > 0
-        base = 1.0 + 0.1 * base
-    elif len(shape) <= 1 or leaf.endswith("bias"):
-        base = 0.1 * base
-    else:
-        fan_in = 1
-        for size in shape[1:]:
-            fan_in *= size
-        base = base * fan_in ** -0.5
-    return base.to(dtype)
 
 
 @contextlib.contextmanager

@@ -115,9 +115,12 @@ class Draft:
 
     # -- get_inputs ------------------------------------------------------------------------------
 
-    def get_inputs_source(self) -> str:
+    def get_inputs_source(self, only: set[str] | None = None, name: str = "get_inputs") -> str:
+        """The problem's `get_inputs`; with `only`, a function `name` that draws just those inputs (a RoPE
+        pair whole): validation takes the weights from the module's copy, and drawing them again for every
+        size cost as much as the comparison."""
         lines = [
-            "def get_inputs(axes_and_scalars: dict, device) -> dict[str, torch.Tensor]:",
+            f"def {name}(axes_and_scalars: dict, device) -> dict[str, torch.Tensor]:",
             '    """Random inputs at realistic scales: weights ~ N(0, 1/fan_in), norm weights near 1, '
             'valid indices."""',
             "    a = axes_and_scalars",
@@ -126,7 +129,7 @@ class Draft:
         done: set[str] = set()
         by_name = {arg.name: arg for arg in self.inputs}
         for arg in self.inputs:
-            if arg.name in done:
+            if arg.name in done or (only is not None and arg.name not in only):
                 continue
             if arg.init in ("cos", "sin", "cos_half", "sin_half"):
                 lines += _rope_lines(arg, by_name)

@@ -12,14 +12,16 @@ from __future__ import annotations
 import torch
 from torch.utils import _pytree as pytree
 
-from solbench.extract.capture import cpu_copy, flat_tensors
+from solbench.extract.capture import flat_tensors
 from solbench.extract.codegen import Generated
+from solbench.extract.copies import cpu_copy
 from solbench.extract.draft import Draft
 from solbench.extract.generic import Block
 from solbench.extract.validate import Validation, one_thread
 from solbench.extract.workloads import axis_values
 
 DTYPES = (torch.float32, torch.bfloat16)
+DRAW_KEPT = "_draw_kept_inputs"  # the draft's `get_inputs` cut to the inputs a comparison draws
 
 
 def check(draft: Draft, block: Block, gen: Generated) -> Validation:
@@ -68,10 +70,10 @@ def check(draft: Draft, block: Block, gen: Generated) -> Validation:
 
 
 class Draws:
-    """The block's inputs drawn by the draft's own `get_inputs`, once per size (seeded by the call index)
-    and shared by the float32 and bfloat16 comparisons; only the inputs the module is called with are kept
-    (parameters come from the module's copy). Drawing a large block's weights again for each dtype cost
-    as much as a comparison (a 0.56 G-parameter decoder layer: 4 draws of about 4 s each)."""
+    """The block's inputs drawn by the draft's own `get_inputs` recipes, once per size (seeded by the call
+    index) and shared by the float32 and bfloat16 comparisons; only the inputs the module is called with are
+    drawn (parameters come from the module's copy). Drawing a large block's weights again for each dtype,
+    then for each size, cost as much as a comparison (a 0.56 G-parameter decoder layer: about 4 s a draw)."""
 
     def __init__(self, namespace: dict, draft: Draft, gen: Generated, keep: set[str] | None = None):
         self.namespace, self.draft = namespace, draft
@@ -80,9 +82,12 @@ class Draws:
 
     def at(self, index: int, axes: dict[str, int]) -> dict[str, torch.Tensor]:
         if index not in self.drawn:
+            if DRAW_KEPT not in self.namespace:
+                exec(compile(self.draft.get_inputs_source(self.keep, DRAW_KEPT), f"<inputs {self.draft.name}>",
+                             "exec"), self.namespace)
             torch.manual_seed(index)
-            everything = self.namespace["get_inputs"](axis_values(self.draft, axes), "cpu")
-            self.drawn[index] = {name: value for name, value in everything.items() if name in self.keep}
+            drawn = self.namespace[DRAW_KEPT](axis_values(self.draft, axes), "cpu")
+            self.drawn[index] = {name: value for name, value in drawn.items() if name in self.keep}
         return {name: value.clone() for name, value in self.drawn[index].items()}  # a module may write into one
 
 
@@ -91,7 +96,7 @@ def _compare_once(namespace: dict, drawn: dict[str, torch.Tensor], block: Block,
     call = block.calls[index]
     leaves, tree = pytree.tree_flatten((call.args, call.kwargs))
     tensor_at = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
-    real = [_fill(x) if isinstance(x, torch.Tensor) else x for x in leaves]
+    real = [_fill(x) if isinstance(x, torch.Tensor) else as_compared(x, dtype, block_dtype) for x in leaves]
     inputs = {}
     for inp in gen.inputs:
         if inp.kind == "user":
@@ -113,6 +118,13 @@ def _compare_once(namespace: dict, drawn: dict[str, torch.Tensor], block: Block,
     got = list(got) if isinstance(got, (tuple, list)) else [got]
     return len(got) == len(want) and all(g.shape == w.shape and g.dtype == w.dtype and torch.equal(g, w)
                                          for g, w in zip(got, want))
+
+
+def as_compared(value, dtype: torch.dtype, block_dtype: torch.dtype):
+    """A recorded non-tensor argument as the comparison in `dtype` passes it: a dtype argument that was the
+    model's (diffusers' `hidden_dtype`, which a timestep embedding casts to before its linear layers) is the
+    comparison's dtype, as it would be in the model loaded in that dtype."""
+    return dtype if isinstance(value, torch.dtype) and value == block_dtype else value
 
 
 def _fits(draft: Draft, gen: Generated, call, axes: dict[str, int]) -> bool:

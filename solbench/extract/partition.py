@@ -151,9 +151,8 @@ def signature(module: nn.Module, calls: list[Call]) -> tuple:
     """What makes two module calls compute differently (never the path or the layer index)."""
     parts: list = []
     for name, sub in module.named_modules():
-        attrs = tuple(sorted((k, v) for k, v in vars(sub).items()
-                             if not k.startswith("_") and isinstance(v, (int, float, bool, str, type(None)))
-                             and k != "layer_idx"))
+        attrs = tuple(sorted((k, _frozen(v)) for k, v in vars(sub).items()
+                             if not k.startswith("_") and _scalar(v) and k != "layer_idx"))
         parts.append((name, type(sub).__qualname__, type(sub).__module__, attrs))
     for name, tensor in [*module.named_parameters(), *module.named_buffers()]:
         parts.append((name, tuple(tensor.shape), str(tensor.dtype)))
@@ -161,6 +160,18 @@ def signature(module: nn.Module, calls: list[Call]) -> tuple:
         parts.append(tuple(_leaf_key(x) for x in call.leaves()))
         parts.append(call.count > 1)
     return tuple(parts)
+
+
+def _scalar(value) -> bool:
+    """A number, string or None, or a tuple or list of them: a convolution's stride and padding are tuples,
+    and two convolutions that differ only there compute differently."""
+    if isinstance(value, (tuple, list)):
+        return all(_scalar(v) for v in value)
+    return isinstance(value, (int, float, bool, str, type(None)))
+
+
+def _frozen(value):
+    return tuple(_frozen(v) for v in value) if isinstance(value, (tuple, list)) else value
 
 
 def _leaf_key(x) -> tuple:

@@ -124,3 +124,29 @@ def test_a_model_built_from_parts_extracts_each_part_and_reports_one_that_fails(
     assert any(line.startswith("vocoder (no-such/model)") for line in result.skipped)
     conformer = {d.name for d in result.drafts if d.name.startswith("parakeet_encoder_")}
     assert conformer and conformer <= {d.name for d in parakeet.drafts}
+
+
+def test_validation_draws_only_the_inputs_the_module_is_called_with(whisper):
+    """The module's copy holds the weights: drawing them again from `get_inputs` at every size was as costly as
+    the comparison. The cut recipe draws the kept inputs alone, with the full recipe's shapes and dtypes."""
+    import torch
+
+    from solbench.extract.generic_check import DRAW_KEPT
+    from solbench.extract.workloads import axis_values
+
+    layer = next(d for d in whisper.drafts if d.name.startswith("whisper_decoder_layer"))
+    weights = {a.name for a in layer.inputs if a.init == "weight"}
+    kept = {a.name for a in layer.inputs} - weights
+    assert weights and kept
+    namespace: dict = {}
+    exec(layer.reference(), namespace)
+    exec(layer.get_inputs_source(kept, DRAW_KEPT), namespace)
+    axes = axis_values(layer, layer.capture_points[1])
+    full, cut = namespace["get_inputs"](axes, "cpu"), namespace[DRAW_KEPT](axes, "cpu")
+    assert set(cut) == kept and set(full) == kept | weights
+    assert all(cut[n].shape == full[n].shape and cut[n].dtype == full[n].dtype for n in kept)
+    torch.manual_seed(3)
+    first = namespace[DRAW_KEPT](axes, "cpu")
+    torch.manual_seed(3)
+    again = namespace[DRAW_KEPT](axes, "cpu")
+    assert all(torch.equal(first[n], again[n]) for n in kept)  # seeded: repeatable

@@ -67,9 +67,9 @@ class Model(nn.Module):
         return self.decoder(self.embed(features))
 
 
-def _recorded(module: nn.Module) -> tuple[nn.Module, list[dict]]:
+def _recorded(module: nn.Module, features=lambda b: torch.randn(b, 3, 6)) -> tuple[nn.Module, list[dict]]:
     module = Model(module).eval().to("meta")
-    built = BuiltModel("test/decoder", module, "module", lambda axes, dtype: ((torch.randn(axes["b"], 3, 6),), {}),
+    built = BuiltModel("test/decoder", module, "module", lambda axes, dtype: ((features(axes["b"]),), {}),
                        {"b": (2, 3)}, {"b": (4,)})
     return module, [record_calls(built, {"b": b}, torch.float32) for b in (2, 3)]
 
@@ -84,3 +84,32 @@ def test_parallel_heads_are_not_a_stack_and_their_holder_is_a_block():
     model, calls = _recorded(flat)
     kinds, left = blocks(model, calls)
     assert "decoder" in [b.path for b in kinds], [(n.path, n.reason) for n in left]
+
+
+class ConvBlock(nn.Module):
+    def __init__(self, **conv):
+        super().__init__()
+        self.conv = nn.Conv2d(4, 4, 3, **conv)
+
+    def forward(self, x):
+        return torch.relu(self.conv(x))
+
+
+class Convs(nn.Module):
+    """Three blocks of one class, with the same weights' shape and input, apart only in their convolution's
+    padding or stride (tuples)."""
+
+    def __init__(self):
+        super().__init__()
+        self.same = ConvBlock(padding=1)
+        self.valid = ConvBlock(padding=0)
+        self.strided = ConvBlock(padding=1, stride=2)
+
+    def forward(self, x):
+        return self.same(x).sum() + self.valid(x).sum() + self.strided(x).sum()
+
+
+def test_modules_apart_only_in_a_tuple_attribute_are_two_kinds():
+    module, calls = _recorded(Convs(), lambda b: torch.randn(b, 4, 8, 6))
+    kinds = [b for b in blocks(module, calls)[0] if b.class_name == "ConvBlock"]
+    assert sorted(b.path for b in kinds) == ["decoder.same", "decoder.strided", "decoder.valid"]  # one problem each

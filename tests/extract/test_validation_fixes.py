@@ -7,7 +7,10 @@
   and validates bit for bit;
 - a copy of a tensor that an in-place operator then writes is written as a copy, not an alias: GLM's router
   divides its top-k weights in place, autograd saves a copy before, and a backward that read the divided
-  tensor instead was off by 2e-2 (and refused by validation)."""
+  tensor instead was off by 2e-2 (and refused by validation);
+- a dtype handed to a module as an argument (diffusers' `hidden_dtype`: a timestep embedding casts to it before
+  its linear layers) is the comparison's own in the float32 comparison: recorded as bfloat16, it made the
+  float32 copy multiply bfloat16 by float32 and fail (FIBO, Sana-Sprint, Qwen-Image's timestep embeddings)."""
 
 from __future__ import annotations
 
@@ -184,3 +187,28 @@ def test_a_decoder_that_cross_attends_to_vision_states_is_called_with_them():
     cross = next(p for p in calls if p.endswith("layers.1.cross_attn"))
     states = calls[cross].kwargs["cross_attention_states"]
     assert tuple(states.shape[1:]) == (4 * ((28 // 14) ** 2 + 1), 64)
+
+
+class _TimeEmbedding(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(64, 64)
+
+    def forward(self, t, hidden_dtype):
+        return self.linear(torch.sin(t.float() * 1000.0).to(hidden_dtype))
+
+
+class _Timed(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = _TimeEmbedding()
+        self.out = nn.Linear(64, 64)
+
+    def forward(self, x):
+        return self.out(self.embed(x, hidden_dtype=x.dtype))
+
+
+def test_a_dtype_argument_is_the_comparisons_own():
+    result = _extracted(_Timed)
+    embedding = next(v for v in result.validations if v.problem.startswith("_time_embedding"))
+    assert embedding.passed and embedding.exact == {"float32": True, "bfloat16": True}, embedding.message

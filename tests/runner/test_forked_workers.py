@@ -51,6 +51,24 @@ def status(field):
     return next(line.split()[1] for line in open("/proc/self/status") if line.startswith(field + ":"))
 
 
+def thread_names():
+    """The process's threads by name (CUDA's carry a hexadecimal number of their own), once each pool a library makes on
+    first use exists: torch's intra-op pool, and numpy's BLAS pool, which numpy's import starts in a spawned
+    worker and a fork leaves behind (OpenBLAS starts it again at its next call)."""
+    torch.ones(1 << 22).add_(1.0).sum()
+    if "numpy" in sys.modules:
+        numpy = sys.modules["numpy"]
+        numpy.ones((256, 256)) @ numpy.ones((256, 256))
+    names = {}
+    for task in os.listdir("/proc/self/task"):
+        try:
+            name = re.sub(r"^cuda[0-9a-f]+$", "cudaN", open(f"/proc/self/task/{task}/comm").read().strip())
+        except OSError:
+            continue
+        names[name] = names.get(name, 0) + 1
+    return dict(sorted(names.items()))
+
+
 here = os.getcwd()
 run_folder = os.path.dirname(here)
 
@@ -72,7 +90,9 @@ state = {
     "signals": {name: status(name) for name in ("SigBlk", "SigIgn", "SigCgt")},
     "handlers": {s.name: str(signal.getsignal(s)) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD,
                                                             signal.SIGHUP, signal.SIGPIPE)},
-    "threads": len(os.listdir("/proc/self/task")), "torch_threads": torch.get_num_threads(),
+    # once the libraries' thread pools are in use: a pool a spawned worker's start-up made and a fork left
+    # behind is made again on first use (and must not hang, as a pool from before the fork would)
+    "threads": thread_names(), "torch_threads": torch.get_num_threads(),
     "tempdir": norm(tempfile.gettempdir()), "cwd": norm(here), "umask": umask,
     "flags": list(sys.flags), "path": [norm(p) for p in sys.path], "argv": [norm(a) for a in sys.argv],
     "cgroup": re.sub(r"solbench-[0-9]+-[0-9]+-", "solbench-N-N-", open("/proc/self/cgroup").read()),

@@ -1,0 +1,73 @@
+"""Seeded CPU copies of a meta block for validation, at realistic scales: weights ~ N(0, 1/fan_in), norm
+weights near 1, buffers the build followed (`known`) at their values. Both the generic and the backward
+checks compare a module's copy with the reference fed the same tensors."""
+
+from __future__ import annotations
+
+import copy
+import weakref
+
+import torch
+from torch import nn
+
+from solbench.extract.known import known_buffers
+
+
+def cpu_copy(module: nn.Module, dtype: torch.dtype) -> nn.Module:
+    """A CPU copy of a meta module, parameters and buffers filled at realistic scales (seeded); buffers
+    whose values the build followed (`known`) hold those values.
+
+    Validation asks for a float32 copy, then a bfloat16 one. The values are drawn once, in float32, and
+    the second copy casts them: drawing them again cost as much as the comparison for large blocks (a
+    Jamba MoE layer), and gives the same bits, since both copies cast the same float32 draws."""
+    global _LAST_DRAWN
+    block = copy.deepcopy(module)
+    if dtype == torch.float32:  # else keep the dtypes the model was built with (float32 buffers stay so)
+        block.to(dtype)  # on meta, before any memory exists: nothing to convert
+    block = block.to_empty(device="cpu").eval()
+    drawn = _LAST_DRAWN[1] if _LAST_DRAWN is not None and _LAST_DRAWN[0]() is module else None
+    _LAST_DRAWN = None
+    gen = torch.Generator().manual_seed(0)
+    values = {}
+    with torch.no_grad():
+        for name, tensor in [*block.named_parameters(), *block.named_buffers()]:
+            if drawn is not None and name in drawn:
+                tensor.copy_(drawn[name])
+                continue
+            if tensor.dtype == torch.float32 and tensor.is_contiguous():  # drawn in place: no copy
+                values[name] = realistic(name, tuple(tensor.shape), tensor.dtype, gen, out=tensor.detach())
+                continue
+            value = realistic(name, tuple(tensor.shape), tensor.dtype, gen)
+            tensor.copy_(value)
+            values[name] = tensor if tensor.dtype in (torch.float32, value.dtype) else value
+        for name, value in known_buffers(block).items():  # computed from the config: never drawn
+            block.get_buffer(name).copy_(value)
+    if drawn is None and dtype == torch.float32:
+        _LAST_DRAWN = (weakref.ref(module), values)
+    return block
+
+
+_LAST_DRAWN: tuple | None = None  # (the module, its float32 draws): the next copy of it casts them
+
+
+def realistic(name: str, shape: tuple[int, ...], dtype: torch.dtype, gen: torch.Generator,
+              out: torch.Tensor | None = None) -> torch.Tensor:
+    """Norm weights and running variances near 1, biases and vectors small, matrices ~ N(0, 1/fan_in);
+    integers small. (A running variance drawn like a bias was negative half the time: a batch norm's output
+    was NaN, and NaN never equals NaN, so every batch norm failed validation.) With `out` (float32), drawn
+    and scaled in place: the same values, without a second copy of a large block's weights."""
+    if not dtype.is_floating_point:
+        return torch.randint(0, 2, shape, generator=gen).to(dtype) if dtype == torch.bool else \
+            torch.randint(0, max(shape[-1], 1) if shape else 2, shape, generator=gen).to(dtype)
+    base = torch.randn(shape, generator=gen, out=out) if out is not None else torch.randn(shape, generator=gen)
+    leaf = name.rsplit(".", 1)[-1]
+    if ("norm" in name.lower() and leaf == "weight") or leaf == "running_var":  # a batch norm's variance: > 0
+        base.mul_(0.1).add_(1.0)
+    elif len(shape) <= 1 or leaf.endswith("bias"):
+        base.mul_(0.1)
+    else:
+        fan_in = 1
+        for size in shape[1:]:
+            fan_in *= size
+        base.mul_(fan_in ** -0.5)
+    return base if out is not None else base.to(dtype)
