@@ -33,7 +33,7 @@ from solbench.extract.codegen import Generated
 from solbench.extract.copies import cpu_copy
 from solbench.extract.draft import Draft
 from solbench.extract.generic import Block, symbol_axes
-from solbench.extract.generic_check import Draws, as_compared
+from solbench.extract.generic_check import Draws, recorded_as_loaded
 from solbench.extract.validate import Validation, one_thread
 
 FP32_LIMIT = 1e-6
@@ -127,8 +127,7 @@ def _autograd_module(module, block: Block, gen: Generated, forward_inputs: dict,
     call = block.calls[index]
     leaves, tree = pytree.tree_flatten((call.args, call.kwargs))
     tensor_at = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
-    real = [torch.zeros(x.shape, dtype=x.dtype) if isinstance(x, torch.Tensor) else as_compared(x, dtype, block_dtype)
-            for x in leaves]
+    real = recorded_as_loaded(leaves, gen, dtype, block_dtype)
     for inp in gen.inputs:
         if inp.kind == "user":
             real[tensor_at[inp.target]] = forward_inputs[inp.name]

@@ -96,7 +96,7 @@ def _compare_once(namespace: dict, drawn: dict[str, torch.Tensor], block: Block,
     call = block.calls[index]
     leaves, tree = pytree.tree_flatten((call.args, call.kwargs))
     tensor_at = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
-    real = [_fill(x) if isinstance(x, torch.Tensor) else as_compared(x, dtype, block_dtype) for x in leaves]
+    real = recorded_as_loaded(leaves, gen, dtype, block_dtype)
     inputs = {}
     for inp in gen.inputs:
         if inp.kind == "user":
@@ -120,11 +120,17 @@ def _compare_once(namespace: dict, drawn: dict[str, torch.Tensor], block: Block,
                                          for g, w in zip(got, want))
 
 
-def as_compared(value, dtype: torch.dtype, block_dtype: torch.dtype):
-    """A recorded non-tensor argument as the comparison in `dtype` passes it: a dtype argument that was the
-    model's (diffusers' `hidden_dtype`, which a timestep embedding casts to before its linear layers) is the
-    comparison's dtype, as it would be in the model loaded in that dtype."""
-    return dtype if isinstance(value, torch.dtype) and value == block_dtype else value
+def recorded_as_loaded(leaves: list, gen: Generated, dtype: torch.dtype, block_dtype: torch.dtype) -> list:
+    """A recorded call's leaves as the model loaded in `dtype` would pass them, where the reference's dtypes
+    follow its inputs (an input carries the model's dtype): a tensor the reference does not read (a zero
+    filled stand-in; the module may still read its dtype: Qwen-Image casts its timestep embedding to its
+    hidden states') and a dtype argument (diffusers' `hidden_dtype`) that were the model's are `dtype`. Where the
+    reference writes dtypes literally (a rotary table: positions and frequencies in, no input in the model's
+    dtype), they stay as recorded, as the reference's casts do."""
+    follows = any(isinstance(i.value, torch.Tensor) and i.value.dtype == block_dtype for i in gen.inputs)
+    swap = {block_dtype: dtype} if follows else {}
+    return [torch.zeros(x.shape, dtype=swap.get(x.dtype, x.dtype)) if isinstance(x, torch.Tensor) else
+            swap.get(x, x) if isinstance(x, torch.dtype) else x for x in leaves]
 
 
 def _fits(draft: Draft, gen: Generated, call, axes: dict[str, int]) -> bool:
@@ -140,9 +146,3 @@ def _fits(draft: Draft, gen: Generated, call, axes: dict[str, int]) -> bool:
             if shape != tuple(tensors[inp.target].shape):
                 return False
     return True
-
-
-def _fill(meta: torch.Tensor) -> torch.Tensor:
-    """A CPU tensor for an input the reference does not read, in its recorded dtype: the module may still
-    read its shape or dtype (a rotary table is returned in the dtype of the activations passed beside it)."""
-    return torch.zeros(meta.shape, dtype=meta.dtype)

@@ -198,17 +198,30 @@ class _TimeEmbedding(nn.Module):
         return self.linear(torch.sin(t.float() * 1000.0).to(hidden_dtype))
 
 
+class _TimeEmbeddingLike(nn.Module):
+    """Qwen-Image's: the dtype is read off a tensor whose values the block never reads."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(64, 64)
+
+    def forward(self, t, hidden_states):
+        return self.linear(torch.sin(t.float() * 1000.0).to(hidden_states.dtype))
+
+
 class _Timed(nn.Module):
     def __init__(self):
         super().__init__()
         self.embed = _TimeEmbedding()
+        self.like = _TimeEmbeddingLike()
         self.out = nn.Linear(64, 64)
 
     def forward(self, x):
-        return self.out(self.embed(x, hidden_dtype=x.dtype))
+        return self.out(self.embed(x, hidden_dtype=x.dtype) + self.like(x.float(), x))
 
 
-def test_a_dtype_argument_is_the_comparisons_own():
+def test_a_dtype_argument_or_an_unread_tensors_dtype_is_the_comparisons_own():
     result = _extracted(_Timed)
-    embedding = next(v for v in result.validations if v.problem.startswith("_time_embedding"))
-    assert embedding.passed and embedding.exact == {"float32": True, "bfloat16": True}, embedding.message
+    for kind in ("_time_embedding", "_time_embedding_like"):
+        check = next(v for v in result.validations if v.problem.rsplit("_", 1)[0] == kind)
+        assert check.passed and check.exact == {"float32": True, "bfloat16": True}, (kind, check.message)
