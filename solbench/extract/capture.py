@@ -203,8 +203,7 @@ class _OpCount(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         if self.counting:
-                self.made += 1 if isinstance(out, torch.Tensor) else \
-                len(flat_tensors(out)) if isinstance(out, tuple | list) else 0
+            self.made += len(flat_tensors(out)) if isinstance(out, tuple | list) else int(isinstance(out, torch.Tensor))
         return out
 
 
