@@ -211,7 +211,7 @@ def _official(args: argparse.Namespace) -> int:
     order = list(FAMILY_OF_KIND.values())  # cheap families first: an interrupted run has counted the most ids
     runnable.sort(key=lambda m: order.index(rows[m]["family"]) if rows[m]["family"] in order else len(order))
     parallel.run_each(runnable, _measure, jobs=args.jobs, on_done=done, timeout_s=args.timeout,
-                      group=reuse.shipped_key)
+                      group=reuse.shipped_group)
     summary = _save(args.save, rows, t0, load, args.jobs) if args.save else \
         _summarise(list(rows.values()), time.perf_counter() - t0, load, args.jobs)
     _print_summary(summary, list(rows.values()), markdown=args.markdown)

@@ -14,13 +14,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
-from torch.utils import _pytree as pytree
 
 from solbench.extract import (
     backward_check,
+    block_reuse,
     capture,
     codegen,
     eager_path,
+    far_calls,
     generic,
     generic_check,
     partition,
@@ -46,6 +47,8 @@ DTYPE_SUFFIX = {torch.bfloat16: "", torch.float16: "_fp16", torch.float32: "_fp3
 # `backward`, a block of these kinds that a template covers is still captured, and only its backward is written.
 BACKWARD_PAST_TEMPLATES = ("attention", "layer", "rotary", "router")
 FOR_BACKWARD = "{} (captured only for its backward)"
+GROWS = "its graph grows with the size it is traced at (a Python loop over a size, unrolled): only the validated " \
+        "sizes are kept"
 
 
 @dataclass
@@ -73,13 +76,13 @@ def extract_blocks(built: BuiltModel, dtype: torch.dtype = torch.bfloat16, *, va
     points = capture.axis_points(built)
     tell(f"recording module calls at {len(points)} sizes")
     calls = [capture.record_calls(built, p, dtype) for p in points]
-    large = _LargeCalls(built, dtype, points)
+    large = far_calls.LargeCalls(built, dtype, points)
     kinds, result.not_emitted = partition.blocks(model, calls)
     extra = rope_inside_blocks(model, kinds, calls) if rope_inside else []
     fused = {id(b) for b in extra}  # never a template's problem: the templates take the table
     kinds += extra
     # largest first: a block that unrolls a loop over a size (and its parents) is found before the small
-    # blocks that would otherwise trace the whole model past its largest sizes, loop and all (`_LargeCalls`)
+    # blocks that would otherwise trace the whole model past its largest sizes, loop and all (`far_calls.LargeCalls`)
     kinds.sort(key=lambda b: -_parameter_count(b))
     result.blocks = len(kinds)
     grad_flags: dict = {}  # filled once, by the first block with a backward
@@ -98,7 +101,8 @@ def extract_blocks(built: BuiltModel, dtype: torch.dtype = torch.bfloat16, *, va
                                                  TOO_LARGE.format(size / 1e9), by_design=True))
             continue
         tell(f"capturing {block.class_name} ({number}/{len(kinds)})")
-        forward = _validated_forward(built, block, points, dtype, large, validate, result, only_backward, tell)
+        forward = _forward_once(built, block, points, dtype, large, validate, result, only_backward, tell,
+                                shareable=id(block) not in fused)
         if forward is None:
             continue
         draft, gen = forward
@@ -162,8 +166,32 @@ def _label(block: generic.Block, only_backward: bool) -> str:
     return f"{block.class_name} backward" if only_backward else block.class_name
 
 
+def _forward_once(built: BuiltModel, block: generic.Block, points: list[dict[str, int]], dtype: torch.dtype,
+                  large: far_calls.LargeCalls, validate: bool, result: BlocksResult, only_backward: bool,
+                  tell: Callable[[str], None], shareable: bool) -> tuple[Draft, codegen.Generated] | None:
+    """`_validated_forward`, or what it gave for the same block earlier in this run (`block_reuse`)."""
+    key = block_reuse.key(built, block, points, dtype, large, validate=validate,
+                          only_backward=only_backward) if shareable else None
+    seen = block_reuse.lookup(key)
+    if seen is None:
+        before = (len(result.validations), len(result.not_emitted), len(result.notes), large.refused)
+        forward = _validated_forward(built, block, points, dtype, large, validate, result, only_backward, tell)
+        block_reuse.remember(key, block_reuse.Seen(
+            forward, result.validations[before[0]:], result.not_emitted[before[1]:], result.notes[before[2]:],
+            large.refused if large.refused != before[3] else ""))
+        return forward
+    tell(f"{block.class_name}: as extracted for an earlier model")
+    seen = block_reuse.told_for(seen, block)
+    result.validations += seen.validations
+    result.not_emitted += seen.not_emitted
+    result.notes += seen.notes
+    if seen.refused:
+        large.refuse(seen.refused)
+    return seen.forward
+
+
 def _validated_forward(built: BuiltModel, block: generic.Block, points: list[dict[str, int]], dtype: torch.dtype,
-                       large: _LargeCalls, validate: bool, result: BlocksResult, only_backward: bool,
+                       large: far_calls.LargeCalls, validate: bool, result: BlocksResult, only_backward: bool,
                        tell: Callable[[str], None]) -> tuple[Draft, codegen.Generated] | None:
     """The block's forward draft, validated against its module; None (and the reason in `result`) when it
     cannot be captured, runs at no workload, or does not match."""
@@ -195,7 +223,7 @@ def _validated_forward(built: BuiltModel, block: generic.Block, points: list[dic
 
 
 def _draft(built: BuiltModel, block: generic.Block, points: list[dict[str, int]], dtype: torch.dtype,
-           large: _LargeCalls) -> tuple[Draft, codegen.Generated, workload_check.PointCheck]:
+           large: far_calls.LargeCalls) -> tuple[Draft, codegen.Generated, workload_check.PointCheck]:
     """The block's draft, from an export whose code does not depend on the size it was traced at.
 
     Export follows the code path of the size it traces and may fix what it derives from it, without a guard:
@@ -203,7 +231,9 @@ def _draft(built: BuiltModel, block: generic.Block, points: list[dict[str, int]]
     unrolls its loop over chunks once. Such a reference runs, wrongly, at other sizes. So the block is
     exported again traced (on meta, free) past the model's largest sizes: the same code means it does not
     depend on them. Else a third trace further out is compared with the second (Mamba2: one padded path for
-    every length), and that export is used; else only the sizes validation ran at are kept, and it says so."""
+    every length), and that export is used; else only the sizes validation ran at are kept, and it says so.
+    Where counting on fake tensors already shows a loop over a size (`far_calls.grows_past`), the far
+    exports are skipped: they could only show the same."""
     dynamic = capture.varying_dims(block.calls[:2])
     names = capture.input_names(block.module, block.calls[0])
     first_ep = _export(block, block.calls[0], dynamic)
@@ -212,16 +242,16 @@ def _draft(built: BuiltModel, block: generic.Block, points: list[dict[str, int]]
         return first
     if _grows_with_size(block, dynamic, first_ep):
         large.refuse("a block of the model unrolls a loop over a size")
-        return _validated_sizes_only(first, "its graph grows with the size it is traced at (a Python loop over a "
-                                            "size, unrolled): only the validated sizes are kept")
-    far_calls = large.calls(block)
-    if not far_calls and large.refused:
+        return _validated_sizes_only(first, GROWS)
+    far = large.calls(block)
+    if not far and large.refused:
         return _validated_sizes_only(first, f"no trace past the model's largest sizes ({large.refused}): only "
                                             f"the validated sizes are kept")
+    far = [call for call in far if capture.varying_dims([block.calls[0], call]) is not None]
+    if far_calls.grows_past(block, far):
+        return _validated_sizes_only(first, GROWS)
     traced = []
-    for call in far_calls:
-        if capture.varying_dims([block.calls[0], call]) is None:
-            continue
+    for call in far:
         try:
             traced.append(_drafted(built, block, points, dtype, _export(block, call, dynamic), names))
         except Exception:  # noqa: BLE001 - this trace size does not export: it cannot confirm anything
@@ -302,84 +332,3 @@ def _name(draft: Draft, block: generic.Block, dtype: torch.dtype) -> str:
     identity = json.dumps([draft.code, draft.axes, [a.to_dict() for a in draft.inputs],
                            [a.to_dict() for a in draft.outputs]], sort_keys=True, default=str)
     return f"{block.op_type}_{hashlib.sha256(identity.encode()).hexdigest()[:10]}{DTYPE_SUFFIX.get(dtype, '')}"
-
-
-class _LargeCalls:
-    """Each block's calls past the model's largest workload sizes (just past, then twice as far): the trace
-    sizes that tell whether an export depends on its size. Scaled from the block's own capture calls where
-    every size that varies follows a model axis (`scaled_call`); else every module's, recorded on
-    fake tensors once, when first asked."""
-
-    def __init__(self, built: BuiltModel, dtype: torch.dtype, points: list[dict[str, int]]):
-        self.built, self.dtype, self.points = built, dtype, points
-        self.recorded: list[dict[str, capture.Call]] | None = None
-        self.refused = ""
-        real = built.workload_axes
-        top = {axis: max(real.get(axis) or sizes) for axis, sizes in built.capture_axes.items()}
-        self.far = [{axis: far * size + 1 for axis, size in top.items()}  # +1: no power of two divides it
-                    for far in (1, 2)]  # and a loop over chunks runs another count
-
-    def refuse(self, why: str) -> None:
-        """Never record: the model's forward past its largest sizes would unroll a loop over thousands of
-        steps on fake tensors (Jamba's selective scan: minutes for every block that asks)."""
-        if self.recorded is None:
-            self.refused = why
-
-    def calls(self, block: generic.Block) -> list[capture.Call]:
-        scaled = [scaled_call(block.calls, self.points, point) for point in self.far]
-        if all(call is not None for call in scaled):
-            return scaled
-        if self.refused:
-            return []
-        if self.recorded is None:
-            self.recorded = []
-            for point in self.far:
-                try:
-                    self.recorded.append(capture.record_calls(self.built, point, self.dtype))
-                except Exception:  # noqa: BLE001 - the model refuses that size: it is not a trace size
-                    continue
-        return [call for call in map(block.call_in, self.recorded) if call is not None]
-
-
-def scaled_call(calls: list[capture.Call], points: list[dict[str, int]], far: dict[str, int]) -> capture.Call | None:
-    """A block's call at the model sizes `far`, made from its calls at the capture sizes `points` without
-    running the model: each input size that varies is a line through a model axis (`generic.related_axis`),
-    continued to `far`; None where one does not fit. Recording the whole model past its largest sizes would
-    unroll every loop over a size on the way (Jamba's selective scan: 4,097 steps in each of 63 layers)."""
-    flat = [pytree.tree_flatten((c.args, c.kwargs)) for c in calls]
-    if len(flat) < 3 or any(spec != flat[0][1] for _, spec in flat[1:]):
-        return None
-    leaves = []
-    for index, leaf in enumerate(flat[0][0]):
-        if not isinstance(leaf, torch.Tensor):
-            leaves.append(leaf)
-            continue
-        shape = []
-        for dim, size in enumerate(leaf.shape):
-            values = [int(f[0][index].shape[dim]) for f in flat]
-            if len(set(values)) == 1:
-                shape.append(int(size))
-                continue
-            relation = generic.related_axis(values, points)
-            if relation is None:
-                return None
-            axis, ratio, offset = relation
-            value = ratio * far[axis] + offset
-            if value.denominator != 1 or value <= 0:
-                return None
-            shape.append(int(value))
-        leaves.append(_strided_like(leaf, shape))
-    args, kwargs = pytree.tree_unflatten(leaves, flat[0][1])
-    return capture.Call(args, kwargs)
-
-
-def _strided_like(leaf: torch.Tensor, shape: list[int]) -> torch.Tensor:
-    """A meta tensor of `shape` laid out as `leaf` is (same order of strides; broadcast dims stay stride 0)."""
-    strides = [0] * len(shape)
-    step = 1
-    for dim in sorted(range(len(shape)), key=lambda d: (leaf.stride(d), -d)):
-        if leaf.stride(dim) == 0 and leaf.shape[dim] != 1:
-            continue
-        strides[dim] = step
-        step *= shape[dim]
-    return torch.empty_strided(tuple(shape), tuple(strides), dtype=leaf.dtype, device="meta")

@@ -3,8 +3,9 @@
 Each model's extraction is independent (its own build, capture and seeded validation), so models can run
 side by side; what is written stays byte-identical because the results are merged in the order the models
 were asked for, never in the order they finish. Processes are forked from the caller, which has already
-imported torch and the libraries, so a model pays no import time. Models with the same architecture facts
-(`reuse.shipped_key`) go to one process, in their order, so the later ones reuse the first's result. A
+imported torch and the libraries, so a model pays no import time. Models with the same architecture facts,
+and diffusers models with the same VAE, go to one process (`reuse.shipped_group`), in their order, so the
+later ones reuse the first's result or its blocks. A
 process that dies (out of memory, a signal) is reported for its models; the others go on.
 """
 

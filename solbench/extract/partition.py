@@ -152,7 +152,7 @@ def signature(module: nn.Module, calls: list[Call]) -> tuple:
     parts: list = []
     for name, sub in module.named_modules():
         attrs = tuple(sorted((k, _frozen(v)) for k, v in vars(sub).items()
-                             if not k.startswith("_") and _scalar(v) and k != "layer_idx"))
+                             if not k.startswith("_") and scalar(v) and k != "layer_idx"))
         parts.append((name, type(sub).__qualname__, type(sub).__module__, attrs))
     for name, tensor in [*module.named_parameters(), *module.named_buffers()]:
         parts.append((name, tuple(tensor.shape), str(tensor.dtype)))
@@ -162,11 +162,11 @@ def signature(module: nn.Module, calls: list[Call]) -> tuple:
     return tuple(parts)
 
 
-def _scalar(value) -> bool:
+def scalar(value) -> bool:
     """A number, string or None, or a tuple or list of them: a convolution's stride and padding are tuples,
     and two convolutions that differ only there compute differently."""
     if isinstance(value, (tuple, list)):
-        return all(_scalar(v) for v in value)
+        return all(scalar(v) for v in value)
     return isinstance(value, (int, float, bool, str, type(None)))
 
 

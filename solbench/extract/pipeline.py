@@ -168,6 +168,8 @@ def _extract_diffusers(config: configs.ModelConfig, dtype: str, validate: bool, 
         raise SpecError(f"{config.model_id}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
     result = ModelResult(config, [])
     _add_blocks(result, built_models, dtype, validate, tell, reach)
+    result.skipped += [f"{name}: the same class and config as {first}: its problems are {first}'s"
+                       for name, first in build_diffusers.repeated_components(config.components).items()]
     if reach.encoders:
         _text_encoders(result, config, dtype, validate, tell, reach)
     result.seconds = time.perf_counter() - start

@@ -22,20 +22,27 @@ from collections.abc import Iterator
 from typing import Any
 
 _RESULTS: dict[str, Any] | None = None  # in a session: key -> (first model id, its result without hooks)
+_BLOCKS: dict[str, Any] | None = None  # in a session: block key -> what extracting it added (`block_reuse`)
 
 
 @contextlib.contextmanager
 def session() -> Iterator[None]:
-    """Share results between the models extracted inside (nested sessions share the outer one's)."""
-    global _RESULTS
+    """Share results between the models extracted inside (nested sessions share the outer one's), and the
+    blocks they share (`block_reuse`)."""
+    global _RESULTS, _BLOCKS
     if _RESULTS is not None:
         yield
         return
-    _RESULTS = {}
+    _RESULTS, _BLOCKS = {}, {}
     try:
         yield
     finally:
-        _RESULTS = None
+        _RESULTS = _BLOCKS = None
+
+
+def blocks_seen() -> dict[str, Any] | None:
+    """This session's blocks by `block_reuse.key`; None outside a session."""
+    return _BLOCKS
 
 
 def key(library: str, facts: dict[str, Any], family: str | None, kind: str, **options: Any) -> str | None:
@@ -55,6 +62,19 @@ def shipped_key(model_id: str, **options: Any) -> str:
     found = key(entry.get("library", "transformers"), entry.get("config") or {}, entry.get("family"),
                 entry.get("kind", ""), **options)
     return found or model_id
+
+
+def shipped_group(model_id: str, **options: Any) -> str:
+    """Which process a shipped model goes to under `--jobs`: models with the same facts (the later ones
+    reuse the first's whole extraction), and diffusers models with the same VAE class (FLUX.1, SD1.5, SDXL
+    and SD3.5 share AutoencoderKL's blocks, FLUX.2 and its VAE AutoencoderKLFlux2's: `block_reuse`)."""
+    from solbench.extract import configs
+
+    entry = configs.shipped_models().get(model_id) or {}
+    vae = (entry.get("components") or {}).get("vae") if entry.get("library") == "diffusers" else None
+    if isinstance(vae, dict) and isinstance(vae.get("class"), str):
+        return f"diffusers with {vae['class']}"
+    return shipped_key(model_id, **options)
 
 
 def lookup(result_key: str | None, config) -> Any:

@@ -249,3 +249,28 @@ def test_a_vae_mid_block_is_one_block_and_validates_bit_exact():
     assert {"resnet_block2d", "attention"} <= set(kinds)
     stacks = {n.path for n in result.not_emitted if "stack of layers" in n.reason}
     assert {"vae.decoder", "vae.decoder.up_blocks.0"} <= stacks, stacks
+
+
+def test_a_component_repeating_an_earlier_ones_class_and_config_is_built_once():
+    """Wan2.2 A14B's two experts share class and config: the second gives the first's problems, so it is not
+    built (a third of that model's extraction), and the pipeline says whose problems they are."""
+    from solbench.extract import configs, pipeline
+    from solbench.extract.build_diffusers import repeated_components
+
+    tiny, _ = TINY["WanTransformer3DModel"]
+    wider = dict(tiny, ffn_dim=96)
+    components = {"transformer": {"class": "WanTransformer3DModel", "config": tiny},
+                  "transformer_2": {"class": "WanTransformer3DModel", "config": dict(reversed(list(tiny.items())))},
+                  "transformer_3": {"class": "WanTransformer3DModel", "config": wider}}
+    assert repeated_components(components) == {"transformer_2": "transformer"}  # key order does not matter
+    built = build_diffusers("tiny/wan", {"components": components}, torch.float32)
+    assert [b.model_id for b in built] == ["tiny/wan:transformer", "tiny/wan:transformer_3"]
+
+    def extract(parts: dict) -> pipeline.ModelResult:
+        config = configs.ModelConfig("tiny/wan", {}, "test", "tiny", "diffusion", "diffusers", parts)
+        return pipeline._extract_diffusers(config, "float32", False, lambda step: None, 0.0)
+
+    both = extract({k: components[k] for k in ("transformer", "transformer_2")})
+    alone = extract({"transformer": components["transformer"]})
+    assert "transformer_2: the same class and config as transformer: its problems are transformer's" in both.skipped
+    assert both.drafts and [d.name for d in both.drafts] == [d.name for d in alone.drafts]

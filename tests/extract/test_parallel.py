@@ -63,6 +63,16 @@ def test_diffusers_models_are_never_shared():
     assert reuse.shipped_key("Qwen/Qwen3-8B") == reuse.shipped_key("nvidia/Qwen3-8B-NVFP4")
 
 
+def test_diffusers_models_with_one_vae_share_a_process_so_their_blocks_are_extracted_once():
+    group = reuse.shipped_group
+    assert group("black-forest-labs/FLUX.1-dev") == group("runwayml/stable-diffusion-v1-5") == \
+        group("stabilityai/stable-diffusion-3.5-large")  # AutoencoderKL
+    assert group("black-forest-labs/FLUX.2-dev") == group("kaiyuyue/FLUX.2-dev-vae") != group("black-forest-labs/FLUX.1-dev")
+    assert group("Wan-AI/Wan2.2-T2V-A14B") != group("black-forest-labs/FLUX.1-dev")
+    assert group("briaai/FIBO") == "briaai/FIBO"  # no VAE component shipped: a process of its own
+    assert group("Qwen/Qwen3-8B") == group("nvidia/Qwen3-8B-NVFP4") == reuse.shipped_key("Qwen/Qwen3-8B")
+
+
 def _tree(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 

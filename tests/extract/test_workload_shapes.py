@@ -72,7 +72,7 @@ def test_gated_delta_net_matches_its_module_and_keeps_only_sizes_it_is_valid_at(
     (draft,) = result.drafts
     assert "solve_triangular" in draft.code
     assert max(p["seq_len"] for p in draft.workload_points) <= 64
-    assert any("workloads not emitted" in note and "depends on the size" in note for note in result.notes)
+    assert any("workloads not emitted" in note and "grows with the size" in note for note in result.notes)
 
 
 def test_library_dtype_rules_keep_fp32_weights():

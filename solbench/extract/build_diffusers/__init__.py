@@ -10,6 +10,7 @@ distribution's parameters). Text encoders are transformers models and are left t
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -113,10 +114,27 @@ def build_diffusers(model_id: str, entry: dict[str, Any], dtype: torch.dtype) ->
     if not isinstance(components, dict) or not components:
         raise DiffusersBuildError(f"{model_id}: a diffusers entry needs a non-empty 'components' object")
     built = []
+    repeats = repeated_components(components)
     for name, component in components.items():
         if not isinstance(component, dict) or not isinstance(component.get("class"), str):
             raise DiffusersBuildError(f"{model_id} {name}: a component needs a 'class' name and a 'config'")
-        if _is_transformers_component(component):
+        if _is_transformers_component(component) or name in repeats:
             continue
         built += build_component(model_id, name, component["class"], component.get("config") or {}, dtype)
     return built
+
+
+def repeated_components(components: dict[str, Any]) -> dict[str, str]:
+    """Components with the class and config of an earlier one (Wan2.2 A14B's two experts), each mapped to
+    that one: built from the same facts, they give the same problems, so only the first is extracted."""
+    first: dict[str, str] = {}
+    repeats = {}
+    for name, component in components.items():
+        if not isinstance(component, dict):
+            continue
+        key = json.dumps([component.get("class"), component.get("config") or {}], sort_keys=True, default=str)
+        if key in first:
+            repeats[name] = first[key]
+        else:
+            first[key] = name
+    return repeats
