@@ -34,6 +34,7 @@ from solbench.extract.copies import cpu_copy
 from solbench.extract.draft import Draft
 from solbench.extract.generic import Block, symbol_axes
 from solbench.extract.generic_check import Draws, recorded_as_loaded
+from solbench.extract.threads import threads_for
 from solbench.extract.validate import Validation, one_thread
 
 FP32_LIMIT = 1e-6
@@ -54,7 +55,7 @@ def check(traced: backward.Traced, forward: Draft, block: Block, gen: Generated)
     # the backward's own inputs that are not parameters: the output gradients and the block's inputs
     draws = Draws(namespace, bdraft, gen, {a.name for a in bdraft.inputs} - {
         inp.name for inp in gen.inputs if inp.kind != "user"})
-    with one_thread():
+    with one_thread(threads_for(block.module)):
         for dtype in (torch.float32, torch.bfloat16):
             label = str(dtype).removeprefix("torch.")
             try:

@@ -17,6 +17,7 @@ from solbench.extract.codegen import Generated
 from solbench.extract.copies import cpu_copy
 from solbench.extract.draft import Draft
 from solbench.extract.generic import Block
+from solbench.extract.threads import threads_for
 from solbench.extract.validate import Validation, one_thread
 from solbench.extract.workloads import axis_values
 
@@ -44,7 +45,7 @@ def check(draft: Draft, block: Block, gen: Generated) -> Validation:
     elif len(points) < 2:
         result.message = f"compared at {len(points)} size(s) other than the traced one (static shapes)"
     draws = Draws(namespace, draft, gen)
-    with one_thread():
+    with one_thread(threads_for(block.module)):
         for dtype in DTYPES:
             label = str(dtype).removeprefix("torch.")
             try:

@@ -70,7 +70,11 @@ def _run_here(model_id: str, work: Callable[[str], Any]) -> Outcome:
 
 
 def _child(model_ids: list[str], work: Callable[[str], Any], conn: Connection) -> None:
-    """Run a unit's models in order, sending each outcome as soon as it is known."""
+    """Run a unit's models in order, sending each outcome as soon as it is known; on one intra-op thread, as
+    the other processes share the cores (`threads`)."""
+    import torch
+
+    torch.set_num_threads(1)
     with reuse.session():
         for model_id in model_ids:
             try:

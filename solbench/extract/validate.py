@@ -219,10 +219,11 @@ class Validator:
 
 
 @contextlib.contextmanager
-def one_thread() -> Iterator[None]:
-    """Run torch operators on one intra-op thread inside the block (see the module docstring for why)."""
+def one_thread(threads: int = 1) -> Iterator[None]:
+    """Run torch operators on `threads` intra-op threads inside the block (one: the module docstring says
+    why)."""
     before = torch.get_num_threads()
-    torch.set_num_threads(1)
+    torch.set_num_threads(threads)
     try:
         yield
     finally:
