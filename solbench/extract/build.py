@@ -20,7 +20,7 @@ from torch import nn
 from solbench.extract import known, parts
 from solbench.extract.built import BuiltModel
 from solbench.extract.capture import quiet
-from solbench.spec.errors import SpecError
+from solbench.spec.errors import SpecError, first_line
 
 TOKENS_CAPTURE = {"batch_size": (2, 3, 2), "seq_len": (16, 24, 40)}
 TOKENS_WORKLOADS = {"batch_size": (1, 8), "seq_len": (128, 1024, 4096)}
@@ -82,7 +82,7 @@ def instantiate(cfg, model_id: str, dtype: torch.dtype = torch.bfloat16) -> nn.M
                     return known.build(partial(cls.from_config, copy.deepcopy(cfg), dtype=dtype,
                                                attn_implementation=attn)).eval()
             except (ValueError, KeyError, TypeError, AttributeError, AssertionError) as exc:
-                errors.append(f"{cls.__name__}/{attn}: {exc}")
+                errors.append(f"{cls.__name__}/{attn}: {first_line(exc)}")  # transformers lists every config class
     raise SpecError(f"{model_id}: transformers cannot build it: {errors[-1]}")
 
 

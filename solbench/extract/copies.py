@@ -23,7 +23,9 @@ def cpu_copy(module: nn.Module, dtype: torch.dtype) -> nn.Module:
     global _LAST_DRAWN
     block = copy.deepcopy(module)
     if dtype == torch.float32:  # else keep the dtypes the model was built with (float32 buffers stay so)
-        block.to(dtype)  # on meta, before any memory exists: nothing to convert
+        # on meta, before any memory exists: nothing to convert. nn.Module's own `to`: diffusers' override
+        # warns that some modules "should be kept in float32" (all of them are, here), once per block
+        nn.Module.to(block, dtype)
     block = block.to_empty(device="cpu").eval()
     drawn = _LAST_DRAWN[1] if _LAST_DRAWN is not None and _LAST_DRAWN[0]() is module else None
     _LAST_DRAWN = None

@@ -30,3 +30,19 @@ def test_drawn_in_place_equals_drawn_apart_and_the_bf16_copy_casts_them():
     bf16 = cpu_copy(meta, torch.bfloat16)
     assert bf16.proj.weight.dtype == torch.bfloat16
     assert torch.equal(bf16.proj.weight, fp32.proj.weight.to(torch.bfloat16))
+
+
+def test_a_diffusers_block_is_copied_without_its_float32_warning(capfd):
+    """diffusers' `ModelMixin.to` warns that modules "should be kept in float32" on every cast; the copy is
+    made float32 on meta with nn.Module's own `to`, and a whole `--all` run printed that line per block."""
+    import pytest
+
+    diffusers = pytest.importorskip("diffusers")
+    with torch.device("meta"):
+        block = diffusers.models.Transformer2DModel(num_attention_heads=2, attention_head_dim=8, in_channels=16,
+                                                    norm_num_groups=4, cross_attention_dim=16)
+    block = block.to(torch.bfloat16)  # as a model loads in bf16 (this cast warns too)
+    capfd.readouterr()
+    copied = cpu_copy(block, torch.float32)
+    assert {p.dtype for p in copied.parameters()} == {torch.float32}
+    assert "should be kept in float32" not in capfd.readouterr().err
