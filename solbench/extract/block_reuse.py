@@ -92,10 +92,19 @@ def _held(module: torch.nn.Module) -> list:
     config, an attention processor, an activation function."""
     found = []
     for name, value in sorted(vars(module).items()):
-        if name.startswith("_") or partition.scalar(value) or isinstance(value, (torch.Tensor, torch.nn.Module)):
+        if name.startswith("_") or partition.scalar(value) or isinstance(value, torch.nn.Module):
             continue
-        found.append([name, _described(value)])
+        found.append([name, _tensor(value) if isinstance(value, torch.Tensor) else _described(value)])
     return found
+
+
+def _tensor(value: torch.Tensor) -> list:
+    """A plain tensor attribute (not a parameter or buffer): its layout, and its values where it has them
+    (a table made on CPU at build time becomes a constant of the reference)."""
+    known = value.device.type != "meta"
+    digest = hashlib.sha256(value.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes()
+                            ).hexdigest() if known and value.numel() else ""
+    return ["tensor", list(value.shape), str(value.dtype), value.device.type, digest]
 
 
 def _described(value: Any) -> Any:

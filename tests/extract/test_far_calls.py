@@ -110,3 +110,23 @@ def test_a_block_met_again_in_a_later_model_of_the_run_is_not_extracted_again(mo
     exported.clear()  # outside a run over several models nothing is kept
     blocks.extract_blocks(_built(Model(nn.LayerNorm(8)), "test/a"), torch.bfloat16, validate=False)
     assert exported.count("mlp") == 2
+
+
+def test_what_a_module_holds_beyond_its_signature_decides_reuse():
+    """A block's key takes in what the structural signature leaves out: a plain tensor attribute's values,
+    a held function, a config's fields."""
+    from transformers import LlamaConfig
+
+    from solbench.extract.block_reuse import _held
+
+    def holding(**values) -> nn.Module:
+        module = nn.Module()
+        for name, value in values.items():
+            setattr(module, name, value)
+        return module
+
+    assert _held(holding(table=torch.tensor([1.0, 2.0]))) == _held(holding(table=torch.tensor([1.0, 2.0])))
+    assert _held(holding(table=torch.tensor([1.0, 2.0]))) != _held(holding(table=torch.tensor([1.0, 3.0])))
+    assert _held(holding(act=torch.relu)) != _held(holding(act=torch.tanh))
+    assert _held(holding(config=LlamaConfig(rope_theta=1e4))) != _held(holding(config=LlamaConfig(rope_theta=5e5)))
+    assert _held(holding(config=LlamaConfig(name_or_path="a"))) == _held(holding(config=LlamaConfig(name_or_path="b")))
