@@ -55,7 +55,7 @@ def check(traced: backward.Traced, forward: Draft, block: Block, gen: Generated)
     # the backward's own inputs that are not parameters: the output gradients and the block's inputs
     draws = Draws(namespace, bdraft, gen, {a.name for a in bdraft.inputs} - {
         inp.name for inp in gen.inputs if inp.kind != "user"})
-    with one_thread(threads_for(block.module)):
+    with one_thread(threads_for(block.module, block.calls)):
         for dtype in (torch.float32, torch.bfloat16):
             label = str(dtype).removeprefix("torch.")
             try:

@@ -45,7 +45,7 @@ def check(draft: Draft, block: Block, gen: Generated) -> Validation:
     elif len(points) < 2:
         result.message = f"compared at {len(points)} size(s) other than the traced one (static shapes)"
     draws = Draws(namespace, draft, gen)
-    with one_thread(threads_for(block.module)):
+    with one_thread(threads_for(block.module, block.calls)):
         for dtype in DTYPES:
             label = str(dtype).removeprefix("torch.")
             try:

@@ -1,5 +1,5 @@
-"""How many intra-op threads a block's CPU comparison gets: two for a heavy block while this process has
-two and the machine's other work leaves a core idle, else one (`validate` says why one is the rule).
+"""How many intra-op threads a block's CPU comparison gets: two for a heavy block (a large weight or a
+large input) while this process has two and the machine's other work leaves a core idle, else one (`validate` says why one is the rule).
 
 A large block's comparisons are compute-bound operators many times torch's grain size, where a second
 thread halves the time: SAM-HQ's vision layer compares in 14.1 s on one thread and 7.5 s on two on an idle
@@ -18,14 +18,17 @@ import torch
 from torch import nn
 
 HEAVY_PARAMS = 20_000_000  # a block this large compares in seconds, its operators far past the grain size
+HEAVY_INPUT = 1 << 20  # elements of one input: SAM's 64 x 64 x 768 image tokens (7 M parameters per layer)
 SAMPLE_S = 0.2
 
 _last: tuple[float, float, float] | None = None  # (monotonic s, machine busy CPU s, this process's CPU s)
 
 
-def threads_for(module: nn.Module) -> int:
-    """Two threads for `module`'s comparisons, or one (see the module docstring)."""
-    if torch.get_num_threads() < 2 or sum(p.numel() for p in module.parameters()) < HEAVY_PARAMS:
+def threads_for(module: nn.Module, calls: list) -> int:
+    """Two threads for the comparisons of `module` on its recorded `calls`, or one (the module docstring)."""
+    largest = max((x.numel() for call in calls for x in call.leaves() if isinstance(x, torch.Tensor)), default=0)
+    heavy = largest >= HEAVY_INPUT or sum(p.numel() for p in module.parameters()) >= HEAVY_PARAMS
+    if torch.get_num_threads() < 2 or not heavy:
         return 1
     others = others_busy_cores()
     return 2 if others is not None and (os.cpu_count() or 1) - others >= 1.75 else 1
