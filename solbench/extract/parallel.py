@@ -50,10 +50,17 @@ def run_each(model_ids: Sequence[str], work: Callable[[str], Any], jobs: int = 1
                 done(index, outcome)
                 outcomes.append(outcome)
         return outcomes
-    units: dict[str, list[int]] = {}
+    return _run_forked(list(model_ids), units(model_ids, group), work, jobs, done, timeout_s)
+
+
+def units(model_ids: Sequence[str], group: Callable[[str], str] | None) -> list[list[int]]:
+    """The models' indices by process: one unit per `group` value, the largest units first (stable).
+    `--all` names the diffusers models last, and their VAE group (eight models, one process) ran alone at
+    the end of the run when units started in model order."""
+    found: dict[str, list[int]] = {}
     for index, model_id in enumerate(model_ids):
-        units.setdefault(group(model_id) if group else model_id, []).append(index)
-    return _run_forked(list(model_ids), list(units.values()), work, jobs, done, timeout_s)
+        found.setdefault(group(model_id) if group else model_id, []).append(index)
+    return sorted(found.values(), key=len, reverse=True)
 
 
 def _run_here(model_id: str, work: Callable[[str], Any]) -> Outcome:

@@ -38,6 +38,12 @@ def test_a_group_shares_one_process_in_its_order():
     assert pid["a"] == pid["b"] and pid["x"] == pid["y"] and pid["a"] != pid["x"]
 
 
+def test_the_largest_units_start_first():
+    ids = ["s1", "g1", "s2", "g2", "g3", "h1", "h2"]
+    assert parallel.units(ids, lambda m: m[0] if m[0] in "gh" else m) == [[1, 3, 4], [5, 6], [0], [2]]
+    assert parallel.units(ids[:3], None) == [[0], [1], [2]]
+
+
 def test_models_with_the_same_facts_are_extracted_once_per_session(monkeypatch):
     """Qwen3-4B and Qwen3-4B-Instruct-2507 ship the same facts: the second reuses the first in a session."""
     calls: list[str] = []
