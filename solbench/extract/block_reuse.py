@@ -40,7 +40,6 @@ class Seen:
     validations: list = field(default_factory=list)
     not_emitted: list[NotEmitted] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    refused: str = ""  # the far-call recording it refused for the rest of its model (`LargeCalls.refuse`)
 
 
 def key(built, block: generic.Block, points: list[dict[str, int]], dtype: torch.dtype,
@@ -51,7 +50,9 @@ def key(built, block: generic.Block, points: list[dict[str, int]], dtype: torch.
     far = []
     if capture.varying_dims(block.calls[:2]) is not None:
         if block.calls[0].ops is None or block.calls[0].ops != block.calls[1].ops:
-            return None  # its second export may find a loop and refuse the far recording first (`blocks._draft`)
+            # its second export may find a loop and refuse the far recording for the rest of the model
+            # (`blocks._grows_with_size`): only blocks that cannot do that have a key
+            return None
         far = large.calls(block)  # what `blocks._draft` asks for next: a recording it would make anyway
     parts = [repr(partition.signature(block.module, block.calls)),
              [_held(sub) for sub in block.module.modules()],
@@ -83,8 +84,7 @@ def told_for(found: Seen, block: generic.Block) -> Seen:
         hints = dict(draft.hints, module_paths=block.members[:32])
         forward = (dataclasses.replace(draft, hints=hints), gen)
     return Seen(forward, [copy.copy(v) for v in found.validations],
-                [dataclasses.replace(item, path=block.path) for item in found.not_emitted], list(found.notes),
-                found.refused)
+                [dataclasses.replace(item, path=block.path) for item in found.not_emitted], list(found.notes))
 
 
 def _held(module: torch.nn.Module) -> list:

@@ -174,19 +174,16 @@ def _forward_once(built: BuiltModel, block: generic.Block, points: list[dict[str
                           only_backward=only_backward) if shareable else None
     seen = block_reuse.lookup(key)
     if seen is None:
-        before = (len(result.validations), len(result.not_emitted), len(result.notes), large.refused)
+        validations, not_emitted, notes = len(result.validations), len(result.not_emitted), len(result.notes)
         forward = _validated_forward(built, block, points, dtype, large, validate, result, only_backward, tell)
-        block_reuse.remember(key, block_reuse.Seen(
-            forward, result.validations[before[0]:], result.not_emitted[before[1]:], result.notes[before[2]:],
-            large.refused if large.refused != before[3] else ""))
+        block_reuse.remember(key, block_reuse.Seen(forward, result.validations[validations:],
+                                                   result.not_emitted[not_emitted:], result.notes[notes:]))
         return forward
     tell(f"{block.class_name}: as extracted for an earlier model")
     seen = block_reuse.told_for(seen, block)
     result.validations += seen.validations
     result.not_emitted += seen.not_emitted
     result.notes += seen.notes
-    if seen.refused:
-        large.refuse(seen.refused)
     return seen.forward
 
 
