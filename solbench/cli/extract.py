@@ -63,8 +63,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--check", action="store_true",
                         help="verify the problems on disk are exactly what this code extracts (writes nothing)")
     parser.add_argument("--jobs", "-j", type=int, default=1, metavar="N",
-                        help="models extracted at once, each in a process of its own (output is the same "
-                             "for any N; each process holds one model's CPU validation copies)")
+                        help="processes at once: several models side by side, or one model's blocks (output is "
+                             "the same for any N; each process holds one model's or block's CPU validation copies, "
+                             "so N is also bounded by the memory available)")
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -155,7 +156,7 @@ def _run(args: argparse.Namespace, console) -> int:
 def _run_module(args: argparse.Namespace, console, started: float, problems_root: Path,
                 references_root: Path) -> int:
     """--module: one nn.Module built from the user's arguments, through the generic capture, written."""
-    from solbench.extract import pipeline, user_module
+    from solbench.extract import block_pool, pipeline, user_module
     from solbench.spec.errors import SpecError
 
     if args.all or args.check or len(args.model) > 1:
@@ -167,7 +168,7 @@ def _run_module(args: argparse.Namespace, console, started: float, problems_root
     config |= user_module.parse_config_kw(args.config_kw)
     built = user_module.build_user_module(args.module, config, args.input, args.model[0] if args.model else None)
     facts = {"module": args.module, "config": config, "inputs": list(args.input)}
-    with console.status(f"{built.model_id}: starting") as status:
+    with console.status(f"{built.model_id}: starting") as status, block_pool.processes(args.jobs):
         result = pipeline.extract_built(built, facts, validate=not args.no_validate, dtype=DTYPES[args.dtype],
                                         backward=args.backward, rope_inside=args.rope_inside,
                                         progress=lambda step: status.update(f"{built.model_id}: {step}"))
@@ -184,7 +185,7 @@ def _extract_each(models: list[str], args: argparse.Namespace, validate: bool, u
     """Extract each model in turn, one line per model, each result added to `finished` (index, result) as it
     ends; a model that cannot be built is named with its reason and the others go on (alone, it is the
     command's error: exit 2). True when a model failed."""
-    from solbench.extract import pipeline
+    from solbench.extract import block_pool, pipeline
     from solbench.spec.errors import SpecError
 
     if args.jobs > 1 and len(models) > 1:
@@ -192,7 +193,7 @@ def _extract_each(models: list[str], args: argparse.Namespace, validate: bool, u
     failed = False
     for number, model_id in enumerate(models, 1):
         label = f"[{number}/{len(models)}] {model_id}" if len(models) > 1 else model_id
-        with console.status(f"{label}: starting") as status:
+        with console.status(f"{label}: starting") as status, block_pool.processes(args.jobs):
             try:
                 result = pipeline.extract_model(model_id, args.config, validate=validate, use_hub=use_hub,
                                                 dtype=DTYPES[args.dtype], backward=args.backward,

@@ -17,6 +17,7 @@ import torch
 
 from solbench.extract import (
     backward_check,
+    block_pool,
     block_reuse,
     capture,
     codegen,
@@ -58,6 +59,7 @@ class BlocksResult:
     not_emitted: list[NotEmitted] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what was emitted with less than it would have (workloads)
     blocks: int = 0
+    ahead: int = 0  # blocks whose forward a forked worker found ahead of their turn (`block_pool`)
     seconds: float = 0.0
 
 
@@ -86,40 +88,108 @@ def extract_blocks(built: BuiltModel, dtype: torch.dtype = torch.bfloat16, *, va
     kinds.sort(key=lambda b: -_parameter_count(b))
     result.blocks = len(kinds)
     grad_flags: dict = {}  # filled once, by the first block with a backward
-    for number, block in enumerate(kinds, 1):
-        reason = covered(block.path) if covered and id(block) not in fused else ""
-        only_backward = bool(reason) and backward and backward_kind(block) in BACKWARD_PAST_TEMPLATES
-        if reason:
-            result.not_emitted.append(NotEmitted(block.path, block.class_name,
-                                                 FOR_BACKWARD.format(reason) if only_backward else reason,
-                                                 by_design=True))
-            if not only_backward:
+    plans = [_plan(block, covered, backward, id(block) in fused) for block in kinds]
+    captured = [_parameter_count(b) for b, (reason, _, too_large) in zip(kinds, plans) if not reason and not too_large]
+    workers = 1 if backward or not captured else block_pool.wanted(max(captured))
+    ahead, early = _sent_ahead(built, kinds, plans, points, dtype, large, validate) if workers > 1 else ([], {})
+
+    def work(index: int) -> _Taken:  # in a forked worker (`block_pool`)
+        return _work_ahead(built, kinds[index], points, dtype, large, validate)
+
+    with block_pool.ahead(work, ahead, workers) as pool:
+        for number, (block, (reason, only_backward, too_large)) in enumerate(zip(kinds, plans), 1):
+            if reason:
+                result.not_emitted.append(NotEmitted(block.path, block.class_name,
+                                                     FOR_BACKWARD.format(reason) if only_backward else reason,
+                                                     by_design=True))
+                if not only_backward:
+                    continue
+            if too_large:
+                result.not_emitted.append(NotEmitted(block.path, _label(block, only_backward), too_large,
+                                                     by_design=True))
                 continue
-        size = _parameter_count(block)
-        if size > MAX_BLOCK_PARAMS:
-            result.not_emitted.append(NotEmitted(block.path, _label(block, only_backward),
-                                                 TOO_LARGE.format(size / 1e9), by_design=True))
-            continue
-        tell(f"capturing {block.class_name} ({number}/{len(kinds)})")
-        forward = _forward_once(built, block, points, dtype, large, validate, result, only_backward, tell,
-                                shareable=id(block) not in fused)
-        if forward is None:
-            continue
-        draft, gen = forward
-        if not only_backward:
-            result.drafts.append(draft)
-        derived = backward_check.derive(built, block, draft, gen, dtype, validate, grad_flags) if backward else None
-        if derived is not None:
-            result.validations += [derived.validation] if derived.validation else []
-            if derived.draft is not None:
-                if only_backward:  # its forward is the template's problem; this one is not written
-                    derived.draft.hints["backward_of"] = f"{draft.name} (not written: a family template's " \
-                                                         f"problem covers {block.path}'s forward)"
-                _add_backward(result, derived.draft)
-            else:
-                result.not_emitted.append(NotEmitted(block.path, f"{block.class_name} backward", derived.reason))
+            tell(f"capturing {block.class_name} ({number}/{len(kinds)})")
+            index = number - 1
+            taken = (lambda i=index: early.pop(i, None) or pool.take(i)) if index in ahead or index in early else None
+            forward = _forward_once(built, block, points, dtype, large, validate, result, only_backward, tell,
+                                    shareable=id(block) not in fused, taken=taken)
+            if forward is None:
+                continue
+            draft, gen = forward
+            if not only_backward:
+                result.drafts.append(draft)
+            if backward:
+                _backward(built, block, draft, gen, dtype, validate, grad_flags, only_backward, result)
     result.seconds = time.perf_counter() - start
     return result
+
+
+def _plan(block: generic.Block, covered: Callable[[str], str] | None, backward: bool,
+          fused: bool) -> tuple[str, bool, str]:
+    """(why a template covers it, whether it is captured for its backward only, why it is too large)."""
+    reason = covered(block.path) if covered and not fused else ""
+    only_backward = bool(reason) and backward and backward_kind(block) in BACKWARD_PAST_TEMPLATES
+    size = _parameter_count(block)
+    return reason, only_backward, TOO_LARGE.format(size / 1e9) if size > MAX_BLOCK_PARAMS else ""
+
+
+def _backward(built: BuiltModel, block: generic.Block, draft: Draft, gen: codegen.Generated, dtype: torch.dtype,
+              validate: bool, grad_flags: dict, only_backward: bool, result: BlocksResult) -> None:
+    derived = backward_check.derive(built, block, draft, gen, dtype, validate, grad_flags)
+    if derived is None:
+        return
+    result.validations += [derived.validation] if derived.validation else []
+    if derived.draft is not None:
+        if only_backward:  # its forward is the template's problem; this one is not written
+            derived.draft.hints["backward_of"] = f"{draft.name} (not written: a family template's " \
+                                                 f"problem covers {block.path}'s forward)"
+        _add_backward(result, derived.draft)
+    else:
+        result.not_emitted.append(NotEmitted(block.path, f"{block.class_name} backward", derived.reason))
+
+
+@dataclass
+class _Taken:
+    """What a forked worker found for one block (`_work_ahead`): its forward draft and what it reported, and
+    the far recording's refusal it made, applied at the block's turn as one process would have."""
+
+    draft: Draft | None
+    validations: list[Validation]
+    not_emitted: list[NotEmitted]
+    notes: list[str]
+    refused: str
+
+
+def _sent_ahead(built: BuiltModel, kinds: list[generic.Block], plans: list, points: list[dict[str, int]],
+                dtype: torch.dtype, large: far_calls.LargeCalls, validate: bool) -> tuple[list[int], dict[int, _Taken]]:
+    """The blocks a worker may run before their turn (captured here, not met earlier in the run), and those run
+    here first. The far recording is the one state blocks share, and it is settled by the first block that may
+    refuse it (its sizes vary and its first two calls made different numbers of tensors) or reads it. Until then,
+    a block that may refuse is run here, before the workers fork, in order; the first that reads it has it
+    recorded here, as one process would at that block. Once settled, every block is independent of the others."""
+    sent: list[int] = []
+    early: dict[int, _Taken] = {}
+    for index, (block, (reason, _, too_large)) in enumerate(zip(kinds, plans)):
+        if reason or too_large or block_reuse.lookup(block_reuse.key(built, block, points, dtype, large,
+                                                                     validate=validate, only_backward=False)):
+            continue
+        if large.recorded is None and not large.refused:
+            if far_calls.may_refuse(block):
+                early[index] = _work_ahead(built, block, points, dtype, large, validate)
+                continue
+            if capture.varying_dims(block.calls[:2]) is not None and not large.own_scale(block):
+                large.record()
+        sent.append(index)
+    return sent, early
+
+
+def _work_ahead(built: BuiltModel, block: generic.Block, points: list[dict[str, int]], dtype: torch.dtype,
+                large: far_calls.LargeCalls, validate: bool) -> _Taken:
+    part = BlocksResult()
+    refused = large.refused
+    forward = _validated_forward(built, block, points, dtype, large, validate, part, False, lambda step: None)
+    return _Taken(forward[0] if forward else None, part.validations, part.not_emitted, part.notes,
+                  large.refused if large.refused != refused else "")
 
 
 def _add_backward(result: BlocksResult, draft: Draft) -> None:
@@ -134,48 +204,32 @@ def _add_backward(result: BlocksResult, draft: Draft) -> None:
     same.hints["module_paths"] = (paths + [p for p in draft.hints.get("module_paths", []) if p not in paths])[:32]
 
 
-SDPA_CALL = "F.scaled_dot_product_attention("
-MATH_ATTENTION = '''def math_attention(*args, **kwargs):
-    """Attention on SDPA's math path, as the module pins it (the fused kernels round differently)."""
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    with sdpa_kernel(SDPBackend.MATH):
-        return F.scaled_dot_product_attention(*args, **kwargs)
-
-
-'''
-
-
-def _with_math_attention(draft: Draft, block: generic.Block, gen: codegen.Generated, dtype: torch.dtype):
-    """A module may pin SDPA's math backend inside its forward (granite-speech's conformer attention); export
-    keeps the call, not the pin, and the fused CPU kernel differs from it by rounding. The draft is checked
-    again with the pin written into its reference: kept (renamed, as its code changed) if it then matches."""
-    original = draft.code
-    draft.code = MATH_ATTENTION + draft.code.replace(SDPA_CALL, "math_attention(")
-    check = generic_check.check(draft, block, gen)
-    if not check.passed:
-        draft.code = original
-        return None
-    draft.name = _name(draft, block, dtype)
-    check.problem = draft.name
-    check.message += "SDPA's math path pinned, as in the module; "
-    return check
-
-
 def _label(block: generic.Block, only_backward: bool) -> str:
     return f"{block.class_name} backward" if only_backward else block.class_name
 
 
 def _forward_once(built: BuiltModel, block: generic.Block, points: list[dict[str, int]], dtype: torch.dtype,
                   large: far_calls.LargeCalls, validate: bool, result: BlocksResult, only_backward: bool,
-                  tell: Callable[[str], None], shareable: bool) -> tuple[Draft, codegen.Generated] | None:
-    """`_validated_forward`, or what it gave for the same block earlier in this run (`block_reuse`)."""
+                  tell: Callable[[str], None], shareable: bool,
+                  taken: Callable[[], _Taken | None] | None = None) -> tuple[Draft, codegen.Generated] | None:
+    """`_validated_forward`, or what it gave for the same block earlier in this run (`block_reuse`), or what
+    a worker found for it ahead of its turn (`taken`; without the generated code, which only a backward reads)."""
     key = block_reuse.key(built, block, points, dtype, large, validate=validate,
                           only_backward=only_backward) if shareable else None
     seen = block_reuse.lookup(key)
     if seen is None:
         validations, not_emitted, notes = len(result.validations), len(result.not_emitted), len(result.notes)
-        forward = _validated_forward(built, block, points, dtype, large, validate, result, only_backward, tell)
+        ahead = taken() if taken else None
+        if ahead is None:
+            forward = _validated_forward(built, block, points, dtype, large, validate, result, only_backward, tell)
+        else:
+            result.ahead += 1
+            if ahead.refused:
+                large.refuse(ahead.refused)
+            result.validations += ahead.validations
+            result.not_emitted += ahead.not_emitted
+            result.notes += ahead.notes
+            forward = (ahead.draft, None) if ahead.draft is not None else None
         block_reuse.remember(key, block_reuse.Seen(forward, result.validations[validations:],
                                                    result.not_emitted[not_emitted:], result.notes[notes:]))
         return forward
@@ -206,8 +260,8 @@ def _validated_forward(built: BuiltModel, block: generic.Block, points: list[dic
     if validate:
         tell(f"validating {draft.name}")
         check = generic_check.check(draft, block, gen)
-        if not check.passed and SDPA_CALL in draft.code:
-            check = _with_math_attention(draft, block, gen, dtype) or check
+        if not check.passed and generic_check.SDPA_CALL in draft.code:
+            check = generic_check.with_math_attention(draft, block, gen, lambda: _name(draft, block, dtype)) or check
         result.validations.append(check)
         if not check.passed:
             what = "its forward (what the backward is traced from) " if only_backward else ""

@@ -47,14 +47,33 @@ class LargeCalls:
             return scaled
         if self.refused:
             return []
-        if self.recorded is None:
-            self.recorded = []
-            for point in self.far:
-                try:
-                    self.recorded.append(capture.record_calls(self.built, point, self.dtype))
-                except Exception:  # noqa: BLE001 - the model refuses that size: it is not a trace size
-                    continue
-        return [call for call in map(block.call_in, self.recorded) if call is not None]
+        self.record()
+        return [call for call in map(block.call_in, self.recorded or []) if call is not None]
+
+    def record(self) -> None:
+        """Record every module's far calls, once, unless refused: `calls` does it when first asked, and a model's
+        blocks spread over workers (`block_pool`) before the workers fork, so that each has them."""
+        if self.recorded is not None or self.refused:
+            return
+        self.recorded = []
+        for point in self.far:
+            try:
+                self.recorded.append(capture.record_calls(self.built, point, self.dtype))
+            except Exception:  # noqa: BLE001 - the model refuses that size: it is not a trace size
+                continue
+
+    def own_scale(self, block: generic.Block) -> bool:
+        """Whether the block's far calls scale from its own calls: it never reads the recording."""
+        return all(scaled_call(block.calls, self.points, point) is not None for point in self.far)
+
+
+def may_refuse(block: generic.Block) -> bool:
+    """Whether the block may refuse the far recording (`blocks._grows_with_size`): its sizes vary and its first
+    two calls did not make as many tensors. A block that cannot is never a loop over a size."""
+    if len(block.calls) < 2 or capture.varying_dims(block.calls[:2]) is None:
+        return False
+    first, second = block.calls[0].ops, block.calls[1].ops
+    return first is None or first != second
 
 
 def scaled_call(calls: list[capture.Call], points: list[dict[str, int]], far: dict[str, int]) -> capture.Call | None:

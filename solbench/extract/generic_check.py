@@ -9,6 +9,8 @@ module's own operator sequence, so any difference is a capture bug, not rounding
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch.utils import _pytree as pytree
 
@@ -119,6 +121,35 @@ def _compare_once(namespace: dict, drawn: dict[str, torch.Tensor], block: Block,
     got = list(got) if isinstance(got, (tuple, list)) else [got]
     return len(got) == len(want) and all(g.shape == w.shape and g.dtype == w.dtype and torch.equal(g, w)
                                          for g, w in zip(got, want))
+
+
+SDPA_CALL = "F.scaled_dot_product_attention("
+MATH_ATTENTION = '''def math_attention(*args, **kwargs):
+    """Attention on SDPA's math path, as the module pins it (the fused kernels round differently)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    with sdpa_kernel(SDPBackend.MATH):
+        return F.scaled_dot_product_attention(*args, **kwargs)
+
+
+'''
+
+
+def with_math_attention(draft: Draft, block: Block, gen: Generated, name: Callable[[], str]) -> Validation | None:
+    """A module may pin SDPA's math backend inside its forward (granite-speech's conformer attention); export
+    keeps the call, not the pin, and the fused CPU kernel differs from it by rounding. The draft is checked
+    again with the pin written into its reference: kept (renamed by `name()`, as its code changed) if it then
+    matches."""
+    original = draft.code
+    draft.code = MATH_ATTENTION + draft.code.replace(SDPA_CALL, "math_attention(")
+    result = check(draft, block, gen)
+    if not result.passed:
+        draft.code = original
+        return None
+    draft.name = name()
+    result.problem = draft.name
+    result.message += "SDPA's math path pinned, as in the module; "
+    return result
 
 
 def recorded_as_loaded(leaves: list, gen: Generated, dtype: torch.dtype, block_dtype: torch.dtype) -> list:
