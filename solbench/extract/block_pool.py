@@ -43,6 +43,11 @@ def processes(count: int) -> Iterator[None]:
         _PROCESSES = saved
 
 
+def asked() -> int:
+    """The workers `processes()` asked for (1 outside it): check it before sizing a model for `wanted`."""
+    return _PROCESSES
+
+
 def wanted(largest_block_params: int) -> int:
     """The workers asked for, bounded by the memory available for each to hold the largest block's copies."""
     return usable(_PROCESSES, BYTES_PER_WORKER + BYTES_PER_PARAMETER * largest_block_params)

@@ -91,7 +91,7 @@ def extract_blocks(built: BuiltModel, dtype: torch.dtype = torch.bfloat16, *, va
     plans = [_plan(block, covered, backward, id(block) in fused) for block in kinds]
     captured = [_parameter_count(b) for b, (reason, _, too_large) in zip(kinds, plans) if not reason and not too_large]
     workers = 1 if backward or not captured else block_pool.wanted(max(captured))
-    ahead, early = _sent_ahead(built, kinds, plans, points, dtype, large, validate) if workers > 1 else ([], {})
+    ahead = _sent_ahead(built, kinds, plans, points, dtype, large, validate) if workers > 1 else []
 
     def work(index: int) -> _Taken:  # in a forked worker (`block_pool`)
         return _work_ahead(built, kinds[index], points, dtype, large, validate)
@@ -109,8 +109,7 @@ def extract_blocks(built: BuiltModel, dtype: torch.dtype = torch.bfloat16, *, va
                                                      by_design=True))
                 continue
             tell(f"capturing {block.class_name} ({number}/{len(kinds)})")
-            index = number - 1
-            taken = (lambda i=index: early.pop(i, None) or pool.take(i)) if index in ahead or index in early else None
+            taken = (lambda index=number - 1: pool.take(index)) if number - 1 in ahead else None
             forward = _forward_once(built, block, points, dtype, large, validate, result, only_backward, tell,
                                     shareable=id(block) not in fused, taken=taken)
             if forward is None:
@@ -161,26 +160,30 @@ class _Taken:
 
 
 def _sent_ahead(built: BuiltModel, kinds: list[generic.Block], plans: list, points: list[dict[str, int]],
-                dtype: torch.dtype, large: far_calls.LargeCalls, validate: bool) -> tuple[list[int], dict[int, _Taken]]:
-    """The blocks a worker may run before their turn (captured here, not met earlier in the run), and those run
-    here first. The far recording is the one state blocks share, and it is settled by the first block that may
-    refuse it (its sizes vary and its first two calls made different numbers of tensors) or reads it. Until then,
-    a block that may refuse is run here, before the workers fork, in order; the first that reads it has it
-    recorded here, as one process would at that block. Once settled, every block is independent of the others."""
+                dtype: torch.dtype, large: far_calls.LargeCalls, validate: bool) -> list[int]:
+    """The blocks a worker may run before their turn: captured here, not met earlier in the run, and independent
+    of the others. What blocks share is the model's far recording. Where no block before the first that reads
+    it may refuse it (its sizes vary and its first two calls made different numbers of tensors), one process
+    would record it there: it is recorded now, before the workers fork, and every block is independent.
+    Otherwise the blocks that may refuse it or read it run here at their turn, as in one process."""
     sent: list[int] = []
-    early: dict[int, _Taken] = {}
+    unsettled = False  # a block that may refuse the recording comes before it is made
     for index, (block, (reason, _, too_large)) in enumerate(zip(kinds, plans)):
-        if reason or too_large or block_reuse.lookup(block_reuse.key(built, block, points, dtype, large,
-                                                                     validate=validate, only_backward=False)):
+        if reason or too_large:
             continue
-        if large.recorded is None and not large.refused:
-            if far_calls.may_refuse(block):
-                early[index] = _work_ahead(built, block, points, dtype, large, validate)
-                continue
-            if capture.varying_dims(block.calls[:2]) is not None and not large.own_scale(block):
-                large.record()
+        reads = large.recorded is None and capture.varying_dims(block.calls[:2]) is not None \
+            and not large.own_scale(block)
+        if large.recorded is None:
+            unsettled = unsettled or far_calls.may_refuse(block)
+            if unsettled and (reads or far_calls.may_refuse(block)):
+                continue  # before its key: a key reads the recording (`block_reuse.key`), and would make it
+        if block_reuse.lookup(block_reuse.key(built, block, points, dtype, large, validate=validate,
+                                              only_backward=False)):
+            continue
+        if reads:
+            large.record()
         sent.append(index)
-    return sent, early
+    return sent
 
 
 def _work_ahead(built: BuiltModel, block: generic.Block, points: list[dict[str, int]], dtype: torch.dtype,

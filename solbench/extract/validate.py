@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from solbench.extract import block_pool
 from solbench.extract import workloads as wl
 from solbench.extract.draft import Draft
 from solbench.extract.trace import TracedModel, find_layers, hf_config, instantiate, parameter_count
@@ -131,7 +132,8 @@ class Validator:
 
     def validate_all(self, drafts: list[Draft], low_precision: torch.dtype = torch.bfloat16,
                      progress: Callable[[str], None] | None = None) -> list[Validation]:
-        """All drafts in float32, then the forward ones in `low_precision` (one model cast per phase).
+        """All drafts in float32, then the forward ones in `low_precision` (one model cast per phase); with
+        `block_pool.processes`, each phase's drafts on forked workers (`_spread`).
 
         Backward problems are compared in float32 only: in bf16 autograd and the explicit formulas differ
         by rounding alone, and their weight-gradient products dominate the time budget. `progress` is told
@@ -139,18 +141,69 @@ class Validator:
         results = {d.name: Validation(d.name, reduced=self.reduced) for d in drafts}
         steps = [(dtype, draft) for dtype in (torch.float32, low_precision) for draft in drafts
                  if dtype == torch.float32 or not draft.op_type.endswith("_backward")]
+        tell = progress or (lambda step: None)
+        spread = block_pool.asked() > 1 and 1 < len(results) == len(drafts)  # names unique: one result each
+        workers = block_pool.wanted(self._largest_module(drafts)) if spread else 1
         with one_thread():
-            for number, (dtype, draft) in enumerate(steps, 1):
-                label = str(dtype).removeprefix("torch.")
-                if progress is not None:
-                    progress(f"validating {draft.name} ({label}, {number}/{len(steps)})")
-                try:
-                    self.validate(draft, (dtype,), results[draft.name])
-                except Exception as exc:  # noqa: BLE001 - a broken check is a failed validation, reported
-                    result = results[draft.name]
-                    result.passed = False
-                    result.message += f"{label}: {type(exc).__name__}: {exc}; "
+            if workers > 1:
+                for phase in (range(len(drafts)), range(len(drafts), len(steps))):
+                    self._spread(steps, phase, results, workers, tell)
+            else:
+                for number, step in enumerate(steps, 1):
+                    self._step(step, results, f"{number}/{len(steps)}", tell)
         return [results[d.name] for d in drafts]
+
+    def _largest_module(self, drafts: list[Draft]) -> int:
+        """The parameters of the largest module a draft is compared with: what a forked worker adds to the model
+        it shares with its parent (gradients, at most, of a backward's module; activations besides)."""
+        sizes = [0]
+        for draft in drafts:
+            try:
+                sizes.append(parameter_count(self.module(draft.check.module)) if draft.check is not None else 0)
+            except Exception:  # noqa: BLE001 - its comparison meets the same error and reports it
+                continue
+        return max(sizes)
+
+    def _step(self, step: tuple[torch.dtype, Draft], results: dict[str, Validation], number: str,
+              tell: Callable[[str], None]) -> None:
+        dtype, draft = step
+        label = str(dtype).removeprefix("torch.")
+        tell(f"validating {draft.name} ({label}, {number})")
+        try:
+            self.validate(draft, (dtype,), results[draft.name])
+        except Exception as exc:  # noqa: BLE001 - a broken check is a failed validation, reported
+            result = results[draft.name]
+            result.passed = False
+            result.message += f"{label}: {type(exc).__name__}: {exc}; "
+
+    def _spread(self, steps: list, phase: range, results: dict[str, Validation], workers: int,
+                tell: Callable[[str], None]) -> None:
+        """One phase's steps on forked workers, taken back in order. The model is cast and every draft's
+        module initialised here first, in the steps' order, as one process would before each comparison
+        (a parameter two drafts share is drawn once, by the first): each worker then compares on the weights
+        one process would have."""
+        if not phase:
+            return
+        for dtype, draft in (steps[k] for k in phase):
+            try:
+                self.set_dtype(dtype)
+                if draft.check is not None:
+                    self._initialise(self.module(draft.check.module), draft.check.params)
+            except Exception:  # noqa: BLE001 - the step meets the same error and reports it
+                continue
+
+        def work(k: int) -> Validation:  # in a forked worker
+            self._step(steps[k], results, "", lambda step: None)
+            return results[steps[k][1].name]
+
+        with block_pool.ahead(work, list(phase), workers) as pool:
+            for k in phase:
+                found = pool.take(k)
+                if found is None:
+                    self._step(steps[k], results, f"{k + 1}/{len(steps)}", tell)
+                else:
+                    tell(f"validated {found.problem} ({str(steps[k][0]).removeprefix('torch.')}, {k + 1}/{len(steps)})")
+                    results[found.problem] = found
 
     def validate(self, draft: Draft, dtypes: tuple[torch.dtype, ...] = (torch.float32, torch.bfloat16),
                  result: Validation | None = None) -> Validation:

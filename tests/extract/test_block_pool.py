@@ -114,30 +114,34 @@ class _Triangle(nn.Module):
         return self.mlp(h), self.norm(prefixes)
 
 
-def test_a_block_that_may_refuse_the_far_recording_runs_here_first(monkeypatch):
-    """As one process does: the loop block (run here, before the workers fork) refuses the far recording, so the
-    norm that would read it never has it recorded; the other blocks go to the workers."""
+def test_blocks_that_may_refuse_or_read_the_far_recording_stay_for_their_turn(monkeypatch):
+    """As one process does: the loop block refuses the far recording at its turn, so the norm that would read
+    it (next in line) never has it made; both run here at their turn, the others on the workers. Within a run
+    over several models too, where a block's reuse key would read the recording."""
+    from solbench.extract import reuse
     from solbench.extract.built import BuiltModel
 
     model = _Triangle().eval().to("meta")
     built = BuiltModel("test/triangle", model, "module",
                        lambda axes, dtype: ((torch.randn(axes["batch"], axes["seq"], 6, dtype=dtype),), {}),
                        {"batch": (4, 2, 3), "seq": (6, 4, 8)}, {"batch": (1, 2), "seq": (8, 32)})
-    alone = blocks.extract_blocks(built, torch.bfloat16)
+    with reuse.session():
+        alone = blocks.extract_blocks(built, torch.bfloat16)
     _any_memory(monkeypatch)
     here, events = os.getpid(), []
-    real_work, real_refuse, real_record = blocks._work_ahead, far_calls.LargeCalls.refuse, far_calls.LargeCalls.record
-    monkeypatch.setattr(blocks, "_work_ahead", lambda built, block, *a: (
-        events.append(("early", block.path)) if os.getpid() == here else None) or real_work(built, block, *a))
+    real_run, real_refuse, real_record = (blocks._validated_forward, far_calls.LargeCalls.refuse,
+                                          far_calls.LargeCalls.record)
+    monkeypatch.setattr(blocks, "_validated_forward", lambda built, block, *a: (
+        events.append(("here", block.path)) if os.getpid() == here else None) or real_run(built, block, *a))
     monkeypatch.setattr(far_calls.LargeCalls, "refuse", lambda self, why: (
         events.append(("refused", why)) if os.getpid() == here else None) or real_refuse(self, why))
     monkeypatch.setattr(far_calls.LargeCalls, "record", lambda self: events.append(("recorded",)) or real_record(self))
-    with block_pool.processes(2):
+    with reuse.session(), block_pool.processes(2):
         spread = blocks.extract_blocks(built, torch.bfloat16)
     assert _report(spread) == _report(alone)
-    assert events[0] == ("early", "loop") and ("refused", "a block of the model unrolls a loop over a size") in events
-    assert ("recorded",) not in events and [e for e in events if e[0] == "early"] == [("early", "loop")]
-    assert spread.ahead == 5  # the embedding, the MLP's two layers and the norm from workers, the loop from here
+    assert events == [("here", "loop"), ("refused", "a block of the model unrolls a loop over a size"),
+                      ("here", "norm")], events
+    assert spread.ahead == 3  # the MLP's two layers and the embedding, from the workers
     assert [n.path for n in spread.not_emitted if "no workload" in n.reason] == ["loop"]
 
 
@@ -163,3 +167,30 @@ def test_the_cli_with_jobs_writes_the_same_files_for_one_module(tmp_path, monkey
         trees[jobs] = {p.relative_to(out): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
     assert [r.ahead for r in found] == [0, len(found[1].drafts)] and found[1].ahead >= 2
     assert trees["2"] == trees["1"] and len(trees["1"]) >= 4
+
+
+def test_a_templated_models_validation_on_two_workers_is_one_process_s(monkeypatch):
+    """The family templates' drafts of a MoE model (shared modules: a layer and its attention, MLP and router),
+    validated on two workers: the same verdicts, errors and messages, float32 and bfloat16, as one process."""
+    from solbench.extract import configs
+    from solbench.extract.families import drafts_for
+    from solbench.extract.trace import trace
+    from solbench.extract.validate import Validator
+
+    traced = trace(configs.resolve("deepseek-ai/DeepSeek-V2-Lite", use_hub=False))
+    drafts = drafts_for(traced).drafts
+    assert len(drafts) > 4
+
+    def verdicts(results):
+        return [(v.problem, v.passed, v.exact, v.max_abs_error, v.message, v.reduced) for v in results]
+
+    alone = verdicts(Validator(traced).validate_all(drafts))
+    _any_memory(monkeypatch)
+    taken = []
+    real_take = block_pool.Ahead.take
+    monkeypatch.setattr(block_pool.Ahead, "take", lambda self, i: taken.append(real_take(self, i)) or taken[-1])
+    with block_pool.processes(2):
+        spread = verdicts(Validator(traced).validate_all(drafts))
+    assert spread == alone
+    assert len(taken) == len([d for d in drafts]) + len([d for d in drafts if not d.op_type.endswith("_backward")])
+    assert all(t is not None for t in taken)  # every comparison came from a worker
