@@ -63,9 +63,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--check", action="store_true",
                         help="verify the problems on disk are exactly what this code extracts (writes nothing)")
     parser.add_argument("--jobs", "-j", type=int, default=1, metavar="N",
-                        help="processes at once: several models side by side, or one model's blocks (output is "
-                             "the same for any N; each process holds one model's or block's CPU validation copies, "
-                             "so N is also bounded by the memory available)")
+                        help="processes at once: several models side by side (each holds one model's CPU "
+                             "validation copies), or one model's blocks (as many workers as the memory available "
+                             "holds); the output is the same for any N")
 
 
 def handle(args: argparse.Namespace) -> int:
