@@ -5,6 +5,7 @@
     python benchmarks/extract_speed.py --all
     python benchmarks/extract_speed.py --cli --model Qwen/Qwen3         # `python -m solbench extract` as typed
     python benchmarks/extract_speed.py --cli --root ../old-checkout ... # the same command of another checkout
+    python benchmarks/extract_speed.py --cli --model Wan-AI/Wan2.2-T2V-A14B --jobs 2  # one model, 2 workers
     python benchmarks/extract_speed.py --official --jobs 2 --save benchmarks/results/extract_official.json
 
 `--official` runs every model id the official dataset names (`hf_id` of its definitions: 96, spelled as
@@ -48,7 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write the measurements here")
     parser.add_argument("--official", action="store_true", help="every model id the official dataset names")
     parser.add_argument("--dataset", type=Path, help="official dataset folder (default: ../shared/sol-execbench)")
-    parser.add_argument("--jobs", type=int, default=1, help="--official: models extracted at once")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="--official: models extracted at once; --cli: extract's -j (one model: its blocks)")
     parser.add_argument("--timeout", type=float, default=900.0, help="--official: seconds per model")
     parser.add_argument("--save", type=Path, help="--official: write the rows and totals here (JSON)")
     parser.add_argument("--markdown", action="store_true", help="--official: print the tables as Markdown")
@@ -64,7 +66,8 @@ def _time_cli(args: argparse.Namespace) -> int:
     models = ["--all"] if args.all else [a for m in (args.model or ["Qwen/Qwen3-8B"]) for a in ("--model", m)]
     with tempfile.TemporaryDirectory() as out:
         command = [sys.executable, "-m", "solbench", "extract", *models, "-o", f"{out}/defs",
-                   "--references", f"{out}/refs", *(["--no-validate"] if args.no_validate else [])]
+                   "--references", f"{out}/refs", *(["--no-validate"] if args.no_validate else []),
+                   *(["-j", str(args.jobs)] if args.jobs > 1 else [])]
         env = dict(os.environ, PYTHONPATH=str(args.root.resolve()) + os.pathsep + os.environ.get("PYTHONPATH", ""))
         load_before = os.getloadavg()[0]
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -74,7 +77,8 @@ def _time_cli(args: argparse.Namespace) -> int:
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     offline = os.environ.get("HF_HUB_OFFLINE", "")
-    print(f"\n{' '.join(command[1:4] + models)}  (checkout {args.root}, HF_HUB_OFFLINE={offline!r}, "
+    jobs = ["-j", str(args.jobs)] if args.jobs > 1 else []
+    print(f"\n{' '.join(command[1:4] + models + jobs)}  (checkout {args.root}, HF_HUB_OFFLINE={offline!r}, "
           f"{os.cpu_count()} CPUs)")
     print(f"exit {done.returncode}, wall {wall:.1f} s, child CPU {cpu:.1f} s, load average {load_before:.1f} before, "
           f"{os.getloadavg()[0]:.1f} after; target {FAMILY_TARGET_S:.0f} s for a family")
