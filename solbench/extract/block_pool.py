@@ -8,10 +8,9 @@ model, its recorded calls and torch are already there); each runs on one intra-o
 share the cores. A worker holds one block's CPU copies at a time (about 7 GB for a block of 1 G parameters),
 so the count is bounded by the memory available for the model's largest block too (`wanted`).
 
-Only blocks whose result depends on nothing but themselves are sent ahead (`blocks._sent_ahead` settles
-first what they share); what a worker changed of the model's shared state (a refusal of the far recording) comes back with
-its result and is applied at its turn. A worker that dies (out of memory, a signal) or fails leaves its
-block to the caller, which runs it as one process would.
+Only work whose result depends on nothing but itself is sent ahead (`blocks._sent_ahead` settles first
+what a model's blocks share; `Validator._spread` draws the weights first). A worker that dies (out of
+memory, a signal) or fails leaves its item to the caller, which runs it as one process would.
 """
 
 from __future__ import annotations

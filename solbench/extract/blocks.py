@@ -149,14 +149,14 @@ def _backward(built: BuiltModel, block: generic.Block, draft: Draft, gen: codege
 
 @dataclass
 class _Taken:
-    """What a forked worker found for one block (`_work_ahead`): its forward draft and what it reported, and
-    the far recording's refusal it made, applied at the block's turn as one process would have."""
+    """What a forked worker found for one block (`_work_ahead`): its forward draft and what it reported. It
+    changed nothing the others read: a block that may refuse the far recording is sent only once the
+    recording is made, when a refusal no longer counts (`_sent_ahead`)."""
 
     draft: Draft | None
     validations: list[Validation]
     not_emitted: list[NotEmitted]
     notes: list[str]
-    refused: str
 
 
 def _sent_ahead(built: BuiltModel, kinds: list[generic.Block], plans: list, points: list[dict[str, int]],
@@ -171,11 +171,12 @@ def _sent_ahead(built: BuiltModel, kinds: list[generic.Block], plans: list, poin
     for index, (block, (reason, _, too_large)) in enumerate(zip(kinds, plans)):
         if reason or too_large:
             continue
-        reads = large.recorded is None and capture.varying_dims(block.calls[:2]) is not None \
-            and not large.own_scale(block)
+        reads = False
         if large.recorded is None:
-            unsettled = unsettled or far_calls.may_refuse(block)
-            if unsettled and (reads or far_calls.may_refuse(block)):
+            refuses = far_calls.may_refuse(block)
+            reads = capture.varying_dims(block.calls[:2]) is not None and not large.own_scale(block)
+            unsettled = unsettled or refuses
+            if unsettled and (reads or refuses):
                 continue  # before its key: a key reads the recording (`block_reuse.key`), and would make it
         if block_reuse.lookup(block_reuse.key(built, block, points, dtype, large, validate=validate,
                                               only_backward=False)):
@@ -189,10 +190,8 @@ def _sent_ahead(built: BuiltModel, kinds: list[generic.Block], plans: list, poin
 def _work_ahead(built: BuiltModel, block: generic.Block, points: list[dict[str, int]], dtype: torch.dtype,
                 large: far_calls.LargeCalls, validate: bool) -> _Taken:
     part = BlocksResult()
-    refused = large.refused
     forward = _validated_forward(built, block, points, dtype, large, validate, part, False, lambda step: None)
-    return _Taken(forward[0] if forward else None, part.validations, part.not_emitted, part.notes,
-                  large.refused if large.refused != refused else "")
+    return _Taken(forward[0] if forward else None, part.validations, part.not_emitted, part.notes)
 
 
 def _add_backward(result: BlocksResult, draft: Draft) -> None:
@@ -227,8 +226,6 @@ def _forward_once(built: BuiltModel, block: generic.Block, points: list[dict[str
             forward = _validated_forward(built, block, points, dtype, large, validate, result, only_backward, tell)
         else:
             result.ahead += 1
-            if ahead.refused:
-                large.refuse(ahead.refused)
             result.validations += ahead.validations
             result.not_emitted += ahead.not_emitted
             result.notes += ahead.notes
