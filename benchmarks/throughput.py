@@ -123,6 +123,10 @@ def print_table(rows: list[dict], wall: float) -> None:
             f"{SHORT.get(p, p)} {sums[p] / total:.0%}" for p in sorted(PHASES, key=lambda p: -sums[p])
             if sums[p] >= 0.005 * total and p != "timing.inputs_in_loop")  # that one is a part of warm-up and loop
             + f"; timed calls (gpu_timed) {sum(r['gpu_timed'] for r in rows) / total:.0%}")
+    details = {k: sum(r["phases"].get(k, 0.0) for r in rows) for k in sorted({k for r in rows for k in r["phases"]})
+               if k.startswith("judge.")}
+    if details:  # inside `judge`: the reference worker's own parts and the CUDA IPC transfer requests
+        print("inside judge: " + ", ".join(f"{k[len('judge.'):]} {v:.1f}" for k, v in details.items()))
     passed = sum(r["status"] == "PASSED" for r in rows)
     print(f"\n{len(rows)} workloads, {passed} PASSED; wall {wall:.1f} s (workloads {total:.1f} s, outside them "
           f"{wall - total:.1f} s)")

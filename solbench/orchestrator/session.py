@@ -17,6 +17,7 @@ from solbench.check.anticheat import check_time_reply, screen_failure
 from solbench.orchestrator.config import RunConfig
 from solbench.orchestrator.devices import compute_capability
 from solbench.orchestrator.lifetime import at_once
+from solbench.orchestrator.phases import PhaseAccount
 from solbench.orchestrator.process import WorkerDied, WorkerProcess, WorkerProtocolError, WorkerTimeout
 from solbench.orchestrator.reuse_key import load_key, may_share_process
 from solbench.protocol import messages as msg
@@ -28,15 +29,6 @@ from solbench.spec.workload import Workload
 
 TRIM_MIN_SET_BYTES = 256 << 20  # one input set this large or larger: workers are asked to trim their caches
 CPU_PREFETCH_MAX_SET_BYTES = 2 << 30  # larger sets are not built twice at once (host memory)
-
-# Where the seconds of a request go in a trace's `phases_s` (docs/formats.md); the wait beyond what the worker spent on
-# it goes to "startup" at a worker's first request (the process still starting), else to "channel".
-PHASE_OF_OP = {"load": "load", "environment": "load", "shutdown": "load", "call": "trials", "inputs": "trials",
-               "judge": "judge", "receive": "judge", "release": "judge", "fetch": "judge", "time": "timing",
-               "ping": "timing", "time_compiled": "baselines", "time_baseline": "baselines", "trim": "trim"}
-BLOCK_PHASES = ("setup", "capture", "warmup", "loop", "probe", "checks", "export", "release")  # docs/timing.md
-NOT_PARTS = frozenset({"gpu_timed", "timing.inputs_in_loop"})  # phases_s keys that are not a part of `seconds`
-
 
 class StepFailed(Exception):
     """A worker request ended without a usable reply; carries the trace status and log, and for a timed
@@ -73,7 +65,7 @@ class DeviceSession:
         self.reference_job: tuple | None = None  # (problem, solution) loaded in the reference worker
         self.candidate_job: tuple | None = None  # (problem, solution) loaded in the solution's worker
         self.graphless: dict[tuple, str] = {}  # (worker role, loaded key) -> why its call failed CUDA-graph capture
-        self.phase_s: dict[str, float] = {}  # seconds per phase of the current workload (`take_phases`)
+        self.phases = PhaseAccount()  # seconds per phase of the current workload (`take_phases`)
         self._depth = 0  # nested requests (a ping inside a timed request) count in their outer request
         self._replied: msg.Reply | None = None
         # A solution's worker started ahead of need: the next solution gets a process that has already
@@ -151,32 +143,14 @@ class DeviceSession:
         finally:
             self._depth -= 1
             if outer:
-                self._account(request, self._replied, time.monotonic() - started, fresh)
-
-    def _account(self, request: msg.Request, reply: msg.Reply | None, waited_s: float, fresh: bool = False) -> None:
-        phase = PHASE_OF_OP.get(request.OP, "other")
-        worked_s = min(max(reply.handler_s, 0.0), waited_s) if reply is not None else 0.0
-        parts = dict(reply.phases_s) if isinstance(reply, msg.Timed) and phase == "timing" else {}
-        inside = 0.0
-        for name in BLOCK_PHASES:
-            seconds = parts.get(name)
-            if isinstance(seconds, (int, float)) and 0 <= seconds <= worked_s - inside:
-                self.add_phase(f"timing.{name}" if name != "probe" else "probe", seconds)
-                inside += seconds
-        inputs_s = parts.get("inputs_in_loop")
-        if isinstance(inputs_s, (int, float)) and inputs_s > 0:  # a part of the loop and the warm-up, not beside them
-            self.add_phase("timing.inputs_in_loop", min(inputs_s, worked_s))
-        self.add_phase(phase if not parts else "timing.other", worked_s - inside)
-        self.add_phase("startup" if fresh else "channel", waited_s - worked_s)
+                self.phases.account(request, self._replied, time.monotonic() - started, fresh)
 
     def add_phase(self, name: str, seconds: float) -> None:
-        if seconds > 0:
-            self.phase_s[name] = self.phase_s.get(name, 0.0) + seconds
+        self.phases.add(name, seconds)
 
     def take_phases(self) -> dict[str, float]:
         """The current workload's seconds per phase, and a fresh account for the next one."""
-        phases, self.phase_s = self.phase_s, {}
-        return phases
+        return self.phases.take()
 
     def _ask(self, worker: WorkerProcess, request: msg.Request, timeout_s: float) -> msg.Reply:
         mark = worker.output.mark()

@@ -10,7 +10,8 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from solbench.orchestrator.config import RunConfig, sol_hardware
-from solbench.orchestrator.session import NOT_PARTS, DeviceSession
+from solbench.orchestrator.phases import is_part
+from solbench.orchestrator.session import DeviceSession
 from solbench.sol.analyser import analyse, sol_time_ms
 from solbench.sol.hardware import detect_spec
 from solbench.sol.record import sol_record
@@ -91,7 +92,7 @@ def make_trace(problem: Problem, solution: Solution, workload: Workload, session
     environment = replace(environment, clocks_start=clocks[0], clocks_end=clocks[1])
     seconds = time.monotonic() - started
     phases = session.take_phases()
-    phases["other"] = max(0.0, seconds - sum(v for k, v in phases.items() if k not in NOT_PARTS))
+    phases["other"] = max(0.0, seconds - sum(v for k, v in phases.items() if is_part(k)))
     evaluation = Evaluation(status=status, timestamp=datetime.now(UTC).isoformat(timespec="seconds"),
                             log=log[-16000:], environment=environment,
                             correctness=correctness,

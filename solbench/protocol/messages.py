@@ -233,6 +233,7 @@ class Judged(Reply):
     correctness: Correctness
     aliased_inputs: list[str] = field(default_factory=list)
     mutated_inputs: list[str] = field(default_factory=list)
+    phases_s: dict[str, float] = field(default_factory=dict)  # inputs, reference, compare seconds
 
 
 @dataclass
@@ -284,6 +285,7 @@ class Received(Reply):
     transfer_error: str | None = None
     detail: str = ""
     healthy: bool | None = None
+    phases_s: dict[str, float] = field(default_factory=dict)  # ipc_open, ipc_copy, ipc_close seconds
 
 
 @dataclass

@@ -159,13 +159,17 @@ def handle_judge(state: WorkerState, request: msg.Judge) -> msg.Judged:
 
 
 def judge_outputs(state: WorkerState, request: msg.Judge) -> msg.Judged:
+    started = _perf_counter()
     workload, axes, args = make_call_inputs(state, request.workload, request.seed, profile=request.profile)
     pristine = state.inputs_cache[request.seed][2]  # the cached originals: args are copies of them
+    state.synchronize()
+    built = _perf_counter()
     try:
         reference = normalize_outputs(invoke(state, args, None), state.definition, axes)
         state.synchronize()
     except Exception as exc:  # noqa: BLE001
         raise Failure("INVALID_REFERENCE", "the reference raised:\n" + format_exception(exc)) from None
+    ran = _perf_counter()
     names = list(state.definition.inputs)
     aliases = returned_views(reference, state.definition, args)
     mutated = [names[i] for i in changed_tensors(pristine, args)]
@@ -174,8 +178,9 @@ def judge_outputs(state: WorkerState, request: msg.Judge) -> msg.Judged:
                  else o.to(state.device) if isinstance(o, torch.Tensor) else o for o in request.outputs]
     status, correctness = check_outputs(candidate, reference, state.definition, workload.tolerance, axes,
                                         strict=request.strict)
+    phases = {"inputs": built - started, "reference": ran - built, "compare": _perf_counter() - ran}
     return msg.Judged(status=status.value, correctness=correctness, aliased_inputs=aliases,
-                      mutated_inputs=mutated)
+                      mutated_inputs=mutated, phases_s=phases)
 
 
 def as_list(result) -> list:

@@ -55,14 +55,24 @@ assert set(HANDLERS) | {"shutdown"} == set(msg.REQUESTS), "every request op has 
 # The guard's phase while a request runs: the audit hook is strictest while the solution is timed.
 PHASES = {"load": "load", "call": "call", "time": "timing"}
 # Requests after which the worker hands its cached device memory back (the other worker of the GPU may
-# need it): the ones that allocate a lot, and `release` (the exported copies of large outputs, which the
-# reference worker now holds its own copies of: kept in this worker's cache they left the judge too
-# little memory, e.g. Quant/023's two 16 GiB outputs on an H100). Every small request paid for this and a
-# garbage collection before (a third of the harness's time on short workloads, benchmarks/throughput.py).
-RELEASE_AFTER = frozenset({"load", "time", "time_compiled", "time_baseline", "trim", "release"})
-# After any other request, a cache this large goes back too: a reference's temporaries in a judge (30 GiB for
-# L1/026 on an H100), kept, left the solution's timed block beside it out of memory.
-KEEP_RESERVED_BYTES = 2 << 30
+# need it): the ones that allocate a lot. Every small request paid for this and a garbage collection
+# before (a third of the harness's time on short workloads, benchmarks/throughput.py).
+RELEASE_AFTER = frozenset({"load", "time", "time_compiled", "time_baseline", "trim"})
+# After any other request, an unused cache this large goes back too: a reference's temporaries in a judge
+# (30 GiB for L1/026 on an H100), or a solution's exported copies of large outputs once released (the
+# reference worker holds its own: Quant/023's two 16 GiB outputs on an H100), kept, left the other worker
+# too little memory. Memory in use (the cached inputs, a problem's weights) cannot go back: counting it
+# (as before 2026-11-30) emptied the cache after every request of a problem with 2 GiB of weights, and
+# the next request allocated it again (2.1 s of 82 in issue 15's set on an H200).
+KEEP_UNUSED_BYTES = 2 << 30
+# Requests after which the integrity snapshot is compared: those that run loaded code (the solution's, the
+# reference's, a baseline's) or whose reply carries what a verdict rests on. After the others (a release,
+# a ping, a trim, a receive: their replies carry nothing judged) a change made meanwhile, by a thread the
+# solution left running, is still there for the next checked request to find before any verdict uses what
+# it touched. The comparison costs 3-5 ms a request in a GPU worker (reading each function's `__code__`
+# raises an audit event): 5.1 s of 82 in issue 15's set on an H200 when it ran after every request.
+CHECKED_AFTER = frozenset({"load", "call", "judge", "inputs", "time", "time_compiled", "time_baseline", "fetch",
+                           "environment"})
 
 
 def start_guard(state: WorkerState, alarm_fd: str | None):
@@ -114,17 +124,22 @@ def serve_one(state: WorkerState, guard, integrity, request: msg.Request) -> msg
         reply = msg.Failed(status="RUNTIME_ERROR", log=format_exception(exc))
     guard.phase = "idle"
     finishing = _perf_counter()
-    changed = integrity()
+    changed = integrity() if request.OP in CHECKED_AFTER else []
     if changed:
         reply = msg.Failed(status="REWARD_HACK", log=f"harness objects were replaced or hooked in the solution's "
                                                       f"process: {changed}")
     reply.audit = guard.take_warnings()
-    if state.is_cuda and (request.OP in RELEASE_AFTER or torch.cuda.memory_reserved() > KEEP_RESERVED_BYTES):
+    if state.is_cuda and (request.OP in RELEASE_AFTER or unused_cache_bytes() > KEEP_UNUSED_BYTES):
         torch.cuda.empty_cache()  # before the reply: the other worker may be timed next, beside this one
     reply.handler_s = _perf_counter() - started
     if isinstance(reply, msg.Timed):  # a block's account ends with the process's own checks and memory release
         reply.phases_s["release"] = round(_perf_counter() - finishing, 4)
     return reply
+
+
+def unused_cache_bytes() -> int:
+    """Device memory torch's allocator holds for this process without a tensor in it."""
+    return torch.cuda.memory_reserved() - torch.cuda.memory_allocated()
 
 
 def release_memory(state: WorkerState, request: msg.Request) -> None:

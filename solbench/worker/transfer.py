@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import itertools
+import time
 from typing import Any
 
 from solbench.protocol import messages as msg
@@ -47,6 +48,8 @@ from solbench.protocol.descriptors import (
 )
 from solbench.spec import dtypes
 from solbench.worker.state import Failure, WorkerState
+
+_perf_counter = time.perf_counter  # bound at import, before any solution code runs
 
 _NEXT_EXPORT = itertools.count(1)
 
@@ -226,14 +229,15 @@ def handle_receive(state: WorkerState, request: msg.Receive) -> msg.Received:
     can tell the solution's fault from the machine's.
     """
     state.received = {}
+    phases: dict[str, float] = {}
     try:
         descriptors = check_descriptors(request.exports)
-        state.received = import_exports(state, descriptors)
+        state.received = import_exports(state, descriptors, phases)
     except TransferRefused as exc:
         return msg.Received(transfer_error="forged", detail=str(exc)[:500])
     except TransferUnavailable as exc:
         return msg.Received(transfer_error="unavailable", detail=str(exc)[:500], healthy=_healthy(state))
-    return msg.Received(received=sorted(state.received))
+    return msg.Received(received=sorted(state.received), phases_s=phases)
 
 
 def _healthy(state: WorkerState) -> bool:
@@ -248,8 +252,13 @@ def _healthy(state: WorkerState) -> bool:
     return True
 
 
-def import_exports(state: WorkerState, descriptors: list[Descriptor]) -> dict[int, Any]:
+def import_exports(state: WorkerState, descriptors: list[Descriptor],
+                   phases: dict[str, float] | None = None) -> dict[int, Any]:
+    """Copies of the exported ranges; `phases` gets the seconds spent opening the handles
+    (`ipc_open`), copying (`ipc_copy`) and closing them (`ipc_close`)."""
     torch = state.torch
+    phases = {} if phases is None else phases
+    clock = _perf_counter
     driver = state.cuda_driver
     if driver is None:
         raise TransferUnavailable(state.ipc_unavailable or "no CUDA driver bound")
@@ -267,12 +276,15 @@ def import_exports(state: WorkerState, descriptors: list[Descriptor]) -> dict[in
         driver.require_context()
         for d in descriptors:
             if d.handle not in opened:  # one handle per allocation: open each once
+                started = clock()
                 pointer = driver.open(d.handle)
                 opened[d.handle] = (pointer, 0)
                 base, size = driver.allocation(pointer)
                 if base != pointer:
                     raise TransferUnavailable("the opened allocation does not start at the mapped address")
                 opened[d.handle] = (pointer, size)
+                phases["ipc_open"] = phases.get("ipc_open", 0.0) + clock() - started
+            started = clock()
             pointer, size = opened[d.handle]
             if d.offset + d.nbytes > size:
                 raise TransferRefused(f"bytes [{d.offset}, {d.offset + d.nbytes}) requested from an exported "
@@ -283,13 +295,18 @@ def import_exports(state: WorkerState, descriptors: list[Descriptor]) -> dict[in
                 raise TransferUnavailable(f"no room for the copy: {exc}") from None
             driver.copy(destination.data_ptr(), pointer + d.offset, d.nbytes)
             copies[d.token] = (destination, d)
+            phases["ipc_copy"] = phases.get("ipc_copy", 0.0) + clock() - started
+        started = clock()
         driver.synchronize()
+        phases["ipc_copy"] = phases.get("ipc_copy", 0.0) + clock() - started
     finally:
         if opened:  # every copy is complete before any handle is closed, on every path
             with contextlib.suppress(TransferUnavailable):
                 driver.synchronize()
+        started = clock()
         for pointer, _ in opened.values():
             driver.close(pointer)
+        phases["ipc_close"] = clock() - started
     return {token: buffer.view(dtypes.torch_dtype(d.dtype)).reshape(d.shape) for token, (buffer, d) in copies.items()}
 
 

@@ -332,7 +332,8 @@ def test_import_copies_the_named_bytes_and_closes_each_handle_once():
     first = descriptor(1, shape=(16,), offset=64)  # int32 elements 16..31
     second = descriptor(2, shape=(4,), offset=4080)  # the last 4 elements
     reply = transfer.handle_receive(state, msg.Receive(exports=[first, second]))
-    assert reply == msg.Received(received=[1, 2])
+    assert reply.received == [1, 2] and reply.transfer_error is None
+    assert set(reply.phases_s) == {"ipc_open", "ipc_copy", "ipc_close"}  # one handle: opened once, closed once
     source = allocations[bytes.fromhex("ab" * 64)].view(torch.float32)
     assert torch.equal(state.received[1].view(torch.uint8), source[16:32].view(torch.uint8))
     assert torch.equal(state.received[2].view(torch.uint8), source[1020:].view(torch.uint8))

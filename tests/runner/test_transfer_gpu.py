@@ -66,6 +66,8 @@ def test_large_outputs_travel_by_ipc_and_pass(big_problem, config, requests):
     assert judged >= config.trials + 2
     assert seen.count("reference:receive") == judged and seen.count("solution:release") == judged
     assert "solution:fetch" not in seen
+    phases = trace.evaluation.phases_s  # the transfer's cost, inside `judge`
+    assert {"judge.receive", "judge.ipc_open", "judge.ipc_copy", "judge.ipc_close", "judge.release"} <= set(phases)
     assert not any("transfer:" in w or "ctypes" in w for w in trace.evaluation.warnings), trace.evaluation.warnings
     for role, message in requests:
         offered = getattr(message, "ipc_min_bytes", None) is not None
