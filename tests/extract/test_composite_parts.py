@@ -69,6 +69,11 @@ def test_gemma3n_text_layers_are_captured_exactly(tmp_path):
     sparse = [d for d in by_type.get("gemma3n_text_mlp", []) if "erfinv" in d.code]
     assert sparse, "the sparse MLP's Normal quantile is computed in the reference"
     checked = {v.problem: v for v in result.validations}
+    # the MLP template cannot say the sparse gate: it leaves that layer's MLP to the generic capture, rather
+    # than draft one that fails its comparison (the run's exit status)
+    assert any("activation sparsity 0.95" in line for line in result.skipped), result.skipped
+    assert all(v.passed for v in result.validations), [(v.problem, v.message) for v in result.validations
+                                                       if not v.passed]
     for draft in layers + sparse:
         assert checked[draft.name].passed, (draft.name, checked[draft.name].message)
         assert checked[draft.name].exact == {"float32": True, "bfloat16": True}, draft.name

@@ -114,7 +114,11 @@ def _layer_drafts(out: Drafts, traced: TracedModel, index: int, lay, ref: str, d
             ffn.shared = mlp.mlp_info(shared)
             out.add(mlp.mlp_draft(ffn.shared, f"{ref}mlp.shared_experts", dtype))
     elif block is not None and mlp.is_mlp(block):
-        ffn.mlp = mlp.mlp_info(block)
+        try:
+            ffn.mlp = mlp.mlp_info(block)
+        except SpecError as exc:  # the generic capture takes it
+            out.skipped.append(f"layer {index}: feed-forward: {exc}")
+            return
         out.add(mlp.mlp_draft(ffn.mlp, ref + "mlp", dtype), mlp.mlp_backward_draft(ffn.mlp, ref + "mlp", dtype))
     else:
         out.skipped.append(f"layer {index}: feed-forward {type(block).__name__} not recognised")

@@ -59,6 +59,10 @@ def activation_of(fn: nn.Module) -> str:
 
 
 def mlp_info(module: nn.Module) -> MlpInfo:
+    sparsity = getattr(module, "activation_sparsity", 0.0)
+    if isinstance(sparsity, (int, float)) and sparsity > 0:  # Gemma 3n's first layers: a cut on the gate
+        raise SpecError(f"{type(module).__name__}: activation sparsity {sparsity} (a Gaussian top-k cut of the gate "
+                        "before its activation) is not in the MLP template")
     act = getattr(module, "act_fn", None) or getattr(module, "activation_fn", None) or getattr(module, "act", None)
     if act is None:
         raise SpecError(f"{type(module).__name__}: no activation found")
