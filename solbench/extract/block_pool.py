@@ -80,7 +80,7 @@ class Ahead:
     `work` runs in a worker and returns something picklable; an exception there, or the worker's death, makes
     `take` return None for that index, and the caller does the work itself."""
 
-    def __init__(self, work: Callable[[int], Any], indices: Sequence[int], count: int):
+    def __init__(self, work: Callable[[int], Any], indices: Sequence[int], count: int, one_each: bool = False):
         self.results: dict[int, Any] = {}
         self.lost: set[int] = set()  # failed or died: the caller's to run
         self.pending = set(indices)
@@ -97,7 +97,7 @@ class Ahead:
             tasks.put(None)  # one stop per worker
         for _ in range(min(count, len(indices))):
             receive, send = context.Pipe(duplex=False)
-            process = context.Process(target=_worker, args=(work, tasks, send, os.getpid()), daemon=True)
+            process = context.Process(target=_worker, args=(work, tasks, send, os.getpid(), one_each), daemon=True)
             process.start()
             send.close()
             self.running[receive] = (process, set())
@@ -144,15 +144,31 @@ class Ahead:
 
 
 @contextlib.contextmanager
-def ahead(work: Callable[[int], Any], indices: Sequence[int], count: int) -> Iterator[Ahead]:
-    pool = Ahead(work, indices, count)
+def ahead(work: Callable[[int], Any], indices: Sequence[int], count: int, one_each: bool = False) -> Iterator[Ahead]:
+    """An `Ahead` closed on leaving; `one_each`: each worker does one item and ends (give as many workers as
+    items), so that no item starts from the state another item left."""
+    pool = Ahead(work, indices, count, one_each)
     try:
         yield pool
     finally:
         pool.close()
 
 
-def _worker(work: Callable[[int], Any], tasks, conn: Connection, parent: int) -> None:
+def each(work: Callable[[int], Any], count: int) -> list:
+    """`[work(i) for i in range(count)]`, with item 0 in this process and each other item in a worker of its
+    own at the same time where `processes()` asked for more than one (a model's recordings at its three
+    capture sizes: a few items). The workers are forked before item 0 runs here, so every item starts from
+    the state the caller had; an item a worker failed or lost is run here afterwards. `work` never returns
+    None."""
+    if _PROCESSES < 2 or count < 2:
+        return [work(i) for i in range(count)]
+    with ahead(work, list(range(1, count)), count - 1, one_each=True) as pool:
+        first = work(0)
+        rest = [pool.take(i) for i in range(1, count)]
+    return [first] + [result if result is not None else work(i) for i, result in enumerate(rest, 1)]
+
+
+def _worker(work: Callable[[int], Any], tasks, conn: Connection, parent: int, one_each: bool = False) -> None:
     """Take block indices until told to stop; each result, or why it failed, goes back as soon as it is known.
     The caller stops its workers itself (Ctrl-C reaches it, `close`); a worker whose caller is gone dies too."""
     import torch
@@ -172,6 +188,8 @@ def _worker(work: Callable[[int], Any], tasks, conn: Connection, parent: int) ->
             except Exception:  # noqa: BLE001 - the caller runs this block itself and meets the error there
                 payload = pickle.dumps(("failed", index, traceback.format_exc(limit=3)))
             conn.send_bytes(payload)
+            if one_each:
+                break
         conn.close()
     except BaseException:  # noqa: BLE001 - the caller closed the pipe or is gone: there is no one to tell
         os._exit(1)

@@ -77,7 +77,7 @@ def extract_blocks(built: BuiltModel, dtype: torch.dtype = torch.bfloat16, *, va
     model = precision.cast(built.module, dtype, built.library)  # as the library loads it in `dtype`
     points = capture.axis_points(built)
     tell(f"recording module calls at {len(points)} sizes")
-    calls = [capture.record_calls(built, p, dtype) for p in points]
+    calls = block_pool.each(lambda index: capture.record_calls(built, points[index], dtype), len(points))
     large = far_calls.LargeCalls(built, dtype, points)
     kinds, result.not_emitted = partition.blocks(model, calls)
     extra = rope_inside_blocks(model, kinds, calls) if rope_inside else []

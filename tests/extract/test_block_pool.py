@@ -39,6 +39,34 @@ def test_a_failed_or_dead_worker_leaves_its_block_to_the_caller():
     assert {i: taken[i] for i in (0, 3, 4)} == {0: 0, 3: 30, 4: 40}  # the other worker went on
 
 
+_STATE: list[int] = []
+_CALLER = os.getpid()
+
+
+def _appends(index: int) -> tuple[int, int, list[int]]:
+    """Item `index`: where it ran, and the state it found (item 0 changes it, as a recording may)."""
+    if index == 3 and os.getpid() != _CALLER:
+        raise RuntimeError("a recording that fails in a worker")
+    found = list(_STATE)
+    _STATE.append(index)
+    return index, os.getpid(), found
+
+
+def test_each_runs_item_0_here_and_the_rest_on_workers_from_the_callers_state():
+    """A model's recordings at its capture sizes (`blocks.extract_blocks`): results in order; every item
+    starts from the state the caller had; an item that failed in a worker is run here afterwards."""
+    _STATE.clear()
+    with block_pool.processes(2):
+        results = block_pool.each(_appends, 4)
+    assert [r[0] for r in results] == [0, 1, 2, 3]
+    assert results[0][1] == os.getpid() and {results[1][1], results[2][1]}.isdisjoint({os.getpid()})
+    assert results[1][2] == [] and results[2][2] == []  # item 0's change stayed in this process
+    assert results[3][1] == os.getpid() and results[3][2] == [0]  # failed in its worker, run here after 0
+    _STATE.clear()
+    assert [r[1] for r in block_pool.each(lambda i: _appends(i) if i < 3 else (i, os.getpid(), []), 4)] == \
+        [os.getpid()] * 4  # outside `processes`: all here, one after the other
+
+
 def test_the_worker_count_is_bounded_by_the_memory_available():
     gb = 1 << 30
     assert block_pool.usable(4, 8 * gb, available_bytes=17 * gb) == 2
