@@ -1,4 +1,5 @@
-"""Where a workload's seconds go: the account behind a trace's `phases_s` (docs/formats.md).
+"""Where a workload's seconds go: the account behind a trace's `phases_s` (docs/timing.md, "The cost of a
+verdict, and where it goes").
 
 Each request to a worker is charged to a phase by its op. The part of the wait the worker reports as its
 own handling goes to that phase (a timed block's reply splits it further into `timing.*`); the rest of the

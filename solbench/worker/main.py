@@ -138,8 +138,10 @@ def serve_one(state: WorkerState, guard, integrity, request: msg.Request) -> msg
 
 
 def unused_cache_bytes() -> int:
-    """Device memory torch's allocator holds for this process without a tensor in it."""
-    return torch.cuda.memory_reserved() - torch.cuda.memory_allocated()
+    """Device memory torch's allocator holds for this process without a tensor in it (one reading of the
+    allocator's statistics: `memory_reserved` and `memory_allocated` would each take one)."""
+    stats = torch.cuda.memory_stats()
+    return stats.get("reserved_bytes.all.current", 0) - stats.get("allocated_bytes.all.current", 0)
 
 
 def release_memory(state: WorkerState, request: msg.Request) -> None:

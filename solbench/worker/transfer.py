@@ -258,7 +258,10 @@ def import_exports(state: WorkerState, descriptors: list[Descriptor],
     (`ipc_open`), copying (`ipc_copy`) and closing them (`ipc_close`)."""
     torch = state.torch
     phases = {} if phases is None else phases
-    clock = _perf_counter
+
+    def charge(name: str, since: float) -> None:
+        phases[name] = phases.get(name, 0.0) + _perf_counter() - since
+
     driver = state.cuda_driver
     if driver is None:
         raise TransferUnavailable(state.ipc_unavailable or "no CUDA driver bound")
@@ -276,15 +279,15 @@ def import_exports(state: WorkerState, descriptors: list[Descriptor],
         driver.require_context()
         for d in descriptors:
             if d.handle not in opened:  # one handle per allocation: open each once
-                started = clock()
+                started = _perf_counter()
                 pointer = driver.open(d.handle)
                 opened[d.handle] = (pointer, 0)
                 base, size = driver.allocation(pointer)
                 if base != pointer:
                     raise TransferUnavailable("the opened allocation does not start at the mapped address")
                 opened[d.handle] = (pointer, size)
-                phases["ipc_open"] = phases.get("ipc_open", 0.0) + clock() - started
-            started = clock()
+                charge("ipc_open", started)
+            started = _perf_counter()
             pointer, size = opened[d.handle]
             if d.offset + d.nbytes > size:
                 raise TransferRefused(f"bytes [{d.offset}, {d.offset + d.nbytes}) requested from an exported "
@@ -295,18 +298,18 @@ def import_exports(state: WorkerState, descriptors: list[Descriptor],
                 raise TransferUnavailable(f"no room for the copy: {exc}") from None
             driver.copy(destination.data_ptr(), pointer + d.offset, d.nbytes)
             copies[d.token] = (destination, d)
-            phases["ipc_copy"] = phases.get("ipc_copy", 0.0) + clock() - started
-        started = clock()
+            charge("ipc_copy", started)
+        started = _perf_counter()
         driver.synchronize()
-        phases["ipc_copy"] = phases.get("ipc_copy", 0.0) + clock() - started
+        charge("ipc_copy", started)
     finally:
         if opened:  # every copy is complete before any handle is closed, on every path
             with contextlib.suppress(TransferUnavailable):
                 driver.synchronize()
-        started = clock()
+        started = _perf_counter()
         for pointer, _ in opened.values():
             driver.close(pointer)
-        phases["ipc_close"] = clock() - started
+        charge("ipc_close", started)
     return {token: buffer.view(dtypes.torch_dtype(d.dtype)).reshape(d.shape) for token, (buffer, d) in copies.items()}
 
 
