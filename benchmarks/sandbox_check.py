@@ -86,7 +86,7 @@ if cuda:
     check("triton", triton_kernel)
     check("torch_compile", lambda: float(torch.compile(lambda t: (t * 2).relu().sum())(torch.ones(64, device="cuda"))))
     def cupti():
-        from solbench.worker.probe import load_cupti
+        from solbench.worker.cupti_activity import load_cupti
         return "bound" if load_cupti() else "not installed"
     check("cupti", cupti)
     def nvcc():

@@ -55,7 +55,7 @@ def child() -> None:
     from solbench.timing import timer
     from solbench.worker import guard as worker_guard
     from solbench.worker import main as worker_main  # every harness module a worker binds
-    from solbench.worker.probe import load_cupti
+    from solbench.worker.cupti_activity import load_cupti
     from solbench.worker.state import WorkerState
     from solbench.worker.transfer import bind_driver
 

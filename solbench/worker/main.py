@@ -24,10 +24,10 @@ from solbench.timing import timer
 from solbench.worker import guard as worker_guard
 from solbench.worker.baselines import handle_time_baseline, handle_time_compiled
 from solbench.worker.calls import handle_call, handle_inputs, handle_judge, handle_load
+from solbench.worker.cupti_activity import load_cupti
 from solbench.worker.environment import collect_environment
 from solbench.worker.hooks import make_dispatch_checker
 from solbench.worker.inputs_cache import handle_trim
-from solbench.worker.probe import load_cupti
 from solbench.worker.state import Failure, WorkerState, format_exception
 from solbench.worker.timed_block import handle_time_and_export
 from solbench.worker.transfer import bind_driver, handle_fetch, handle_receive, handle_release

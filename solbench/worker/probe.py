@@ -47,6 +47,8 @@ from typing import Any
 
 import torch
 
+from solbench.worker.cupti_activity import ActivityCollector, load_cupti
+
 PROBE_CALLS = 5
 # CUPTI slows launch-heavy calls many times over (a 0.45 s eager loop of small kernels took ~19 s
 # traced on an H100): past this budget the probe stops, after at least MIN_PROBE_CALLS recorded calls.
@@ -72,15 +74,6 @@ _event_synchronize = torch.cuda.Event.synchronize
 _event_elapsed_time = torch.cuda.Event.elapsed_time
 
 
-def load_cupti():
-    """The cupti-python bindings module, or None when the package (or its library) is missing."""
-    try:
-        from cupti import cupti  # optional dependency (cupti-python)
-    except Exception:  # noqa: BLE001 - absent, or present without a usable libcupti
-        return None
-    return cupti
-
-
 @dataclass
 class ProbeResult:
     event_ms: list[float] = field(default_factory=list)
@@ -91,13 +84,14 @@ class ProbeResult:
     kernel_ms: list[float] = field(default_factory=list)  # CUPTI: sum of kernel durations
     streams: list[int] = field(default_factory=list)  # CUPTI: distinct streams per call
     escaped_ms: list[float] = field(default_factory=list)  # CUPTI: the call's work outside its start..end
-    cupti: str = "unavailable"  # "used", "unavailable", or "failed: <why>"
+    cupti: str = "unavailable"  # "used", "unavailable", "failed: <why>" or "incomplete: <why>" (the tail rule alone)
     rounds: list[int] = field(default_factory=list)  # recorded calls per round of the tail rule (none: one round)
 
     def verdict(self) -> str | None:
-        """Why the timed events cannot be trusted, or None. With CUPTI the GPU's own timestamps decide;
-        without it, the synchronize tail (its host time also holds driver work such as a freed graph's
-        clean-up, which CUPTI tells apart, hence its floor)."""
+        """Why the timed events cannot be trusted, or None. With CUPTI the GPU's own timestamps accuse first;
+        the synchronize tail is read in every case (its host time also holds driver work such as a freed
+        graph's clean-up, hence its floor): code in the solution's process can switch CUPTI's collection
+        off around work it hides, and the tail does not depend on anything that process can reach."""
         if not self.event_ms:
             return None
         event = statistics.median(self.event_ms)
@@ -111,13 +105,20 @@ class ProbeResult:
                 return (f"CUPTI saw {statistics.median(self.span_ms):.3f} ms of GPU activity per call across "
                         f"{max(self.streams or [1])} stream(s), the events only {event:.3f} ms: work escaped the "
                         f"timed stream")
+        return self.tail_verdict(event)
+
+    def tail_verdict(self, event: float | None = None) -> str | None:
+        """The tail rule alone: every round's median tail beyond the empty synchronize over the floor."""
+        if not self.event_ms:
             return None
+        event = statistics.median(self.event_ms) if event is None else event
         medians = self.round_tail_excess_ms()
         if medians and min(medians) > max(TAIL_FLOOR_MS, TAIL_FRACTION * event):
             rounds = (f"median of {len(self.tail_ms)} calls" if len(medians) == 1 else
                       f"medians of {len(medians)} rounds a second apart: " + ", ".join(f"{m:.3f}" for m in medians) + " ms")
+            unseen = "; CUPTI saw none of it beyond the events" if self.cupti == "used" else ""
             return (f"GPU work kept running {min(medians):.3f} ms after the call's end event (event time {event:.3f} ms, "
-                    f"{rounds}): work on a stream the current stream never waited for")
+                    f"{rounds}{unseen}): work on a stream the current stream never waited for")
         return None
 
     def _idle(self) -> list[float]:
@@ -151,106 +152,13 @@ class ProbeResult:
         return text
 
     def tail_suspicious(self) -> bool:
-        """Without CUPTI: whether the tails so far would be an accusation (then the probe calls again)."""
-        return self.cupti != "used" and self.verdict() is not None
+        """Whether the tails so far would be an accusation (then the probe calls again), CUPTI or not."""
+        return self.tail_verdict() is not None
 
     def to_dict(self) -> dict[str, Any]:
         return {"event_ms": self.event_ms, "tail_ms": self.tail_ms, "idle_ms": self.idle_ms, "span_ms": self.span_ms,
                 "busy_ms": self.busy_ms, "kernel_ms": self.kernel_ms, "streams": self.streams,
                 "escaped_ms": self.escaped_ms, "cupti": self.cupti, "rounds": self.rounds}
-
-
-class _Collector:
-    """CUPTI activity collection between `start` and `stop` (all streams, all threads)."""
-
-    KINDS = ("RUNTIME", "DRIVER", "CONCURRENT_KERNEL", "MEMCPY", "MEMSET")
-
-    def __init__(self, cupti) -> None:
-        self.cupti = cupti
-        self.launches: list[tuple[int, int]] = []  # (API call start ns, correlation id)
-        self.work: list[tuple[int, int, int, int]] = []  # (start ns, end ns, correlation id, is kernel)
-        self.streams: dict[int, int] = {}  # correlation id -> stream id
-        self.enabled: list = []
-
-    def _requested(self):
-        return 8 * 1024 * 1024, 0
-
-    def _completed(self, activities) -> None:
-        kinds = self.cupti.ActivityKind
-        api = {int(kinds.RUNTIME), int(kinds.DRIVER)}
-        kernel = int(kinds.CONCURRENT_KERNEL)
-        gpu = {kernel, int(kinds.MEMCPY), int(kinds.MEMSET)}
-        for a in activities:
-            kind = int(a.kind)
-            if kind in api:
-                self.launches.append((int(a.start), int(a.correlation_id)))
-            elif kind in gpu:
-                self.work.append((int(a.start), int(a.end), int(a.correlation_id), int(kind == kernel)))
-                stream = getattr(a, "stream_id", None)
-                if stream is not None:
-                    self.streams[int(a.correlation_id)] = int(stream)
-
-    def start(self) -> None:
-        self.cupti.activity_register_callbacks(self._requested, self._completed)
-        for name in self.KINDS:
-            kind = getattr(self.cupti.ActivityKind, name)
-            self.cupti.activity_enable(kind)
-            self.enabled.append(kind)
-
-    def stop(self) -> None:
-        try:
-            self.cupti.activity_flush_all(1)
-        finally:
-            for kind in reversed(self.enabled):
-                self.cupti.activity_disable(kind)
-            self.cupti.finalize()  # so the next timed block can register its callbacks again
-
-    def now(self) -> int:
-        return int(self.cupti.get_timestamp())
-
-    def records(self, t0: int, t1: int) -> list[tuple[int, int, int, int]]:
-        """The work launched by API calls made in [t0, t1]."""
-        ids = {corr for start, corr in self.launches if t0 <= start <= t1}
-        return [r for r in self.work if r[2] in ids]
-
-    def per_call(self, windows: list[tuple[int, ...]]) -> dict[str, list]:
-        """Per call (the launch windows of the opening marker, of the call, of the closing marker): span,
-        busy and kernel ms, streams, and ms of the call's work outside [opening marker's end, closing
-        marker's start] (0 when a marker was not recorded)."""
-        out: dict[str, list] = {"span_ms": [], "busy_ms": [], "kernel_ms": [], "streams": [], "escaped_ms": []}
-        for p0, p1, t0, t1, m0, m1 in windows:
-            recs = self.records(t0, t1)
-            opening = [r[1] for r in self.records(p0, p1) if r[3]]
-            closing = [r[0] for r in self.records(m0, m1) if r[3]]
-            if not recs:
-                for key in out:
-                    out[key].append(0)
-                continue
-            out["span_ms"].append((max(r[1] for r in recs) - min(r[0] for r in recs)) / 1e6)
-            out["busy_ms"].append(union_ns([(r[0], r[1]) for r in recs]) / 1e6)
-            out["kernel_ms"].append(sum(r[1] - r[0] for r in recs if r[3]) / 1e6)
-            out["streams"].append(len({self.streams.get(r[2]) for r in recs if r[2] in self.streams}))
-            out["escaped_ms"].append(outside_ns(recs, max(opening), min(closing)) / 1e6 if opening and closing else 0.0)
-        return out
-
-
-def outside_ns(records: list[tuple[int, int, int, int]], window_start: int, window_end: int) -> int:
-    """How long the records ran outside [window_start, window_end], summed (overlaps are not merged)."""
-    return sum(max(0, min(end, window_start) - start) + max(0, end - max(start, window_end))
-               for start, end, _, _ in records)
-
-
-def union_ns(intervals: list[tuple[int, int]]) -> int:
-    """Length of the union of [start, end) intervals: the time the GPU had any of them running."""
-    total, reach = 0, None
-    for start, end in sorted(intervals):
-        if reach is None or start > reach:
-            total += end - start
-            reach = end
-        elif end > reach:
-            total += end - reach
-            reach = end
-    return total
 
 
 class EscapedWorkProbe:
@@ -264,7 +172,7 @@ class EscapedWorkProbe:
                  quiet: Callable[[], Any] = contextlib.nullcontext, use_cupti: bool = True, warm_call: bool = True):
         self.calls, self.budget_s, self.quiet, self.warm_call = calls, budget_s, quiet, warm_call
         self.result = ProbeResult()
-        self.collector: _Collector | None = None
+        self.collector: ActivityCollector | None = None
         self.windows: list[tuple[int, ...]] = []
         self._marks: list[int] = []
         self._recorded = not warm_call
@@ -280,7 +188,7 @@ class EscapedWorkProbe:
             return
         try:
             with self.quiet():
-                self.collector = _Collector(self._cupti)
+                self.collector = ActivityCollector(self._cupti)
                 self.collector.start()
             self.result.cupti = "used"
         except Exception as exc:  # noqa: BLE001 - e.g. another CUPTI client already holds the device
@@ -362,8 +270,13 @@ class EscapedWorkProbe:
                 with self.quiet():
                     self.collector.stop()
                 figures = self.collector.per_call(self.windows)
+                unmarked = sum(figures.pop("unmarked"))
                 for key, values in figures.items():
                     setattr(self.result, key, values)
+                if unmarked:  # its figures of those calls say nothing: the tail rule decides alone
+                    self.result.cupti = (f"incomplete: the probe's marker kernels were missing from CUPTI's records "
+                                         f"in {unmarked} of {len(self.windows)} calls (its collection was switched "
+                                         f"off or taken over while they ran)")
             except Exception as exc:  # noqa: BLE001
                 self.result.cupti = f"failed: {type(exc).__name__}: {exc}"[:200]
             self.collector = None

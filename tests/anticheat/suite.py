@@ -237,7 +237,7 @@ def discover(kind: str | None = None) -> list[Case]:
 
 
 def _cupti_missing() -> str | None:
-    from solbench.worker.probe import load_cupti  # solbench imported lazily, as in the helpers below
+    from solbench.worker.cupti_activity import load_cupti  # solbench imported lazily, as in the helpers below
 
     if load_cupti() is None:
         return "needs cupti-python (pip install solbench[cuda]): without it no defence sees work this small"

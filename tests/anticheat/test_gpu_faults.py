@@ -116,7 +116,7 @@ def test_a_tiny_unjoined_side_kernel_is_caught_every_time_with_cupti():
     """A few microseconds of side-stream work hide below any threshold on times; the marker rule sees it."""
     import torch
 
-    from solbench.worker.probe import load_cupti
+    from solbench.worker.cupti_activity import load_cupti
 
     if load_cupti() is None:
         pytest.skip("cupti-python is not installed: the tail rule alone cannot see microseconds")

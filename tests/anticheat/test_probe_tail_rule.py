@@ -101,3 +101,86 @@ def test_a_disturbance_that_outlasts_the_first_round_is_not_an_accusation():
 def test_an_accusation_carries_its_figures():
     escaped = result([0.45, 0.47], [0.030, 0.055])
     assert "0.450/0.030/0.020" in escaped.evidence() and "0.470/0.055/0.020" in escaped.evidence()
+
+
+def with_cupti(tails, idles, event_ms=0.02, escaped=0.0, busy=0.015, span=0.018) -> ProbeResult:
+    """Figures of calls whose CUPTI records look clean: the solution's process can switch CUPTI off."""
+    figures = result(tails, idles, event_ms)
+    n = len(tails)
+    figures.cupti = "used"
+    figures.escaped_ms, figures.busy_ms, figures.span_ms = [escaped] * n, [busy] * n, [span] * n
+    return figures
+
+
+def test_with_cupti_the_tail_still_accuses_work_cupti_did_not_see():
+    hidden = with_cupti([0.45, 0.47, 0.44, 0.46, 0.45], [0.03] * 5)
+    verdict = hidden.verdict()
+    assert verdict is not None and "kept running" in verdict and "CUPTI saw none of it" in verdict
+    assert with_cupti([0.03] * 5, [0.03] * 5).verdict() is None  # quiet tails, clean records: trusted
+    # CUPTI's own accusation comes first, whatever the tail
+    seen = with_cupti([0.03] * 5, [0.03] * 5, escaped=0.01)
+    assert "outside its start and end events" in seen.verdict()
+
+
+def test_with_cupti_accusing_tails_get_the_second_round_too():
+    probe = EscapedWorkProbe(use_cupti=False)
+    probe.result.cupti = "used"  # as after a CUPTI start; the records are read only at the end
+    assert drive(probe, [0.5] * 10) == 2 * PROBE_CALLS + 1
+    assert probe.result.rounds == [PROBE_CALLS, PROBE_CALLS]
+
+
+class _Kinds:
+    RUNTIME, DRIVER, CONCURRENT_KERNEL, MEMCPY, MEMSET = 1, 2, 3, 4, 5
+
+
+class _RecordedCupti:
+    """CUPTI's calls as the collector makes them, on a machine without a GPU: nothing is recorded but what
+    the test hands the collector, and `finalize` is counted."""
+
+    ActivityKind = _Kinds
+
+    def __init__(self):
+        self.finalized = 0
+
+    def activity_register_callbacks(self, requested, completed):
+        pass
+
+    def activity_enable(self, kind):
+        pass
+
+    def activity_disable(self, kind):
+        pass
+
+    def activity_flush_all(self, flag):
+        pass
+
+    def finalize(self):
+        self.finalized += 1
+
+
+def test_calls_whose_markers_cupti_missed_leave_the_decision_to_the_tail():
+    from solbench.worker.cupti_activity import ActivityCollector
+
+    fake = _RecordedCupti()
+    probe = EscapedWorkProbe(use_cupti=False)
+    probe.collector, probe.result.cupti = ActivityCollector(fake), "used"
+    probe.collector.start()
+    # one call: its launch window 10..20 holds the call's kernel (correlation 7); the opening marker's
+    # window 0..5 holds a kernel (correlation 6), the closing marker's window 25..30 none: taken over
+    probe.collector.launches += [(2, 6), (12, 7)]
+    probe.collector.work += [(100, 110, 6, 1), (120, 200, 7, 1)]
+    probe.windows.append((0, 5, 10, 20, 25, 30))
+    probe.record(0.45, 0.03, 0.02)
+    result = probe.finish()
+    assert result.cupti.startswith("incomplete") and "1 of 1 calls" in result.cupti
+    assert fake.finalized == 1  # CUPTI is let go at the probe's end, so the next one registers afresh
+    assert "kept running" in result.verdict()
+    # both markers there: CUPTI stays in use and nothing is finalized
+    whole = EscapedWorkProbe(use_cupti=False)
+    whole.collector, whole.result.cupti = ActivityCollector(fake), "used"
+    whole.collector.start()
+    whole.collector.launches += [(2, 6), (12, 7), (27, 8)]
+    whole.collector.work += [(100, 110, 6, 1), (120, 200, 7, 1), (205, 210, 8, 1)]
+    whole.windows.append((0, 5, 10, 20, 25, 30))
+    whole.record(0.03, 0.03, 0.1)
+    assert whole.finish().cupti == "used" and fake.finalized == 2

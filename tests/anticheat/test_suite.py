@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from solbench.spec.trace import Status
-from solbench.worker.probe import load_cupti
+from solbench.worker.cupti_activity import load_cupti
 from tests.anticheat.suite import (
     RMSNORM,
     Case,

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from solbench import api
-from solbench.worker.probe import load_cupti
+from solbench.worker.cupti_activity import load_cupti
 
 pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parents[2]

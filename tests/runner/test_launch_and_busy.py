@@ -18,7 +18,7 @@ def test_nothing_usable_gives_none():
 
 
 def test_busy_time_is_the_union_of_the_calls_gpu_work():
-    from solbench.worker.probe import union_ns
+    from solbench.worker.cupti_activity import union_ns
 
     assert union_ns([]) == 0
     assert union_ns([(0, 10), (20, 30)]) == 20  # a gap is not busy
