@@ -84,7 +84,7 @@ class ProbeResult:
     kernel_ms: list[float] = field(default_factory=list)  # CUPTI: sum of kernel durations
     streams: list[int] = field(default_factory=list)  # CUPTI: distinct streams per call
     escaped_ms: list[float] = field(default_factory=list)  # CUPTI: the call's work outside its start..end
-    cupti: str = "unavailable"  # "used", "unavailable", "failed: <why>" or "incomplete: <why>" (the tail rule alone)
+    cupti: str = "unavailable"  # "used", "unavailable", "failed: <why>" or "incomplete: <why>" (markers missing)
     rounds: list[int] = field(default_factory=list)  # recorded calls per round of the tail rule (none: one round)
 
     def verdict(self) -> str | None:
@@ -95,7 +95,7 @@ class ProbeResult:
         if not self.event_ms:
             return None
         event = statistics.median(self.event_ms)
-        if self.cupti == "used":
+        if self.cupti == "used" or self.cupti.startswith("incomplete"):  # incomplete: the calls it did record
             for escaped, busy in zip(self.escaped_ms, self.busy_ms):
                 if escaped > ESCAPE_TOLERANCE_MS and escaped > ESCAPE_FRACTION * busy:
                     return (f"{escaped:.4f} ms of the call's {busy:.4f} ms of GPU work ran outside its start and "
@@ -273,7 +273,7 @@ class EscapedWorkProbe:
                 unmarked = sum(figures.pop("unmarked"))
                 for key, values in figures.items():
                     setattr(self.result, key, values)
-                if unmarked:  # its figures of those calls say nothing: the tail rule decides alone
+                if unmarked:  # its figures of those calls say nothing (none escaped): the tail reads them
                     self.result.cupti = (f"incomplete: the probe's marker kernels were missing from CUPTI's records "
                                          f"in {unmarked} of {len(self.windows)} calls (its collection was switched "
                                          f"off or taken over while they ran)")

@@ -158,7 +158,7 @@ class _RecordedCupti:
         self.finalized += 1
 
 
-def test_calls_whose_markers_cupti_missed_leave_the_decision_to_the_tail():
+def test_calls_whose_markers_cupti_missed_are_read_by_the_tail_and_the_others_by_cupti():
     from solbench.worker.cupti_activity import ActivityCollector
 
     fake = _RecordedCupti()
@@ -175,6 +175,10 @@ def test_calls_whose_markers_cupti_missed_leave_the_decision_to_the_tail():
     assert result.cupti.startswith("incomplete") and "1 of 1 calls" in result.cupti
     assert fake.finalized == 1  # CUPTI is let go at the probe's end, so the next one registers afresh
     assert "kept running" in result.verdict()
+    # the calls CUPTI did record are still read: switching it off around one call hides nothing in the others
+    partly = with_cupti([0.03] * 5, [0.03] * 5, escaped=0.01)
+    partly.cupti = result.cupti
+    assert "outside its start and end events" in partly.verdict()
     # both markers there: CUPTI stays in use and nothing is finalized
     whole = EscapedWorkProbe(use_cupti=False)
     whole.collector, whole.result.cupti = ActivityCollector(fake), "used"
