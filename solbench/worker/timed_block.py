@@ -339,7 +339,8 @@ def handle_time(state: WorkerState, request: msg.Time) -> msg.Timed:
         result = probe.finish() if probe is not None else None
     if result is not None:
         if result.cupti != "used" and state.guard is not None:
-            state.guard.note(f"cupti: {result.cupti} (escaped work checked by device synchronisation only)")
+            checked = "those calls" if result.cupti.startswith("incomplete") else "escaped work"
+            state.guard.note(f"cupti: {result.cupti} ({checked} checked by device synchronisation only)")
         verdict = result.verdict()
         if verdict:
             raise Failure("REWARD_HACK", f"{verdict}\n{result.evidence()}")
