@@ -21,6 +21,7 @@ work say little: run it idle.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import statistics
@@ -103,24 +104,31 @@ def time_with_timeit(problems: list[str], rows: dict) -> None:
             rows[key].timeit_ms = min(timer.repeat(5, number)) / number * 1e3
             # The same statistic as solbench's (a median of single calls, about a second of them, at least 5):
             # best-of-5 means, on a machine whose speed changes in episodes, read its fast phase only.
-            count = max(5, min(2001, int(number / taken_s)))
-            singles = timer.repeat(count, 1)
-            rows[key].timeit_median_ms = statistics.median(singles) * 1e3
-            rows[key].timeit_same_clock_ms = statistics.median(same_clock_calls(run, inputs, count))
+            wall_ms, same_ms = single_calls(run, inputs, max(5, min(2001, int(number / taken_s))))
+            rows[key].timeit_median_ms = statistics.median(wall_ms)
+            rows[key].timeit_same_clock_ms = statistics.median(same_ms)
             cpu_timer = timeit.Timer(lambda run=run, inputs=inputs: run(*inputs), timer=time.process_time)
             rows[key].timeit_cpu_ms = min(cpu_timer.repeat(5, number)) / number * 1e3
 
 
-def same_clock_calls(run, inputs, count: int) -> list[float]:
-    """Single calls timed as solbench times a CPU call (`timing.call_loop`): each one's process CPU time, or its
-    wall time if less. On a loaded machine a wall clock also counts the time the call waited for a core."""
-    times = []
-    for _ in range(count):
-        c0, t0 = time.process_time_ns(), time.perf_counter_ns()
-        run(*inputs)
-        t1, c1 = time.perf_counter_ns(), time.process_time_ns()
-        times.append(min(t1 - t0, c1 - c0) / 1e6)
-    return times
+def single_calls(run, inputs, count: int) -> tuple[list[float], list[float]]:
+    """`count` single calls (the collector off, as `timeit` has it), each timed by the wall clock and as
+    solbench times a CPU call (`timing.call_loop`: its process CPU time, or its wall time if less); ms. On a
+    loaded machine the wall clock also counts the time a call waited for a core."""
+    wall, same = [], []
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for _ in range(count):
+            c0, t0 = time.process_time_ns(), time.perf_counter_ns()
+            run(*inputs)
+            t1, c1 = time.perf_counter_ns(), time.process_time_ns()
+            wall.append((t1 - t0) / 1e6)
+            same.append(min(t1 - t0, c1 - c0) / 1e6)
+    finally:
+        if enabled:
+            gc.enable()
+    return wall, same
 
 
 def measure(mode: str, args) -> dict:

@@ -2,8 +2,9 @@
 runtime/driver calls that launched them, on any stream and from any thread, between `start` and `stop`.
 
 Each probe registers CUPTI's callbacks and finalizes CUPTI at its end. Keeping them registered across
-probes was measured and not kept: on an H200 it saved the registration (10-14 ms a probe) and the
-finalize (2-3 ms), while the flush of the records (230-310 ms for 24,000) is paid either way.
+probes was measured and not kept: on an H200 it saved only the registration (10-14 ms a probe) and the
+finalize (2-3 ms), the flush of the records (230-310 ms for 24,000) being paid either way, and it left
+the eager launches after it slower (docs/timing.md).
 """
 
 from __future__ import annotations
