@@ -23,6 +23,7 @@ from solbench.extract import (
     codegen,
     eager_path,
     far_calls,
+    far_match,
     generic,
     generic_check,
     partition,
@@ -284,7 +285,8 @@ def _draft(built: BuiltModel, block: generic.Block, points: list[dict[str, int]]
     depend on them. Else a third trace further out is compared with the second (Mamba2: one padded path for
     every length), and that export is used; else only the sizes validation ran at are kept, and it says so.
     Where counting on fake tensors already shows a loop over a size (`far_calls.grows_past`), the far
-    exports are skipped: they could only show the same."""
+    exports are skipped: they could only show the same. Where the traced export, run at the far size, does
+    what a static export there records (`far_match`), the first export is confirmed without a dynamic one."""
     dynamic = capture.varying_dims(block.calls[:2])
     names = capture.input_names(block.module, block.calls[0])
     first_ep = _export(block, block.calls[0], dynamic)
@@ -301,6 +303,8 @@ def _draft(built: BuiltModel, block: generic.Block, points: list[dict[str, int]]
     far = [call for call in far if capture.varying_dims([block.calls[0], call]) is not None]
     if far_calls.grows_past(block, far):
         return _validated_sizes_only(first, GROWS)
+    if far and far_match.confirms(block, far[0], first_ep, lambda: _export(block, far[0], None)):
+        return first
     traced = []
     for call in far:
         try:

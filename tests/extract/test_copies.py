@@ -46,3 +46,22 @@ def test_a_diffusers_block_is_copied_without_its_float32_warning(capfd):
     copied = cpu_copy(block, torch.float32)
     assert {p.dtype for p in copied.parameters()} == {torch.float32}
     assert "should be kept in float32" not in capfd.readouterr().err
+
+
+def test_a_large_tensor_repeats_seeded_draws_with_no_two_rows_or_tensors_alike():
+    """Past `TILE_FROM` elements the values come from a pool of a prime period, at an offset drawn per tensor:
+    in place or apart the same, seeded, N(0, 1), and no two rows of a tensor, nor two tensors, equal."""
+    from solbench.extract import copies
+
+    shape = (1100, 1024)  # 1.13 M elements: past TILE_FROM
+    assert shape[0] * shape[1] >= copies.TILE_FROM
+    gen = torch.Generator().manual_seed(3)
+    first, second = (copies.standard_normal(shape, gen) for _ in range(2))
+    again = torch.empty(shape)
+    copies.standard_normal(shape, torch.Generator().manual_seed(3), out=again)
+    assert torch.equal(first, again)  # seeded, and in place the same as apart
+    assert not torch.equal(first, second)
+    assert torch.unique(first, dim=0).shape[0] == shape[0]  # every row its own
+    assert abs(float(first.mean())) < 0.01 and abs(float(first.std()) - 1.0) < 0.01
+    weight = realistic("proj.weight", shape, torch.float32, torch.Generator().manual_seed(3))
+    assert torch.equal(weight, first * shape[1] ** -0.5)  # the recipe's scale on the same draws

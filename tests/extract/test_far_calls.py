@@ -65,12 +65,14 @@ def _built(model: nn.Module, name: str = "test/far") -> BuiltModel:
                       {"batch": (4, 2, 3), "seq": (6, 4, 8)}, {"batch": (1, 2), "seq": (8, 32, 64)})
 
 
-def _spied(monkeypatch) -> list[str]:
+def _spied(monkeypatch, static: list[str] | None = None) -> list[str]:
     exported: list[str] = []
     real = blocks._export
 
     def spy(block, call, dynamic):
         exported.append(block.path)
+        if dynamic is None and static is not None:
+            static.append(block.path)
         return real(block, call, dynamic)
 
     monkeypatch.setattr(blocks, "_export", spy)
@@ -78,10 +80,12 @@ def _spied(monkeypatch) -> list[str]:
 
 
 def test_a_loop_over_chunks_is_counted_on_fake_tensors_and_never_exported_past_the_largest_sizes(monkeypatch):
-    exported = _spied(monkeypatch)
+    static: list[str] = []
+    exported = _spied(monkeypatch, static)
     result = blocks.extract_blocks(_built(Model(ChunkLoop())), torch.bfloat16, validate=True)
     assert exported.count("first") == 1  # counts of 1, 2 and 3 chunks disagree: no far export
     assert exported.count("mlp") == 2  # traced, and once past the largest sizes (same code: confirmed)
+    assert static.count("mlp") == 1  # that far export static (`far_match`): no dynamic one needed
     loop = next(d for d in result.drafts if d.name.startswith("chunk_loop_"))
     assert loop.workload_points and max(p["seq"] for p in loop.workload_points) <= 8  # validated sizes only
     mlp = next(d for d in result.drafts if d.name.startswith("mlp_"))

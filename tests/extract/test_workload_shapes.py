@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from solbench.extract import blocks, build, precision
+from solbench.extract import blocks, build, far_match, precision
 from solbench.extract.workloads import axis_values
 
 MAMBA2 = {"model_type": "mamba2", "hidden_size": 64, "num_hidden_layers": 1, "num_heads": 4, "head_dim": 32,
@@ -48,11 +48,23 @@ def _runs_on_meta(draft, point: dict[str, int]) -> bool:
 def mamba2_mixer():
     built = build.build_transformers("test/mamba2-tiny", MAMBA2)
     built.workload_axes = {"batch_size": (1, 2), "seq_len": (128, 1024)}  # fewer workloads: a cheaper test
-    return blocks.extract_blocks(built, torch.bfloat16, covered=_only(".mixer"))
+    confirmed: list[bool] = []
+    real = far_match.same_operations
+
+    def heard(*args):
+        confirmed.append(real(*args))
+        return confirmed[-1]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(far_match, "same_operations", heard)
+        result = blocks.extract_blocks(built, torch.bfloat16, covered=_only(".mixer"))
+    return result, confirmed
 
 
 def test_mamba2_reference_runs_at_every_workload(mamba2_mixer):
-    """On main the export traced at 16 tokens baked one chunk of 256, and the reference raised past it."""
+    """On main the export traced at 16 tokens baked one chunk of 256, and the reference raised past it.
+    The static far trace (`far_match`) must not confirm that export: 5 chunks there, not 1."""
+    mamba2_mixer, confirmed = mamba2_mixer
+    assert confirmed == [False]
     (draft,) = mamba2_mixer.drafts
     assert all(v.exact == {"float32": True, "bfloat16": True} for v in mamba2_mixer.validations)
     lengths = {p["seq_len"] for p in draft.workload_points}
