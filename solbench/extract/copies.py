@@ -5,6 +5,7 @@ checks compare a module's copy with the reference fed the same tensors."""
 from __future__ import annotations
 
 import copy
+import math
 import weakref
 
 import torch
@@ -87,15 +88,13 @@ def standard_normal(shape: tuple[int, ...], gen: torch.Generator, out: torch.Ten
     compares a module with its reference on the same weights, bit for bit, so what it needs of them is that
     no two rows or tensors are alike: the period is a prime larger than any row, so no two of a tensor's
     first million rows start at the same place in it, and every tensor starts at an offset of its own."""
-    count = 1
-    for size in shape:
-        count *= size
+    count = math.prod(shape)
     if count < TILE_FROM:
         return torch.randn(shape, generator=gen, out=out) if out is not None else torch.randn(shape, generator=gen)
     global _POOL
     if _POOL is None:
-        twice = torch.randn(POOL_SIZE, generator=torch.Generator().manual_seed(POOL_SIZE))
-        _POOL = torch.cat([twice, twice])  # any window of POOL_SIZE values is one contiguous slice
+        draws = torch.randn(POOL_SIZE, generator=torch.Generator().manual_seed(POOL_SIZE))
+        _POOL = torch.cat([draws, draws])  # any window of POOL_SIZE values is one contiguous slice
     offset = int(torch.randint(0, POOL_SIZE, (), generator=gen))
     window = _POOL[offset:offset + POOL_SIZE]
     base = out if out is not None else torch.empty(shape)

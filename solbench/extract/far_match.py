@@ -29,7 +29,7 @@ from torch import fx
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind
 
-from solbench.extract.capture import Call
+from solbench.extract.capture import Call, _to_meta
 from solbench.extract.generic import Block
 
 _SIZE_QUERIES = {torch.ops.aten.sym_size.int, torch.ops.aten.sym_stride.int, torch.ops.aten.sym_numel.default,
@@ -108,24 +108,11 @@ def _placeholder_values(ep: ExportedProgram, inputs: tuple[torch.Tensor, ...]) -
     for spec in ep.graph_signature.input_specs:
         if spec.kind == InputKind.USER_INPUT:
             found.append(next(users))
-        elif spec.kind in (InputKind.PARAMETER, InputKind.BUFFER):
-            found.append(_meta_like(ep.state_dict[spec.target] if spec.target in ep.state_dict
-                                    else ep.constants[spec.target]))
-        elif spec.kind in (InputKind.CONSTANT_TENSOR, InputKind.CUSTOM_OBJ):
-            found.append(_meta_like(ep.constants[spec.target]))
+        elif spec.kind in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR, InputKind.CUSTOM_OBJ):
+            found.append(_to_meta(ep.state_dict.get(spec.target, ep.constants.get(spec.target))))
         else:  # a token: effects ordering, nothing to compare
-            return _unsupported()
+            raise ValueError("an input kind the comparison does not read")
     return found
-
-
-def _meta_like(value: Any) -> Any:
-    if isinstance(value, torch.Tensor):
-        return torch.empty_strided(tuple(value.shape), tuple(value.stride()), dtype=value.dtype, device="meta")
-    return value
-
-
-def _unsupported():
-    raise ValueError("an input kind the comparison does not read")
 
 
 def _is_size_arithmetic(node: fx.Node) -> bool:
@@ -166,7 +153,7 @@ class _Recorder(fx.Interpreter):
             self.names[node] = ("op", len(self.ops) - 1)
         elif node.op == "output":
             self.ops.append(("output", self._normal(node.args)))
-        elif node.op not in ("call_function",):  # get_attr, call_module: a submodule the check does not read
+        elif node.op != "call_function":  # get_attr, call_module: a submodule the check does not read
             raise ValueError(f"a {node.op} node")
         return value
 
@@ -217,4 +204,4 @@ def _shapes(value: Any) -> Any:
         return (tuple(value.shape), str(value.dtype))
     if isinstance(value, (list, tuple)):
         return tuple(_shapes(x) for x in value)
-    return _number(value) if not isinstance(value, torch.Tensor) else None
+    return _number(value)
