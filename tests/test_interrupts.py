@@ -97,3 +97,33 @@ def test_an_interrupt_python_cannot_raise_is_not_printed(monkeypatch):
         del held  # the callback runs now and raises where nothing can catch it
         assert ref() is None
     assert [type(u.exc_value) for u in seen] == [KeyboardInterrupt]  # only the one raised without a signal
+
+
+def test_a_signal_during_an_import_waits_for_the_import_to_finish(tmp_path, monkeypatch):
+    """A SIGTERM that comes while a module's top level runs (beneath C++ in torch's imports, where raising
+    aborts the process) is held until the import has finished, then stops the command: the module is whole,
+    the exit is 143."""
+    import sys
+
+    from solbench import cli
+
+    (tmp_path / "signalled_module.py").write_text(
+        "import os, signal\n"
+        "os.kill(os.getpid(), signal.SIGTERM)\n"
+        "lines = [n for n in range(200000)]  # Python runs its signal handlers here, mid-import\n"
+        "whole = True\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    reached = []
+
+    def command(_argv):
+        import signalled_module
+
+        reached.append(signalled_module.whole)
+        time.sleep(30)  # the held signal is sent again and ends this
+        reached.append("slept")
+        return 0
+
+    monkeypatch.setattr(cli, "_main", command)
+    monkeypatch.delitem(sys.modules, "signalled_module", raising=False)
+    assert cli.main([]) == cli.EXIT_TERMINATED
+    assert reached == [True]

@@ -33,9 +33,36 @@ _received: list[int] = []  # the interrupting signals received (SIGINT, SIGTERM,
 stop_requested = threading.Event()
 
 
+RESEND_S = 0.05  # how soon a signal that came during an import is sent again
+
+
+def _importing(frame) -> bool:
+    """Whether `frame` runs inside an import (importlib's own frames are on its stack)."""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _resend(signum: int) -> None:
+    if signal.getsignal(signum) is _interrupt:  # not once the command has ended and the handlers are restored
+        os.kill(os.getpid(), signum)
+
+
 def _interrupt(signum, frame) -> None:
+    """Record the stop and raise KeyboardInterrupt, but never inside an import. A module's top level may run
+    beneath C++ (torch's `_c10d_init` imports Python through pybind11), and an exception raised there cannot
+    cross it: pybind11 throws `error_already_set` where no C++ catches it, and the process aborts (exit 134,
+    seen when a SIGTERM came 1.07 s into `run`). So during an import the signal is only recorded, and sent
+    again shortly, until it lands where Python can raise it."""
     _received.append(signum)
     stop_requested.set()
+    if _importing(frame):
+        timer = threading.Timer(RESEND_S, _resend, (signum,))
+        timer.daemon = True
+        timer.start()
+        return
     raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
