@@ -21,6 +21,7 @@ from solbench.timing.captured import (
     _event_elapsed_time,
     _event_record,
     _event_synchronize,
+    _minor_faults,
     _perf_counter_ns,
     _process_cpu_ns,
 )
@@ -79,6 +80,8 @@ class CallSession:
         self.host_ms: list[float] = []
         self.wall_ms: list[float] = []  # CPU: each timed call's wall time (its sample is the CPU time, if less)
         self.exposed = 0
+        self.fault_free_streak = 0  # CPU: warm-up calls in a row, up to the last, that took no page fault
+        self.faulted_calls = 0  # CPU: timed calls that took page faults
 
     def sync(self) -> None:
         if self.is_cuda:
@@ -115,6 +118,7 @@ class CallSession:
         for j in range(count):
             i = begin()
             last = self.is_cuda and j == count - 1
+            faults = 0 if self.is_cuda else _minor_faults()
             t0 = clock()
             if last:
                 _event_record(self.starts[0], self.stream)
@@ -122,6 +126,8 @@ class CallSession:
             if last:
                 _event_record(self.ends[0], self.stream)
             host_ns[j] = clock() - t0
+            if not self.is_cuda:
+                self.fault_free_streak = self.fault_free_streak + 1 if _minor_faults() == faults else 0
         if self.hold is not None:
             self.hold.grow([t / 1e6 for t in host_ns[1:] or host_ns])  # the first call may compile
 
@@ -185,16 +191,20 @@ class CallSession:
         """Each sample is the call's CPU time (every thread of this process), or its wall time if less:
         time spent waiting for a core (preempted by another process) is not the call's, and a call that
         runs on several threads counts its latency, not the sum of its threads' work (docs/timing.md)."""
-        run, begin, clock, cpu = self.run, self.begin_call, _perf_counter_ns, _process_cpu_ns
+        run, begin, clock, cpu, faults = self.run, self.begin_call, _perf_counter_ns, _process_cpu_ns, _minor_faults
         marks = [(0, 0, 0, 0)] * count
+        faulted = 0
         for j in range(count):
             i = begin()
+            f0 = faults()
             c0 = cpu()
             t0 = clock()
             run(i)
             t1 = clock()
             c1 = cpu()
+            faulted += faults() != f0
             marks[j] = (t0, t1, c0, c1)
+        self.faulted_calls += faulted
         wall_ms = [(t1 - t0) / 1e6 for t0, t1, _, _ in marks]
         self.wall_ms.extend(wall_ms)
         return [min(wall, (c1 - c0) / 1e6) for wall, (_, _, c0, c1) in zip(wall_ms, marks)]

@@ -8,6 +8,7 @@ taken here, so a replacement changes no measurement; `integrity_violations()` re
 from __future__ import annotations
 
 import gc
+import resource
 import time
 from collections.abc import Callable
 from typing import Any
@@ -19,6 +20,7 @@ _perf_counter_ns = time.perf_counter_ns
 _clock_gettime_ns = time.clock_gettime_ns
 _PROCESS_CPU = getattr(time, "CLOCK_PROCESS_CPUTIME_ID", None)
 _sleep = time.sleep
+_getrusage = resource.getrusage
 _gc_disable = gc.disable
 _gc_enable = gc.enable
 _gc_isenabled = gc.isenabled
@@ -33,6 +35,7 @@ _cuda_sleep = torch.cuda._sleep
 _CAPTURED: dict[str, tuple[Callable[[], Any], Any]] = {
     "time.perf_counter_ns": (lambda: time.perf_counter_ns, _perf_counter_ns),
     "time.clock_gettime_ns": (lambda: time.clock_gettime_ns, _clock_gettime_ns),
+    "resource.getrusage": (lambda: resource.getrusage, _getrusage),
     "gc.disable": (lambda: gc.disable, _gc_disable),
     "gc.enable": (lambda: gc.enable, _gc_enable),
     "gc.isenabled": (lambda: gc.isenabled, _gc_isenabled),
@@ -56,6 +59,12 @@ def _process_cpu_ns() -> int:
     """CPU time of this process, every thread of it, in ns: what CPU timings count (docs/timing.md,
     "CPU timings"); the wall clock where the platform has no process CPU clock."""
     return _clock_gettime_ns(_PROCESS_CPU) if _PROCESS_CPU is not None else _perf_counter_ns()
+
+
+def _minor_faults() -> int:
+    """Page faults this process has taken without I/O (first touches of memory it was given): on the CPU,
+    a call that takes some is still growing the memory it runs in (docs/timing.md, "CPU timings")."""
+    return _getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
 FLAG_FUNCTIONS_REPLACED = "timing_functions_replaced"  # integrity_violations() was non-empty after the block

@@ -51,6 +51,9 @@ class TimingConfig:
     clock_warmup: bool = True
     """Also warm up until the SM clock (read through NVML) reaches its working level."""
     clock_warmup_timeout_s: float = 1.0
+    memory_warmup_timeout_s: float = 0.0
+    """CPU: also warm up until STEADY_CALLS calls in a row took no page fault (the memory a call runs in has
+    stopped growing), for at most this long; 0: off (docs/timing.md, "CPU timings")."""
     clock_working_fraction: float = 0.9
     """SM clock at or above this fraction of its maximum counts as working level; a stable plateau
     below it (locked or power-limited clocks) counts too."""
@@ -95,7 +98,8 @@ class TimingConfig:
             raise ValueError("ci_level must be in (0, 1)")
         if self.target_rel_ci <= 0:
             raise ValueError("target_rel_ci must be > 0")
-        if self.max_time_s <= 0 or self.min_warmup_ms < 0 or self.clock_warmup_timeout_s < 0:
+        if self.max_time_s <= 0 or self.min_warmup_ms < 0 or self.clock_warmup_timeout_s < 0 \
+                or self.memory_warmup_timeout_s < 0:
             raise ValueError("time budgets must be non-negative (max_time_s > 0)")
         if not 0.0 < self.clock_working_fraction <= 1.0:
             raise ValueError("clock_working_fraction must be in (0, 1]")
@@ -124,7 +128,7 @@ class TimingConfig:
         """
         base = cls(warmup=2, iters=10, short_call_iters=10, min_block_ms=0.0, short_block_ms=60.0, max_iters=3000,
                    target_rel_ci=0.03, max_time_s=0.5, min_warmup_ms=5.0, clock_warmup=False, settle_ms=0.0,
-                   cuda_graphs=False, l2_flush=False)
+                   cuda_graphs=False, l2_flush=False, memory_warmup_timeout_s=2.0)
         return replace(base, **overrides)
 
     @classmethod

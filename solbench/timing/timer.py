@@ -70,6 +70,9 @@ FLAG_POWER_CAPPED = "power_capped"
 # core, another process had it. The samples leave the wait out, not the caches and memory bandwidth shared.
 FLAG_CPU_CONTENDED = "cpu_contended"
 CONTENDED_RATIO = 1.5
+# CPU: over half of the timed calls page-faulted: the memory they ran in was still growing after warm-up
+# (`memory_warmup_timeout_s`), or the call itself maps fresh memory every time. Their samples count it.
+FLAG_CPU_PAGE_FAULTS = "cpu_page_faults"
 
 
 @dataclass
@@ -194,6 +197,11 @@ def cpu_contended(wall_ms: list[float], median_ms: float) -> bool:
 
 
 WARMUP_CHUNK_MS = 10.0  # after the first `warmup` calls, warm-up goes on in chunks of about this long
+# CPU: warm-up goes on (up to `memory_warmup_timeout_s`) until this many calls in a row took no page fault. The
+# harness keeps a few fresh input sets and sampled outputs between calls, and the allocator's heap grows
+# for several calls after that starts (faulting in pages a call then writes): a call that faults runs 2-6x
+# slower, and a block of ten samples taken meanwhile read the reference 0.13x "faster than itself".
+STEADY_CALLS = 3
 
 
 def _warm_up(session: CallSession, config: TimingConfig, telemetry: Telemetry | None) -> tuple[int, str, float]:
@@ -234,7 +242,9 @@ def _warm_up(session: CallSession, config: TimingConfig, telemetry: Telemetry | 
         elapsed_s = (_perf_counter_ns() - start_ns) / 1e9
         if clock_state == "pending" and elapsed_s >= config.clock_warmup_timeout_s:
             clock_state = "timeout"
-        if elapsed_s * 1e3 >= config.min_warmup_ms and clock_state != "pending":
+        memory_growing = (not session.is_cuda and session.fault_free_streak < STEADY_CALLS
+                          and elapsed_s < config.memory_warmup_timeout_s)
+        if elapsed_s * 1e3 >= config.min_warmup_ms and clock_state != "pending" and not memory_growing:
             return session.calls, clock_state, elapsed_s
         if session.calls >= 1_000_000:  # a no-op run would otherwise spin here for min_warmup_ms
             return session.calls, clock_state, elapsed_s
@@ -304,6 +314,7 @@ def time_iterations(run: Callable[[int], object], prepare: Callable[[int], None]
         stats.flags.append(FLAG_THROTTLED)
     stats.flags += [FLAG_POWER_CAPPED] if stop_reason == STOP_POWER_CAP else []
     stats.flags += [FLAG_CPU_CONTENDED] if not is_cuda and cpu_contended(session.wall_ms, stats.median_ms) else []
+    stats.flags += [FLAG_CPU_PAGE_FAULTS] if session.faulted_calls * 2 > len(samples) else []
     host_ms = session.host_ms if is_cuda else None
     if host_ms and stats.median_ms > 0:
         if hold is not None and session.exposed > EXPOSED_FRACTION * len(samples):

@@ -352,3 +352,37 @@ def test_short_calls_also_fill_short_block_ms_when_asked():
     assert next_batch_size(3, 0.001, replace(c, short_block_ms=0.0), 0.001, timed_ms=0.09) == (0, STOP_CI)
     # and the time budget still ends it
     assert next_batch_size(3, 9.999, c, 0.001, timed_ms=0.09) == (0, STOP_MAX_TIME)
+
+
+def _touch_fresh_memory(pages: int = 256) -> None:
+    """Map memory no call has used and write one byte of each page: `pages` page faults."""
+    import mmap
+
+    mapped = mmap.mmap(-1, pages * mmap.PAGESIZE)
+    for offset in range(0, len(mapped), mmap.PAGESIZE):
+        mapped[offset] = 1
+    mapped.close()
+
+
+def test_cpu_warm_up_goes_on_until_calls_stop_page_faulting():
+    """A call whose memory is still growing (the first 6 calls here fault pages in) is warming up: warm-up
+    goes on until STEADY_CALLS calls in a row took no fault, so no timed sample pays for the growth."""
+    calls = []
+
+    def run(i):
+        calls.append(i)
+        if len(calls) <= 6:
+            _touch_fresh_memory()
+
+    config = TimingConfig.cpu(iters=5, adaptive=False, **FAST)
+    result = time_iterations(run, None, "cpu", config)
+    assert result.warmup_done >= 6 + timer.STEADY_CALLS
+    assert timer.FLAG_CPU_PAGE_FAULTS not in result.stats.flags
+    off = time_iterations(lambda i: _touch_fresh_memory(), None, "cpu", replace(config, memory_warmup_timeout_s=0.0))
+    assert off.warmup_done == config.warmup  # off: the usual count
+
+
+def test_a_call_that_always_page_faults_is_flagged_after_a_bounded_warm_up():
+    config = TimingConfig.cpu(iters=5, adaptive=False, **dict(FAST, memory_warmup_timeout_s=0.05))
+    result = time_iterations(lambda i: _touch_fresh_memory(), None, "cpu", config)  # ends: the timeout bounds it
+    assert timer.FLAG_CPU_PAGE_FAULTS in result.stats.flags and len(result.samples_ms) == 5
