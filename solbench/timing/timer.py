@@ -196,6 +196,12 @@ def cpu_contended(wall_ms: list[float], median_ms: float) -> bool:
     return bool(wall_ms) and statistics.median(wall_ms) > CONTENDED_RATIO * median_ms
 
 
+def cpu_flags(session: CallSession, median_ms: float, samples: int) -> list[str]:
+    """CPU: `cpu_contended` (the calls waited for a core) and `cpu_page_faults` (most timed calls faulted)."""
+    return ([FLAG_CPU_CONTENDED] if cpu_contended(session.wall_ms, median_ms) else []) \
+        + ([FLAG_CPU_PAGE_FAULTS] if session.faulted_calls * 2 > samples else [])
+
+
 WARMUP_CHUNK_MS = 10.0  # after the first `warmup` calls, warm-up goes on in chunks of about this long
 # CPU: warm-up goes on (up to `memory_warmup_timeout_s`) until this many calls in a row took no page fault. The
 # harness keeps a few fresh input sets and sampled outputs between calls, and the allocator's heap grows
@@ -313,8 +319,7 @@ def time_iterations(run: Callable[[int], object], prepare: Callable[[int], None]
     if is_throttled(clocks_before) or is_throttled(clocks_after):
         stats.flags.append(FLAG_THROTTLED)
     stats.flags += [FLAG_POWER_CAPPED] if stop_reason == STOP_POWER_CAP else []
-    stats.flags += [FLAG_CPU_CONTENDED] if not is_cuda and cpu_contended(session.wall_ms, stats.median_ms) else []
-    stats.flags += [FLAG_CPU_PAGE_FAULTS] if session.faulted_calls * 2 > len(samples) else []
+    stats.flags += [] if is_cuda else cpu_flags(session, stats.median_ms, len(samples))
     host_ms = session.host_ms if is_cuda else None
     if host_ms and stats.median_ms > 0:
         if hold is not None and session.exposed > EXPOSED_FRACTION * len(samples):
