@@ -3,11 +3,14 @@ alive: it writes the output at once, then finishes its remaining work only when 
 (the output is complete on return, part of the call's work is not timed).
 
 Caught: the worker notes every solution thread alive after each timed call; one that finishes later
-was doing work the timer did not see: REWARD_HACK.
+was doing work the timer did not see: REWARD_HACK. On a loaded machine the thread may instead be
+seen still running (on its way from `done.set()` to the wait) in the window before the next call, which
+the watch reports as "kept computing": the same attack, caught one check earlier (seen 1 in 2 to 1 in 10
+runs beside one busy process).
 """
 # solbench: problem=ac_axpy
 # expect: REWARD_HACK
-# expect-log: finished later
+# expect-log: finished later|kept computing
 import threading
 
 import torch

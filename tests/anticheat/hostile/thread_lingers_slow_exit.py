@@ -8,7 +8,7 @@ GIL, until one ends (worker/threads.py: ThreadWatch.settle): REWARD_HACK.
 """
 # solbench: problem=ac_axpy
 # expect: REWARD_HACK
-# expect-log: finished later
+# expect-log: finished later|kept computing
 import threading
 import time
 
