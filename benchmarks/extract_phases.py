@@ -33,7 +33,7 @@ STEPS = (
     ("solbench.extract.validate", "Validator.validate_all", "templates: CPU validation"),
     ("solbench.extract.build", "build_transformers", "build on meta (generic)"),
     ("solbench.extract.build_diffusers", "build_diffusers", "build on meta (diffusers)"),
-    ("solbench.extract.capture", "record_calls", "record calls (fake tensors)"),
+    ("solbench.extract.capture", "record_calls", "record calls (meta or fake tensors)"),
     ("solbench.extract.partition", "blocks", "partition"),
     ("solbench.extract.capture", "export_block", "torch.export"),
     ("solbench.extract.codegen", "generate", "codegen"),

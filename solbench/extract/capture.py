@@ -1,6 +1,7 @@
-"""Capture every block of a built model: record each module call on fake tensors, then export it.
+"""Capture every block of a built model: record each module call on meta tensors, then export it.
 
-One forward of the whole model per capture size runs under `FakeTensorMode` (no memory, no compute)
+One forward of the whole model per capture size runs on meta tensors, or under `FakeTensorMode` where
+those cannot run it (no memory, no compute either way)
 with a forward pre-hook on every module, so each block's inputs are exactly what the model passes it
 (arguments, keyword arguments, masks, rotary tables), not a guess from its signature. Comparing the
 calls at two sizes says which dimensions are variable; each block is then exported once, non-strict,
@@ -59,10 +60,29 @@ def axis_points(built: BuiltModel) -> list[dict[str, int]]:
 
 
 def record_calls(built: BuiltModel, axes: dict[str, int], dtype: torch.dtype) -> dict[str, Call]:
-    """Run the model once on fake tensors at `axes`; the first call of every submodule, by path (with the
-    inputs that are a rotary module's output marked: `Call.sources`): of calls apart only in non-tensor
-    arguments, the one whose values sort first (`_sorts_before`)."""
-    from torch._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
+    """Run the model once at `axes` on meta tensors, or on fake tensors where meta tensors cannot run it;
+    the first call of every submodule, by path (with the inputs that are a rotary module's output marked:
+    `Call.sources`): of calls apart only in non-tensor arguments, the one whose values sort first
+    (`_sorts_before`).
+
+    Meta tensors compute shapes in C++; a fake tensor's every operation goes through Python (FLUX.1-dev's 13
+    recordings: 7.0 s against 13.9). A model that reads a value unless it sees a traced (fake) tensor
+    (transformers' packed-sequence check in Gemma 3n, Nemotron-H, Whisper) runs only on fake ones: a meta
+    tensor has no value. Where both run, every recorded call is the same (`extract --all`: identical files)."""
+    try:
+        return _record(built, axes, dtype, fake=False)
+    except Exception:  # noqa: BLE001 - the same call on fake tensors says whether the model runs at all
+        return _record(built, axes, dtype, fake=True)
+
+
+def _on_fake_tensors(fake: bool):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    return FakeTensorMode(allow_non_fake_inputs=True) if fake else contextlib.nullcontext()
+
+
+def _record(built: BuiltModel, axes: dict[str, int], dtype: torch.dtype, fake: bool) -> dict[str, Call]:
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
 
     calls: dict[str, Call] = {}
     made: dict[int, tuple] = {}  # id -> (rotary path, index, its call, the tensor: kept, so the id stays its)
@@ -115,11 +135,12 @@ def record_calls(built: BuiltModel, axes: dict[str, int], dtype: torch.dtype) ->
     handles += [m.register_forward_hook(keep_output(p), with_kwargs=True) for p, m in model.named_modules()
                 if p in members]
     try:
-        with quiet(), FakeTensorMode(allow_non_fake_inputs=True), torch.device("meta"), torch.no_grad(), counter, \
-                lineage:
+        with quiet(), _on_fake_tensors(fake), torch.device("meta"), torch.no_grad(), counter, lineage:
             args, kwargs = built.make_call(axes, dtype)
             model(*args, **kwargs)
     except Exception as exc:  # noqa: BLE001 - the model's own call fails: one line naming why, not a traceback
+        if not fake:
+            raise
         raise SpecError(f"{built.model_id}: its call fails on fake tensors at {axes}: "
                         f"{type(exc).__name__}: {first_line(exc)}") from None
     finally:
@@ -131,17 +152,18 @@ def record_calls(built: BuiltModel, axes: dict[str, int], dtype: torch.dtype) ->
 
 
 def ops_made(module: nn.Module, call: Call) -> int | None:
-    """The tensors `module`'s code makes on `call` (counted as the recording counts `Call.ops`), run on fake
-    tensors: a tenth of what exporting it costs. None where it does not run at that call."""
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
-    counter = _OpCount()
-    try:
-        with quiet(), FakeTensorMode(allow_non_fake_inputs=True), torch.device("meta"), torch.no_grad(), counter:
-            module(*call.args, **call.kwargs)
-    except Exception:  # noqa: BLE001 - not callable at that size: no count, the exports decide
-        return None
-    return counter.made
+    """The tensors `module`'s code makes on `call` (counted as the recording counts `Call.ops`), run on meta
+    tensors, or fake ones where meta tensors cannot run it (`record_calls`): a tenth of what exporting it
+    costs. None where it does not run at that call."""
+    for fake in (False, True):
+        counter = _OpCount()
+        try:
+            with quiet(), _on_fake_tensors(fake), torch.device("meta"), torch.no_grad(), counter:
+                module(*call.args, **call.kwargs)
+        except Exception:  # noqa: BLE001 - not callable at that size: no count, the exports decide
+            continue
+        return counter.made
+    return None
 
 
 def _sorts_before(args, kwargs, kept: Call) -> bool:
@@ -306,8 +328,20 @@ def export_block(module: nn.Module, call: Call, dynamic: list[set[int]] | None):
     if dynamic is not None and any(dynamic):
         spec = ({d: Dim.AUTO for d in dynamic[i]} or None for i in flat.tensor_index)
         spec = {"tensors": tuple(spec)}
-    with quiet(), _ScalarTensorsTraced():
+    with quiet(), _ScalarTensorsTraced(), _dispatch_cache(enabled=spec is None):
         return torch.export.export(flat, tensors, dynamic_shapes=spec, strict=False)
+
+
+def _dispatch_cache(enabled: bool):
+    """Fake tensors' dispatch cache, off for a dynamic export: there nearly every operation has a symbolic
+    size in its arguments, so the cache hashes each call's arguments to find it cannot keep the result.
+    Off, FLUX.1-dev's 134 exports took 11.6 s instead of 15.3 and Wan2.2's 208 took 39.5 s instead of 55.6
+    (docs/extract.md, Speed). Static exports and the recording (fixed sizes) keep it: it halves a recording."""
+    import torch._dynamo.config as dynamo_config
+
+    if enabled or not hasattr(dynamo_config, "fake_tensor_cache_enabled"):
+        return contextlib.nullcontext()
+    return dynamo_config.patch(fake_tensor_cache_enabled=False)
 
 
 class _ScalarTensorsTraced(torch.overrides.TorchFunctionMode):

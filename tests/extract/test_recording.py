@@ -4,10 +4,11 @@ disagree), and which of several calls is kept, whatever order a set gave them.""
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch import nn
 
-from solbench.extract import blocks
+from solbench.extract import blocks, capture
 from solbench.extract.built import BuiltModel
 from solbench.extract.capture import axis_points, record_calls
 
@@ -131,3 +132,66 @@ def test_of_calls_apart_only_in_other_arguments_the_one_sorting_first_is_kept():
         call = record_calls(built, {"seq": 4}, torch.float32)["1.table"]
         kept.append((call.args[1], call.count, call.ops))
     assert kept == [("full", 2, 1), ("full", 2, 1)]
+
+
+class ChecksAValue(nn.Module):
+    """Reads a value unless its input is a traced (fake) tensor, as transformers' mask code does
+    (`find_packed_sequence_indices` in Gemma 3n, Whisper, Nemotron-H): meta tensors have no value to read."""
+
+    def __init__(self):
+        super().__init__()
+        self.mlp = Mlp()
+
+    def forward(self, x):
+        from torch._subclasses.fake_tensor import FakeTensor
+
+        x = self.mlp(x)
+        if not isinstance(x, FakeTensor) and bool((x == 0).all()):
+            return x
+        return x * 0.5
+
+
+class SeesItsInput(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.mlp = Mlp()
+        self.seen: list[type] = []
+
+    def forward(self, x):
+        self.seen.append(type(x))
+        return self.mlp(x)
+
+
+def _built_from(module: nn.Module) -> BuiltModel:
+    return BuiltModel("test/values", module.eval().to("meta"), "module",
+                      lambda axes, dtype: ((torch.randn(2, axes["seq"], 8, dtype=dtype),), {}),
+                      {"seq": (4, 6, 8)}, {"seq": (4, 8, 16)})
+
+
+def test_a_model_is_recorded_on_meta_tensors_where_they_run_it():
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    built = _built_from(SeesItsInput())
+    calls = record_calls(built, {"seq": 4}, torch.float32)
+    assert built.module.seen and not any(issubclass(t, FakeTensor) for t in built.module.seen), built.module.seen
+    assert calls["mlp"].ops == 3
+
+
+def test_a_model_that_reads_a_value_is_recorded_on_fake_tensors_once():
+    built = _built_from(ChecksAValue())
+    with pytest.raises(RuntimeError, match="meta"):  # what meta tensors alone would give
+        capture._record(built, {"seq": 4}, torch.float32, fake=False)
+    calls = record_calls(built, {"seq": 4}, torch.float32)
+    assert calls["mlp"].count == 1 and calls["mlp"].ops == 3  # nothing kept of the failed meta run
+    assert tuple(calls[""].args[0].shape) == (2, 4, 8)
+
+
+def test_meta_and_fake_tensors_record_the_same_calls():
+    built = _built()
+    on_meta, on_fake = (capture._record(built, {"seq": 6}, torch.float32, fake=fake) for fake in (False, True))
+    assert on_meta.keys() == on_fake.keys()
+    for path, call in on_meta.items():
+        other = on_fake[path]
+        assert [(tuple(x.shape), x.stride(), x.dtype) for x in call.leaves() if isinstance(x, torch.Tensor)] == \
+            [(tuple(x.shape), x.stride(), x.dtype) for x in other.leaves() if isinstance(x, torch.Tensor)], path
+        assert (call.ops, call.count) == (other.ops, other.count), path
