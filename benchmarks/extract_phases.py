@@ -35,7 +35,7 @@ STEPS = (
     ("solbench.extract.build_diffusers", "build_diffusers", "build on meta (diffusers)"),
     ("solbench.extract.capture", "record_calls", "record calls (meta or fake tensors)"),
     ("solbench.extract.partition", "blocks", "partition"),
-    ("solbench.extract.capture", "export_block", "torch.export"),
+    ("solbench.extract.block_export", "export_block", "torch.export"),
     ("solbench.extract.codegen", "generate", "codegen"),
     ("solbench.extract.generic", "make_draft", "draft"),
     ("solbench.extract.generic_check", "check", "CPU validation (generic)"),

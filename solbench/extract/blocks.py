@@ -17,6 +17,7 @@ import torch
 
 from solbench.extract import (
     backward_check,
+    block_export,
     block_pool,
     block_reuse,
     capture,
@@ -367,7 +368,7 @@ def _validated_sizes_only(drafted, why: str):
 
 
 def _export(block: generic.Block, call: capture.Call, dynamic: list[set[int]] | None):
-    return eager_path.export(block.module, lambda: capture.export_block(block.module, call, dynamic))
+    return eager_path.export(block.module, lambda: block_export.export_block(block.module, call, dynamic))
 
 
 def _drafted(built: BuiltModel, block: generic.Block, points: list[dict[str, int]], dtype: torch.dtype, ep,

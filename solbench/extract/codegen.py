@@ -110,7 +110,7 @@ def generate(ep, capture_dtype: torch.dtype, user_names: list[str]) -> Generated
     """`run(<inputs>)` source for an ExportedProgram, its inputs in order and its outputs.
 
     `user_names` names the user inputs in order; parameter and buffer targets lose the `block.` prefix
-    that `capture.export_block` adds."""
+    that `block_export.export_block` adds."""
     from torch.export.graph_signature import InputKind, OutputKind
 
     graph = ep.graph_module.graph

@@ -104,10 +104,10 @@ def _blocks(built):
 
 
 def _gen_and_plan(built, block, forward):
-    from solbench.extract import capture, codegen
+    from solbench.extract import block_export, capture, codegen
 
     dynamic = capture.varying_dims(block.calls[:2])
-    ep = capture.export_block(block.module, block.calls[0], dynamic)
+    ep = block_export.export_block(block.module, block.calls[0], dynamic)
     gen = codegen.generate(ep, torch.bfloat16, capture.input_names(block.module, block.calls[0]))
     flags = backward.grad_flags(built, capture.axis_points(built)[0], torch.bfloat16)
     return gen, backward.plan(block, forward, gen, flags.get(block.path))
