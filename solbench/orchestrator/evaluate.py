@@ -116,6 +116,8 @@ def _finish(run: WorkloadRun, correctness: Correctness, samples) -> Trace:
                          if samples.reference_ms else None)
     speedup = (reference_latency.median_ms / latency.median_ms
                if reference_latency and latency.median_ms > 0 else None)
+    if speedup is not None and method == "cpu_clock":  # the CPU's speed shifts between rounds
+        speedup = samples.paired_speedup() or speedup
     performance = Performance(latency.median_ms, reference_latency.median_ms if reference_latency else None,
                               speedup, latency, reference_latency, *launch_and_busy_ms(samples.host_ms, samples.probes))
     cupti_failures = sorted({str(p.get("cupti"))[:200] for p in samples.probes

@@ -24,7 +24,7 @@ import time
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from solbench.orchestrator import cgroup, zygote
+from solbench.orchestrator import cgroup, cpu_cores, zygote
 from solbench.orchestrator.output_tail import OutputTail
 from solbench.orchestrator.process_tree import kill_tree
 from solbench.protocol import codec
@@ -169,6 +169,9 @@ class WorkerProcess:
             # docs/timing.md, "CPU timings": one intra-op thread; freed memory kept for the next call (glibc
             # otherwise maps and unmaps large blocks: a page fault per 4 KiB touched, 2-3x a call's CPU time)
             env["OMP_NUM_THREADS"] = env.get("SOLBENCH_CPU_THREADS", "1")
+            # both sides on the same cores (cpu_cores: the cores of a VM do not run a call alike)
+            threads = int(env["OMP_NUM_THREADS"]) if env["OMP_NUM_THREADS"].isdigit() else 1
+            env[cpu_cores.CORES_ENV] = cpu_cores.env_value(cpu_cores.claim(max(1, threads)))
             env["MALLOC_MMAP_THRESHOLD_"] = env["MALLOC_TRIM_THRESHOLD_"] = str(1 << 30)
             env["TRITON_INTERPRET"] = "1"  # Triton kernels run in the interpreter on CPU
             env["CUDA_VISIBLE_DEVICES"] = ""

@@ -20,7 +20,7 @@ from solbench.spec.errors import SpecError
 from solbench.spec.problem import Problem, baseline_solution
 from solbench.spec.trace import Correctness, Status
 from solbench.timing.config import TimingConfig
-from solbench.timing.stats import FLAG_FEW_SAMPLES, median_ci_ranks, summarize
+from solbench.timing.stats import FLAG_FEW_SAMPLES, median_ci_ranks, paired_speedup, summarize
 
 
 @dataclass
@@ -29,12 +29,22 @@ class TimedSamples:
 
     candidate_ms: list[float] = field(default_factory=list)
     reference_ms: list[float] = field(default_factory=list)
+    # each round's samples, in the order the blocks ran (reference, then solution, per round): pairs for a
+    # speedup that a level shift of the machine between rounds does not move (`stats.paired_speedup`); the
+    # reference's stay empty where a service reused its samples
+    candidate_rounds: list[list[float]] = field(default_factory=list)
+    reference_rounds: list[list[float]] = field(default_factory=list)
     host_ms: list[float] = field(default_factory=list)
     probes: list[dict] = field(default_factory=list)
     flags: set[str] = field(default_factory=set)
     last_reply: msg.Timed | None = None  # the solution's last block (warm-up count, clocks)
     reference_reused: bool = False  # the reference's own block ran past its input budget (a trusted fact)
     reference_fixed: bool | None = None  # its inputs did not depend on the seed (None: the reference was not timed)
+
+    def paired_speedup(self) -> float | None:
+        """The median of the rounds' reference/solution ratios (`stats.paired_speedup`): None where the
+        reference was not timed beside every solution round (a service's reused samples, a failed block)."""
+        return paired_speedup(self.reference_rounds, self.candidate_rounds)
 
 
 # Argument slots per timed block, by the call's length (seconds at least, slots): enough for short calls to
@@ -153,6 +163,7 @@ def time_rounds(run: WorkloadRun, reference_aliases: set[str], correctness: Corr
                            fixed_inputs=samples.reference_fixed is not False or config.fresh_inputs_budget_s == 0)
         reply = session.ask_timed(session.candidate, request, config.timeout_s)
         samples.candidate_ms += reply.samples_ms
+        samples.candidate_rounds.append(list(reply.samples_ms))
         with_graph_note(run, reply, "CUDA graph: ", 400)
         samples.host_ms += [float(t) for t in reply.host_ms]
         samples.probes += [reply.probe] if isinstance(reply.probe, dict) else []
@@ -219,9 +230,10 @@ def _time_reference_block(run: WorkloadRun, seeds: list[int], timing: TimingConf
     except StepFailed as exc:
         run.warnings.append(f"reference timing failed ({exc.status.value}): {exc.log.strip()[-300:]}; "
                             "no speedup reported")
-        samples.reference_ms = []
+        samples.reference_ms, samples.reference_rounds = [], []
         return False
     samples.reference_ms += reply.samples_ms
+    samples.reference_rounds.append(list(reply.samples_ms))
     samples.reference_reused = samples.reference_reused or "timed_inputs_reused" in reply.flags
     samples.reference_fixed = "timed_inputs_fixed" in reply.flags
     with_graph_note(run, reply, "reference timed as launched: CUDA graph ", 300)

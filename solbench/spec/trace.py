@@ -109,6 +109,7 @@ class Environment(FormatModel):
     clocks_start: dict[str, Any] | None = None
     clocks_end: dict[str, Any] | None = None
     cpu_threads: int | None = Field(default=None, exclude_if=absent)  # CPU runs: torch's intra-op threads the calls were timed with (docs/timing.md)
+    cpu_cores: list[int] | None = Field(default=None, exclude_if=absent)  # CPU runs: the cores both timed workers ran on (docs/timing.md)
     sandbox: dict[str, Any] | None = None  # mechanism -> applied (True or a note) or why not (worker/sandbox.py)
 
     @computed_field

@@ -84,6 +84,29 @@ def _clean_sorted(samples_ms: Sequence[float]) -> list[float]:
     return xs
 
 
+PAIRED_MIN_ROUNDS = 3  # fewer pairs than this: a median of ratios is no steadier than the pooled one
+
+
+def paired_speedup(reference_rounds: Sequence[Sequence[float]],
+                   candidate_rounds: Sequence[Sequence[float]]) -> float | None:
+    """The median, over interleaved rounds, of the reference's round median over the candidate's.
+
+    Why: a machine whose speed changes in episodes longer than one round (a 2-core VM's other tenants:
+    docs/timing.md, "CPU timings") gives bimodal pooled samples, and a pooled median lands on either level
+    depending on which side a few rounds fell into an episode; a round and its neighbour on the other side
+    mostly share one level, so their ratio does not move with it. None where the rounds cannot be paired."""
+    pairs = [(r, c) for r, c in zip(reference_rounds, candidate_rounds) if r and c]
+    if len(reference_rounds) != len(candidate_rounds) or len(pairs) < PAIRED_MIN_ROUNDS:
+        return None
+    ratios = []
+    for reference, candidate in pairs:
+        candidate_median = _median_sorted(_clean_sorted(candidate))
+        if candidate_median <= 0:
+            return None
+        ratios.append(_median_sorted(_clean_sorted(reference)) / candidate_median)
+    return _median_sorted(sorted(ratios))
+
+
 def median_ci(samples_ms: Sequence[float], level: float = 0.95) -> tuple[float, float] | None:
     """Distribution-free confidence interval of the median, or None when there are too few samples."""
     xs = _clean_sorted(samples_ms)

@@ -13,6 +13,8 @@ from typing import Any
 
 import torch
 
+from solbench.orchestrator.cpu_cores import CORES_ENV
+from solbench.orchestrator.cpu_cores import parse as parse_cores
 from solbench.spec.workload import Workload
 
 
@@ -37,6 +39,17 @@ def cpu_threads() -> int:
         return CPU_THREADS_DEFAULT
 
 
+def pin_to_claimed_cores() -> None:
+    """On the cores the orchestrator claimed for both of its CPU workers (`orchestrator.cpu_cores`), where it
+    claimed any; the threads this process starts later inherit them."""
+    cores = parse_cores(os.environ.get(CORES_ENV))
+    if cores:
+        try:
+            os.sched_setaffinity(0, cores)
+        except (AttributeError, OSError):  # not Linux, or a core outside this process's set: left as it is
+            pass
+
+
 class WorkerState:
     def __init__(self, device: str):
         self.torch = torch
@@ -46,6 +59,7 @@ class WorkerState:
             torch.cuda.set_device(0)
         else:  # one intra-op thread: a second one waits on a core another process holds (docs/timing.md)
             torch.set_num_threads(cpu_threads())
+            pin_to_claimed_cores()
         self.function = None
         self.destination_passing = True
         self.definition = None

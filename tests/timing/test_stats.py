@@ -150,3 +150,34 @@ def test_compare_is_repeatable_and_seeded():
 def test_compare_rejects_zero_baseline():
     with pytest.raises(ValueError):
         compare_medians([0.0, 0.0, 0.0], [1.0, 1.0, 1.0])
+
+
+def _rounds(levels: list[float], n: int = 10, spread: float = 0.01) -> list[list[float]]:
+    """One round of `n` samples around each level (a machine whose speed shifts between rounds)."""
+    return [[level * (1 + spread * (i - n / 2) / n) for i in range(n)] for level in levels]
+
+
+def test_a_speed_shift_between_rounds_moves_the_pooled_ratio_not_the_paired_one():
+    # the same kernel on both sides; the machine is 1.7x slower in the reference's first three rounds and
+    # in only two of the solution's (an episode that ended between them)
+    reference = _rounds([1.7, 1.7, 1.7, 1.0, 1.0, 1.0])
+    solution = _rounds([1.7, 1.7, 1.0, 1.0, 1.0, 1.0])
+    pooled = stats.summarize([x for r in reference for x in r]).median_ms / stats.summarize(
+        [x for r in solution for x in r]).median_ms
+    assert pooled > 1.25  # the pooled median of the reference fell on the slow level
+    assert stats.paired_speedup(reference, solution) == pytest.approx(1.0, abs=0.01)
+
+
+def test_a_real_speedup_survives_pairing():
+    reference = _rounds([2.0, 3.4, 2.0, 2.0, 3.4])
+    solution = _rounds([1.0, 1.7, 1.0, 1.0, 1.7])
+    assert stats.paired_speedup(reference, solution) == pytest.approx(2.0, rel=0.01)
+
+
+@pytest.mark.parametrize("reference, solution", [
+    (_rounds([1.0, 1.0]), _rounds([1.0, 1.0])),  # too few pairs
+    (_rounds([1.0, 1.0, 1.0]), _rounds([1.0, 1.0, 1.0, 1.0])),  # the reference missed a round: no pairing
+    (_rounds([1.0, 1.0, 1.0]), _rounds([1.0, 1.0, 0.0], spread=0.0)),  # a zero median: no ratio
+])
+def test_rounds_that_do_not_pair_give_no_paired_speedup(reference, solution):
+    assert stats.paired_speedup(reference, solution) is None
