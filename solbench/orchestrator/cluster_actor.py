@@ -22,8 +22,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from solbench.orchestrator.config import RunConfig, cuda_available, no_gpu_reason
-from solbench.orchestrator.process import WorkerProcess
 from solbench.orchestrator.shipping import ShippedProblem, unpack_problem
+from solbench.orchestrator.worker_pair import worker_pair
 from solbench.spec.errors import SpecError
 from solbench.spec.solution import Solution
 from solbench.timing.clock_lock import lock_device_clocks
@@ -53,7 +53,7 @@ class SessionHost:
             os.environ.pop("OMP_NUM_THREADS", None)
             if driver_omp_threads is not None:
                 os.environ["OMP_NUM_THREADS"] = driver_omp_threads
-        workers = (WorkerProcess(self.device, role="reference"), WorkerProcess(self.device, role="solution"))
+        workers = worker_pair(self.device)
         for worker in workers:  # their torch imports run while this process imports its own below
             worker.start()
         from solbench.orchestrator.analysis import AnalysisPool  # inner: after the workers started

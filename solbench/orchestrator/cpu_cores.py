@@ -6,47 +6,62 @@ of them), and an unpinned worker wakes where it last ran, so the reference and t
 core of their own and a kernel timed against itself read 0.66-1.50x on short calls, the same way in every
 round of a workload (docs/timing.md, "CPU timings"). On one core both sides see the same core.
 
-A claim is a non-blocking `flock` on one file per core in the machine's temporary folder, held by this
-orchestrator process until it exits (the kernel drops it with the process, however it ends). Where every
-core is taken, or the process may run on fewer cores than the workers' threads, nothing is pinned.
+A claim is a non-blocking `flock` on one file per core in the machine's temporary folder, one claim per pair
+of workers (a run on several CPU sessions, the anti-cheat suite's three, takes a core for each), held until
+the pair's session closes or this process exits (the kernel drops it with the process, however it ends).
+Where every core is taken, or the process may run on fewer cores than the workers' threads, nothing is
+pinned: the workers run as before.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import tempfile
-import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 
 CORES_ENV = "SOLBENCH_CPU_CORES"  # what a worker pins itself to (worker.state)
 LOCK_FOLDER = "solbench-cpu-cores"
 
-_lock = threading.Lock()
-_held: dict[int, int] = {}  # core -> the open file holding its claim
+
+@dataclass
+class CoreClaim:
+    """Cores held for one pair of workers, until `release`."""
+
+    cores: list[int]
+    fds: list[int] = field(default_factory=list)
+
+    def release(self) -> None:
+        fds, self.fds = self.fds, []
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
-def claim(threads: int = 1) -> list[int] | None:
-    """`threads` cores of this process's allowed set for its CPU workers, the highest free ones (the
-    claims of this process are reused: one orchestrator, one set), or None where none are free."""
-    with _lock:
-        if len(_held) >= threads:
-            return sorted(_held)[:threads]
-        try:
-            allowed = sorted(os.sched_getaffinity(0), reverse=True)
-        except (AttributeError, OSError):  # not Linux
-            return None
-        if len(allowed) < threads:
-            return None
-        for core in allowed:
-            if core not in _held and _take(core):
-                if len(_held) == threads:
-                    return sorted(_held)
+def claim(threads: int = 1) -> CoreClaim | None:
+    """`threads` free cores of this process's allowed set, the highest first, or None where there are not
+    that many free."""
+    try:
+        allowed = sorted(os.sched_getaffinity(0), reverse=True)
+    except (AttributeError, OSError):  # not Linux
         return None
+    held = CoreClaim([])
+    for core in allowed if len(allowed) >= threads else []:
+        fd = _take(core)
+        if fd is not None:
+            held.cores.append(core)
+            held.fds.append(fd)
+            if len(held.cores) == threads:
+                held.cores.sort()
+                return held
+    held.release()
+    return None
 
 
-def env_value(cores: list[int] | None) -> str:
-    return ",".join(map(str, cores)) if cores else ""
+def env_value(claimed: CoreClaim | None) -> str:
+    return ",".join(map(str, claimed.cores)) if claimed else ""
 
 
 def parse(value: str | None) -> set[int]:
@@ -57,17 +72,16 @@ def parse(value: str | None) -> set[int]:
         return set()
 
 
-def _take(core: int) -> bool:
+def _take(core: int) -> int | None:
     folder = Path(tempfile.gettempdir()) / LOCK_FOLDER
     try:
         folder.mkdir(mode=0o1777, exist_ok=True)
         fd = os.open(folder / f"{core}.lock", os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o444)
     except OSError:
-        return False
+        return None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         os.close(fd)
-        return False
-    _held[core] = fd
-    return True
+        return None
+    return fd

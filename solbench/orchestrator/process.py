@@ -115,6 +115,7 @@ class WorkerProcess:
         self._alarm_backlog: list[str] = []
         self._alarm_closed = False
         self.requests = 0
+        self.core_claim: cpu_cores.CoreClaim | None = None  # the pair's CPU cores, held by its reference worker
         self.read_roots: list[str] | None = None  # the data roots its read rules allow (worker/reads.py)
         # kill() runs from the device's thread (closing its session) and from the thread that stops a run
         # (Ctrl-C): one at a time, or the second finds the channel half closed
@@ -141,6 +142,7 @@ class WorkerProcess:
         alarm_parent, alarm_child = socket.socketpair()
         alarm_parent.setblocking(False)
         env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV}
+        env.pop(cpu_cores.CORES_ENV, None)  # only what this worker's pair claimed (worker_pair)
         env.update(self.extra_env)
         env["SOLBENCH_CHANNEL_FD"] = str(child_sock.fileno())
         env["SOLBENCH_ALARM_FD"] = str(alarm_child.fileno())
@@ -169,9 +171,6 @@ class WorkerProcess:
             # docs/timing.md, "CPU timings": one intra-op thread; freed memory kept for the next call (glibc
             # otherwise maps and unmaps large blocks: a page fault per 4 KiB touched, 2-3x a call's CPU time)
             env["OMP_NUM_THREADS"] = env.get("SOLBENCH_CPU_THREADS", "1")
-            # both sides on the same cores (cpu_cores: the cores of a VM do not run a call alike)
-            threads = int(env["OMP_NUM_THREADS"]) if env["OMP_NUM_THREADS"].isdigit() else 1
-            env[cpu_cores.CORES_ENV] = cpu_cores.env_value(cpu_cores.claim(max(1, threads)))
             env["MALLOC_MMAP_THRESHOLD_"] = env["MALLOC_TRIM_THRESHOLD_"] = str(1 << 30)
             env["TRITON_INTERPRET"] = "1"  # Triton kernels run in the interpreter on CPU
             env["CUDA_VISIBLE_DEVICES"] = ""

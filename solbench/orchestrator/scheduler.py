@@ -19,6 +19,7 @@ from solbench.orchestrator.jobs import Job
 from solbench.orchestrator.process import WorkerProcess
 from solbench.orchestrator.sink import TraceSink
 from solbench.orchestrator.timeline import RunTimeline
+from solbench.orchestrator.worker_pair import release_cores, worker_pair
 from solbench.report.traces import TraceFile
 from solbench.spec.trace import Trace
 from solbench.timing.clock_lock import lock_device_clocks
@@ -38,7 +39,7 @@ def start_device_workers(devices: list[str], timeline: RunTimeline | None = None
     pairs: list[WorkerPair] = []
     try:
         for device in devices:
-            pair = (WorkerProcess(device, role="reference"), WorkerProcess(device, role="solution"))
+            pair = worker_pair(device)
             pairs.append(pair)
             for worker in pair:
                 if timeline is not None:
@@ -55,6 +56,7 @@ def kill_workers(pairs: list[WorkerPair]) -> None:
     for pair in pairs:
         for worker in pair:
             worker.kill()
+        release_cores(pair)
 
 
 def run_jobs(jobs: list[Job], config: RunConfig, devices: list[str], *, trace_file: TraceFile | None = None,

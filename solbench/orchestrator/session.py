@@ -18,8 +18,14 @@ from solbench.orchestrator.config import RunConfig
 from solbench.orchestrator.devices import compute_capability
 from solbench.orchestrator.lifetime import at_once
 from solbench.orchestrator.phases import PhaseAccount
-from solbench.orchestrator.process import WorkerDied, WorkerProcess, WorkerProtocolError, WorkerTimeout
+from solbench.orchestrator.process import (
+    WorkerDied,
+    WorkerProcess,
+    WorkerProtocolError,
+    WorkerTimeout,
+)
 from solbench.orchestrator.reuse_key import load_key, may_share_process
+from solbench.orchestrator.worker_pair import release_cores, worker_pair
 from solbench.protocol import messages as msg
 from solbench.spec.problem import Problem
 from solbench.spec.solution import Solution, is_reference, shadowing_sources
@@ -50,8 +56,7 @@ class DeviceSession:
         self.config = config
         # `workers`: (reference's, solution's) already started by the caller (a cluster actor starts them
         # before it imports this module, so their imports overlap its own).
-        self.reference, self.candidate = workers or (WorkerProcess(device, role="reference"),
-                                                     WorkerProcess(device, role="solution"))
+        self.reference, self.candidate = workers or worker_pair(device)
         self._loaded: dict[int, tuple] = {}  # id(worker) -> (what is loaded there, whether trusted, in which pid)
         self._loads = 0
         self.environment: EnvironmentRecord | None = None
@@ -87,6 +92,7 @@ class DeviceSession:
         self._join_prefetch()
         spare, self.spare = self.spare, None
         at_once([self.reference.stop, self.candidate.stop] + ([spare.kill] if spare is not None else []))
+        release_cores((self.reference, self.candidate))
 
     def _start_candidate(self, worker: WorkerProcess) -> None:
         """A fresh process for a solution: the spare when one is up, else a new one."""
@@ -101,7 +107,7 @@ class DeviceSession:
     def _spawn_spare(self) -> None:
         """Start the next solution's process while this one is evaluated, when another job will need it."""
         if self.expect_more and (self.spare is None or not self.spare.alive):
-            self.spare = WorkerProcess(self.device)
+            self.spare = WorkerProcess(self.device, extra_env=self.candidate.extra_env)
             self.spare.start()
 
     def ready_for_next_solution(self) -> None:

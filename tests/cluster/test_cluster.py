@@ -57,13 +57,13 @@ def dataset(root: Path, count: int = 3, sizes=(64, 96, 128)) -> Path:
 
 
 def comparable(trace) -> dict:
-    """A trace without what differs from run to run on the same machine (times, clocks, phases)."""
+    """A trace without what differs from run to run on the same machine (times, clocks, phases, cores)."""
     data = trace.to_dict()
     evaluation = data["evaluation"]
     for key in ("timestamp", "performance", "seconds", "phases_s", "sol"):
         evaluation.pop(key, None)
     evaluation["environment"] = {k: v for k, v in (evaluation["environment"] or {}).items()
-                                 if not k.startswith("clocks")}
+                                 if not k.startswith("clocks") and k != "cpu_cores"}  # which core was free
     return data
 
 

@@ -45,13 +45,25 @@ def test_concurrent_claims_take_different_cores_and_a_finished_process_frees_its
         assert reclaimed  # the exits freed at least the core the first one held
 
 
-def test_both_workers_of_a_cpu_run_are_pinned_to_the_claimed_core(tmp_path):
+def _cores_of_a_run(tmp_path) -> list[int]:
     folder = write_problem(tmp_path / "problems", sizes=(64,))
-    claimed = cpu_cores.claim()  # this process's claim: the one its runs' workers get
     (trace,) = api.evaluate(folder, device="cpu", quick=True, timeout_s=120)
     assert trace.status.value == "PASSED", trace.evaluation.log
-    cores = trace.evaluation.environment.cpu_cores
-    assert cores == (claimed if claimed else sorted(os.sched_getaffinity(0)))
+    return trace.evaluation.environment.cpu_cores
+
+
+def test_a_cpu_run_pins_its_workers_to_a_free_core_and_none_where_every_core_is_held(tmp_path):
+    allowed = sorted(os.sched_getaffinity(0))
+    held = []
+    while (claim := cpu_cores.claim()) is not None:  # every core free now, held by this test
+        held.append(claim)
+    try:
+        assert _cores_of_a_run(tmp_path / "all_held") == allowed  # nothing to claim: not pinned
+    finally:
+        for claim in held:
+            claim.release()
+    cores = _cores_of_a_run(tmp_path / "released")
+    assert len(cores) == 1 and cores[0] in allowed or cores == allowed  # allowed: another process held them all
 
 
 @pytest.mark.parametrize("value, cores", [("1", {1}), ("0,3", {0, 3}), ("", set()), ("x", set())])
