@@ -11,9 +11,11 @@ workload with `timeit` in this process (torch with as many intra-op threads as s
 single calls by the wall clock (`ti med`) and by solbench's own clock (`ti same`: each call's process CPU time, or
 its wall time if less), the same on inputs redrawn in place before every call (`ti fresh`: what solbench's fresh
 inputs do to the caches, without solbench), the best of 5 repeats by the wall clock (`timeit`) and by the process's
-CPU clock (`ti cpu`; on a loaded machine the wall clock counts the other work). Per workload it prints solbench's
-median, the reference's, the speedup (reference vs itself), `timeit`'s times, solbench / `ti same` and solbench /
-`ti fresh`; at the end the checks of issue 48 (idle speedup 0.8-1.25x; busy speedup 0.5-2x and busy medians within
+CPU clock (`ti cpu`; on a loaded machine the wall clock counts the other work), and single calls each after a
+set drawn as a timed block draws it (`ti draw`: `make_inputs` for a new seed, copied into the call's inputs; about
+two seconds of draws at most). Per workload it prints solbench's median, the reference's, the speedup (reference
+vs itself), `timeit`'s times, and solbench over `ti same`, `ti fresh` and `ti draw` (`sb/ti`, `sb/tf`, `sb/td`); at
+the end the checks of issue 48 (idle speedup 0.8-1.25x; busy speedup 0.5-2x and busy medians within
 2x of idle; solbench's median within 2x of `ti fresh`, the same protocol in a plain loop: a wall-clock median beside
 a busy process measures the wait for a core, which solbench leaves out by design, docs/timing.md), and, reported
 but not judged, the workloads beyond 2x of `ti same` (one fixed input set, hot in the caches). Exit 1 when a check
@@ -53,6 +55,7 @@ class Row:
     timeit_median_ms: float | None = None  # the median of single timeit calls by the wall clock
     timeit_same_clock_ms: float | None = None  # the median of single calls by solbench's clock (CPU time, or wall if less)
     timeit_fresh_ms: float | None = None  # the same, each call's floating-point inputs redrawn in place just before it
+    timeit_drawn_ms: float | None = None  # the same, each call's set drawn as a timed block draws it (`worker_draw`)
 
     @property
     def speedup(self) -> float | None:
@@ -116,6 +119,11 @@ def time_with_timeit(problems: list[str], rows: dict) -> None:
             rows[key].timeit_median_ms = statistics.median(wall_ms)
             rows[key].timeit_same_clock_ms = statistics.median(same_ms)
             rows[key].timeit_fresh_ms = statistics.median(single_calls(run, inputs, count, redraw)[1])
+            draw = worker_draw(problem, workload, axes)
+            started = time.perf_counter()
+            draw(inputs)
+            draws = max(5, min(count, int(DRAWS_S / max(time.perf_counter() - started, 1e-6))))
+            rows[key].timeit_drawn_ms = statistics.median(single_calls(run, inputs, draws, draw)[1])
             cpu_timer = timeit.Timer(lambda run=run, inputs=inputs: run(*inputs), timer=time.process_time)
             rows[key].timeit_cpu_ms = min(cpu_timer.repeat(5, number)) / number * 1e3
 
@@ -126,6 +134,29 @@ def redraw(inputs: list) -> None:
     for tensor in inputs:
         if getattr(tensor, "is_floating_point", None) and tensor.is_floating_point():
             tensor.normal_()
+
+
+DRAWS_S = 2.0  # about how long `ti draw` spends drawing sets (a set of SwiGLU's weights takes 0.2 s on one thread)
+
+
+def worker_draw(problem, workload, axes):
+    """A `before` hook for `single_calls`: a set drawn as a timed block on the CPU draws it (`make_inputs` for a
+    new seed into a new set, then copied into the call's inputs; worker/timed_block.py), without solbench."""
+    import itertools
+
+    import torch
+
+    from solbench.inputs.generate import make_inputs
+
+    seeds = itertools.count(1)
+
+    def draw(inputs: list) -> None:
+        fresh = make_inputs(problem.definition, workload, axes, seed=next(seeds), device="cpu",
+                            data_roots=[problem.directory])
+        for target, value in zip(inputs, fresh):
+            if isinstance(target, torch.Tensor):
+                target.copy_(value)
+    return draw
 
 
 def single_calls(run, inputs, count: int, before=None) -> tuple[list[float], list[float]]:
@@ -219,17 +250,20 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, dict] = {}
     failures: list[str] = []
     print(f"{'mode':5} {'problem':34} {'axes':24} {'solbench':>9} {'ref':>9} {'speedup':>7} {'timeit':>9} "
-          f"{'ti med':>9} {'ti same':>9} {'sb/ti':>6} {'ti fresh':>9} {'sb/tf':>6} {'ti cpu':>9}  flags")
+          f"{'ti med':>9} {'ti same':>9} {'sb/ti':>6} {'ti fresh':>9} {'sb/tf':>6} {'ti draw':>9} {'sb/td':>6} "
+          f"{'ti cpu':>9}  flags")
     fixed_beyond = []
     for mode in [m.strip() for m in args.modes.split(",") if m.strip()]:
         rows = results[mode] = measure(mode, args)
         for (problem, axes), row in rows.items():
             ratio = row.solbench_ms / row.timeit_same_clock_ms if row.solbench_ms and row.timeit_same_clock_ms else None
             fresh = row.solbench_ms / row.timeit_fresh_ms if row.solbench_ms and row.timeit_fresh_ms else None
+            drawn = row.solbench_ms / row.timeit_drawn_ms if row.solbench_ms and row.timeit_drawn_ms else None
             print(f"{mode:5} {problem[:34]:34} {axes[:24]:24} {fmt(row.solbench_ms):>9} {fmt(row.reference_ms):>9} "
                   f"{fmt(row.speedup, '.2f'):>7} {fmt(row.timeit_ms):>9} {fmt(row.timeit_median_ms):>9} "
                   f"{fmt(row.timeit_same_clock_ms):>9} {fmt(ratio, '.2f'):>6} {fmt(row.timeit_fresh_ms):>9} "
-                  f"{fmt(fresh, '.2f'):>6} {fmt(row.timeit_cpu_ms):>9}  {','.join(row.flags) or '-'}", flush=True)
+                  f"{fmt(fresh, '.2f'):>6} {fmt(row.timeit_drawn_ms):>9} {fmt(drawn, '.2f'):>6} "
+                  f"{fmt(row.timeit_cpu_ms):>9}  {','.join(row.flags) or '-'}", flush=True)
             if ratio is not None and not 0.5 <= ratio <= 2.0:
                 fixed_beyond.append(f"{mode} {problem} {axes}: {ratio:.2f}x (plain loop, fresh over fixed: "
                                     f"{fmt(row.timeit_fresh_ms / row.timeit_same_clock_ms, '.2f')}x)")

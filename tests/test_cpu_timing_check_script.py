@@ -34,3 +34,22 @@ def test_solbench_is_judged_against_the_plain_loop_on_fresh_inputs():
         assert check.checks("idle", {("p", "n=1"): row(0.3, 0.25)}, None) == []
         failures = check.checks("idle", {("p", "n=1"): row(0.3, 0.1)}, None)
         assert len(failures) == 1 and "redrawn" in failures[0]
+
+
+def test_the_worker_draw_writes_the_sets_a_timed_block_draws_for_new_seeds_in_place():
+    from solbench.inputs.generate import make_inputs
+    from solbench.spec.problem import check_workload, load_problem
+    from tests.scripts import BENCHMARKS
+
+    problem = load_problem(BENCHMARKS.parent / "problem_defs" / "core" / "layernorm_fp32_h1024")
+    workload = problem.workloads[0]
+    axes = check_workload(problem.definition, workload)
+    with benchmark_script("cpu_timing_check.py") as check:
+        inputs = make_inputs(problem.definition, workload, axes, seed=0, device="cpu")
+        addresses = [t.data_ptr() for t in inputs]
+        draw = check.worker_draw(problem, workload, axes)
+        for seed in (1, 2):
+            draw(inputs)
+            expected = make_inputs(problem.definition, workload, axes, seed=seed, device="cpu")
+            assert [t.data_ptr() for t in inputs] == addresses  # the call's own tensors, new values
+            assert all(torch.equal(t, e) for t, e in zip(inputs, expected))
