@@ -21,6 +21,7 @@ the module), and the message says so.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 import torch
@@ -60,16 +61,17 @@ def check(traced: backward.Traced, forward: Draft, block: Block, gen: Generated)
             label = str(dtype).removeprefix("torch.")
             try:
                 module = cpu_copy(block.module, dtype)
-                worst = 0.0
+                worst, judged = 0.0, False
                 for index, axes in points.items():
-                    worst = max(worst, _compare(draws.at(index, axes), fwd_namespace, namespace, traced, block,
-                                                gen, module, index, dtype, result))
+                    error, by_float64 = _compare(draws.at(index, axes), fwd_namespace, namespace, traced, block,
+                                                 gen, module, index, dtype, result)
+                    worst, judged = max(worst, error), judged or by_float64
             except Exception as exc:  # noqa: BLE001 - a failing comparison is a failed validation, reported
                 result.passed = False
                 result.message += f"{label}: {type(exc).__name__}: {str(exc)[:200]}; "
                 continue
             result.max_abs_error[label] = worst
-            result.exact[label] = worst == 0.0
+            result.exact[label] = worst == 0.0 and not judged
             if dtype == torch.float32 and worst > FP32_LIMIT:
                 result.passed = False
                 result.message += f"float32: gradients off by {worst:.2e} of their scale (limit {FP32_LIMIT:g}); "
@@ -83,8 +85,9 @@ def check(traced: backward.Traced, forward: Draft, block: Block, gen: Generated)
 
 
 def _compare(drawn: dict, fwd_namespace: dict, namespace: dict, traced: backward.Traced, block: Block,
-             gen: Generated, module, index: int, dtype: torch.dtype, result: Validation) -> float:
-    """The worst scale-relative error of the reference's gradients against autograd's at one size."""
+             gen: Generated, module, index: int, dtype: torch.dtype, result: Validation) -> tuple[float, bool]:
+    """The worst scale-relative error of the reference's gradients against autograd's at one size, and
+    whether a gradient was judged against float64 autograd instead (`as_close_as_autograd`)."""
     bdraft = traced.draft
     if dtype == torch.float32:
         drawn = {k: v.float() if v.is_floating_point() else v for k, v in drawn.items()}
@@ -112,14 +115,61 @@ def _compare(drawn: dict, fwd_namespace: dict, namespace: dict, traced: backward
     got = list(got) if isinstance(got, (tuple, list)) else [got]
     if len(got) != len(want):
         raise ValueError(f"{len(got)} gradients returned, autograd gives {len(want)}")
-    worst = 0.0
-    for g, w in zip(got, want):
+    worst, exact = 0.0, None
+    limit = FP32_LIMIT if dtype == torch.float32 else 0.0
+    names = [gen.inputs[i].name for i in traced.differentiated]
+    for number, (g, w) in enumerate(zip(got, want)):
         if g.shape != w.shape or g.dtype != w.dtype:
             raise ValueError(f"a gradient is {tuple(g.shape)} {g.dtype}, autograd's {tuple(w.shape)} {w.dtype}")
-        if not torch.equal(g, w):
-            scale = max(w.abs().max().item(), torch.finfo(torch.float32).tiny)
-            worst = max(worst, (g.float() - w.float()).abs().max().item() / scale)
-    return worst
+        if torch.equal(g, w):
+            continue
+        scale = max(w.abs().max().item(), torch.finfo(torch.float32).tiny)
+        error = (g.float() - w.float()).abs().max().item() / scale
+        if error > limit:
+            exact = exact if exact is not None else _float64_grads(module, block, gen, forward_inputs, traced, index,
+                                                                   getattr(torch, bdraft.dtype), grads_in)
+            if exact is not None and as_close_as_autograd(g, w, exact[number]):
+                note = f"{names[number]}: autograd's own {str(dtype).removeprefix('torch.')} gradient is rounding noise"
+                if note not in result.message:
+                    result.message += f"{note} (zero in exact arithmetic): compared with float64 autograd; "
+                continue
+        worst = max(worst, error)
+    return worst, exact is not None
+
+
+def as_close_as_autograd(got: torch.Tensor, want: torch.Tensor, exact: torch.Tensor) -> bool:
+    """Whether a gradient that autograd itself cannot resolve in its dtype is as close to the float64 gradient
+    as autograd's is. A gradient that is zero in exact arithmetic (a key projection's bias under softmax: a
+    constant added to a row of scores changes nothing) is a sum of terms that cancel, and both autograd's
+    result and the reference's are rounding noise, so comparing them relative to their own size means
+    nothing. Used only where autograd's gradient has no significant digit (it is further from the float64
+    gradient than that gradient's own largest magnitude); the reference must then be within twice
+    autograd's distance. Everywhere else autograd stays the yardstick, bit for bit in bfloat16."""
+    exact = exact.double()
+    autograd_off = (want.double() - exact).abs().max().item()
+    if autograd_off <= exact.abs().max().item():
+        return False  # autograd resolves this gradient
+    return (got.double() - exact).abs().max().item() <= 2 * autograd_off
+
+
+def _float64_grads(module, block: Block, gen: Generated, forward_inputs: dict, traced: backward.Traced,
+                   index: int, block_dtype: torch.dtype, grads_in: dict) -> list | None:
+    """Autograd of the module in float64, on the very values compared (weights, inputs and output
+    gradients upcast); None where the module does not run in float64."""
+    try:
+        module64 = copy.deepcopy(module).double()
+        params = dict(module64.named_parameters()) | dict(module64.named_buffers())
+        inputs = {}
+        for number, inp in enumerate(gen.inputs):
+            value = forward_inputs[inp.name].detach()
+            value = value.double() if value.is_floating_point() else value
+            value = value if inp.kind == "user" else params[str(inp.target)]
+            inputs[inp.name] = value.requires_grad_(number in traced.differentiated)
+        wrt = [inputs[gen.inputs[i].name] for i in traced.differentiated]
+        upcast = {k: g.double() for k, g in grads_in.items()}
+        return _autograd_module(module64, block, gen, inputs, index, torch.float64, block_dtype, wrt, upcast)
+    except Exception:  # noqa: BLE001 - no float64 run: the plain comparison stands
+        return None
 
 
 def _autograd_module(module, block: Block, gen: Generated, forward_inputs: dict, index: int, dtype: torch.dtype,
