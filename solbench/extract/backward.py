@@ -168,9 +168,12 @@ def joint(forward: Draft, gen: codegen.Generated, how: Plan):
 
 
 def _on_cpu(value: torch.Tensor) -> torch.Tensor:
-    """The same fake tensor (symbolic sizes kept) on the CPU device: dispatch then picks what a real
-    device would, not the meta device's shortcuts."""
-    return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="cpu")
+    """The same fake tensor (symbolic sizes kept) on the CPU device, contiguous: dispatch then picks what a
+    real device would, not the meta device's shortcuts, and what it picks for the contiguous inputs the
+    problem draws, not for the recorded call's strides. A linear on a strided view (SAM-HQ's hypernetwork
+    MLPs take a slice of the mask tokens) traces as `mm` and `add`, two roundings, where the contiguous
+    input the module is checked on runs one `addmm`: bfloat16 activations 1 ulp apart."""
+    return torch.empty(value.shape, dtype=value.dtype, device="cpu")
 
 
 def _tidy(graph: torch.fx.GraphModule) -> None:

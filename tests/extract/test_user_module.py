@@ -133,3 +133,23 @@ def test_cli_encoders_with_a_module_is_a_clear_error(tmp_path, capsys):
     said = capsys.readouterr()
     assert "--encoders" in said.out + said.err and "Traceback" not in said.out + said.err
     assert not out.exists()
+
+
+def test_backward_of_a_block_recorded_on_a_strided_view_is_bit_exact(tmp_path):
+    """The MLP is recorded with a slice of its caller's tokens (not contiguous); its backward is traced on
+    contiguous inputs, as its problem draws them and as it is checked: traced on the slice's strides, its first
+    linear became `mm` and `add` (two bfloat16 roundings, not `addmm`'s one), and the bfloat16 gradients of
+    the later weights were 1 ulp off autograd's (SAM-HQ's hypernetwork MLPs)."""
+    import argparse
+
+    from solbench.cli import extract as extract_cli
+
+    parser = argparse.ArgumentParser()
+    extract_cli.add_arguments(parser)
+    out = tmp_path / "defs"
+    args = parser.parse_args(["--module", f"{TINY}:SlicedTokens", "--config-kw", "hidden=32", "out=4",
+                              "--input", "tokens=batch:4|2|3,1,5,32", "--backward", "-o", str(out)])
+    assert extract_cli.handle(args) == 0
+    kinds = sorted(json.loads((d / "definition.json").read_text())["op_type"]
+                   for d in (out / "problem_defs" / "hf").iterdir())
+    assert kinds == ["hypernetwork_mlp", "hypernetwork_mlp_backward"], kinds

@@ -38,3 +38,29 @@ class TokenMixer(nn.Module):
 
 
 NOT_A_MODULE = 3
+
+
+class HypernetworkMLP(nn.Module):
+    """Linear, ReLU, linear, ReLU, linear, all with biases, as SAM's hypernetwork MLPs."""
+
+    def __init__(self, hidden: int, out: int):
+        super().__init__()
+        self.proj_in = nn.Linear(hidden, hidden)
+        self.hidden = nn.Linear(hidden, hidden)
+        self.proj_out = nn.Linear(hidden, out)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.proj_out(F.relu(self.hidden(F.relu(self.proj_in(x)))))
+
+
+class SlicedTokens(nn.Module):
+    """Hands its MLP a strided view (one token of each [batch, points, tokens, channels] row), as SAM-HQ's
+    mask decoder hands each hypernetwork MLP its mask token: the MLP is recorded with a non-contiguous input,
+    and its problem draws contiguous ones."""
+
+    def __init__(self, hidden: int, out: int):
+        super().__init__()
+        self.mlp = HypernetworkMLP(hidden, out)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.mlp(tokens[:, :, 0, :])
