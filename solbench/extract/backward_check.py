@@ -91,12 +91,7 @@ def _compare(drawn: dict, fwd_namespace: dict, namespace: dict, traced: backward
     bdraft = traced.draft
     if dtype == torch.float32:
         drawn = {k: v.float() if v.is_floating_point() else v for k, v in drawn.items()}
-    params = dict(module.named_parameters()) | dict(module.named_buffers())
-    forward_inputs = {}
-    for number, inp in enumerate(gen.inputs):
-        value = drawn[inp.name].detach() if inp.kind == "user" else params[str(inp.target)]
-        forward_inputs[inp.name] = value.requires_grad_(number in traced.differentiated)
-    wrt = [forward_inputs[gen.inputs[i].name] for i in traced.differentiated]
+    forward_inputs, wrt = _forward_inputs(module, gen, traced, drawn)
     grads_in = {k: drawn[f"grad_{gen.outputs[k][0]}"] for k in traced.received}
     want = _autograd_module(module, block, gen, forward_inputs, index, dtype, getattr(torch, bdraft.dtype), wrt,
                             grads_in)
@@ -161,18 +156,25 @@ def _float64_grads(module, block: Block, gen: Generated, forward_inputs: dict, t
     gradients upcast); None where the module does not run in float64."""
     try:
         module64 = copy.deepcopy(module).double()
-        params = dict(module64.named_parameters()) | dict(module64.named_buffers())
-        inputs = {}
-        for number, inp in enumerate(gen.inputs):
-            value = forward_inputs[inp.name].detach()
-            value = value.double() if value.is_floating_point() else value
-            value = value if inp.kind == "user" else params[str(inp.target)]
-            inputs[inp.name] = value.requires_grad_(number in traced.differentiated)
-        wrt = [inputs[gen.inputs[i].name] for i in traced.differentiated]
+        users = {inp.name: forward_inputs[inp.name].detach() for inp in gen.inputs if inp.kind == "user"}
+        inputs, wrt = _forward_inputs(module64, gen, traced,
+                                      {k: v.double() if v.is_floating_point() else v for k, v in users.items()})
         upcast = {k: g.double() for k, g in grads_in.items()}
         return _autograd_module(module64, block, gen, inputs, index, torch.float64, block_dtype, wrt, upcast)
     except Exception:  # noqa: BLE001 - no float64 run: the plain comparison stands
         return None
+
+
+def _forward_inputs(module, gen: Generated, traced: backward.Traced, drawn: dict) -> tuple[dict, list]:
+    """The forward's inputs by name (the drawn values for the user's, the module's own tensors for its
+    parameters and buffers), those differentiated marked for autograd, and those in `traced.differentiated`'s
+    order."""
+    params = dict(module.named_parameters()) | dict(module.named_buffers())
+    inputs = {}
+    for number, inp in enumerate(gen.inputs):
+        value = drawn[inp.name].detach() if inp.kind == "user" else params[str(inp.target)]
+        inputs[inp.name] = value.requires_grad_(number in traced.differentiated)
+    return inputs, [inputs[gen.inputs[i].name] for i in traced.differentiated]
 
 
 def _autograd_module(module, block: Block, gen: Generated, forward_inputs: dict, index: int, dtype: torch.dtype,

@@ -77,10 +77,9 @@ def test_wrong_constructor_arguments_and_missing_inputs_are_clear_errors(tmp_pat
 def test_cli_module_extracts_validated_problems(tmp_path):
     """--module through the generic capture: a validated problem written, its config the user's arguments."""
     out = tmp_path / "defs"
-    args = _parsed(["--module", f"{TINY}:GatedBlock", "--config-kw", "hidden=64", "inner=96",
-                    "--input", "x=2,seq:16|24|40,64", "--input", "scale=1:float32", "--model", "me/gated",
-                    "-o", str(out)])
-    assert _handle(args) == 0
+    assert _extract(["--module", f"{TINY}:GatedBlock", "--config-kw", "hidden=64", "inner=96",
+                     "--input", "x=2,seq:16|24|40,64", "--input", "scale=1:float32", "--model", "me/gated",
+                     "-o", str(out)]) == 0
     written = sorted((out / "problem_defs" / "hf").iterdir())
     assert written
     meta = json.loads((written[0] / "definition.json").read_text())
@@ -93,10 +92,9 @@ def test_cli_backward_flag_adds_validated_backward_problems(tmp_path, backward, 
     validated against autograd (the command exits 0 only if every one passed); without it, forward
     problems only."""
     out = tmp_path / "defs"
-    args = _parsed(["--module", f"{TINY}:GatedMLP", "--config-kw", "hidden=64", "inner=96",
-                    "--input", "x=2,seq:16|24|40,64", "--input", "scale=1:float32", "-o", str(out)]
-                   + (["--backward"] if backward else []))
-    assert _handle(args) == 0
+    assert _extract(["--module", f"{TINY}:GatedMLP", "--config-kw", "hidden=64", "inner=96",
+                     "--input", "x=2,seq:16|24|40,64", "--input", "scale=1:float32", "-o", str(out)]
+                    + (["--backward"] if backward else [])) == 0
     kinds = sorted(json.loads((d / "definition.json").read_text())["op_type"]
                    for d in (out / "problem_defs" / "hf").iterdir())
     forward = {"gated_mlp", "rms_norm"}  # the block, and its norm (both kinds with backward problems)
@@ -109,9 +107,8 @@ def test_cli_encoders_with_a_module_is_a_clear_error(tmp_path, capsys):
     """--encoders looks for a hub model's towers; with --module it would be silently ignored: one line instead,
     nothing written."""
     out = tmp_path / "defs"
-    args = _parsed(["--module", f"{TINY}:GatedMLP", "--config-kw", "hidden=64", "inner=96",
-                    "--input", "x=2,seq:16|24|40,64", "--encoders", "-o", str(out)])
-    assert _handle(args) == 2
+    assert _extract(["--module", f"{TINY}:GatedMLP", "--config-kw", "hidden=64", "inner=96",
+                     "--input", "x=2,seq:16|24|40,64", "--encoders", "-o", str(out)]) == 2
     said = capsys.readouterr()
     assert "--encoders" in said.out + said.err and "Traceback" not in said.out + said.err
     assert not out.exists()
@@ -123,26 +120,19 @@ def test_backward_of_a_block_recorded_on_a_strided_view_is_bit_exact(tmp_path):
     linear became `mm` and `add` (two bfloat16 roundings, not `addmm`'s one), and the bfloat16 gradients of
     the later weights were 1 ulp off autograd's (SAM-HQ's hypernetwork MLPs)."""
     out = tmp_path / "defs"
-    args = _parsed(["--module", f"{TINY}:SlicedTokens", "--config-kw", "hidden=32", "out=4",
-                    "--input", "tokens=batch:4|2|3,1,5,32", "--backward", "-o", str(out)])
-    assert _handle(args) == 0
+    assert _extract(["--module", f"{TINY}:SlicedTokens", "--config-kw", "hidden=32", "out=4",
+                     "--input", "tokens=batch:4|2|3,1,5,32", "--backward", "-o", str(out)]) == 0
     kinds = sorted(json.loads((d / "definition.json").read_text())["op_type"]
                    for d in (out / "problem_defs" / "hf").iterdir())
     assert kinds == ["hypernetwork_mlp", "hypernetwork_mlp_backward"], kinds
 
 
-def _parsed(argv: list[str]):
-    """`solbench extract`'s arguments, parsed as the command parses them."""
+def _extract(argv: list[str]) -> int:
+    """`solbench extract` with `argv`, parsed and handled as the command does: its exit code."""
     import argparse
 
     from solbench.cli import extract as extract_cli
 
     parser = argparse.ArgumentParser()
     extract_cli.add_arguments(parser)
-    return parser.parse_args(argv)
-
-
-def _handle(args) -> int:
-    from solbench.cli import extract as extract_cli
-
-    return extract_cli.handle(args)
+    return extract_cli.handle(parser.parse_args(argv))
