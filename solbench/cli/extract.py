@@ -233,7 +233,8 @@ def _extract_parallel(models: list[str], args: argparse.Namespace, validate: boo
                 finished.append((index, outcome.result))
                 failed = _report(outcome.result, label, validate, console) or failed
             status.update(f"{len(models)} models, {args.jobs} at a time: {outcome.model_id} done")
-        parallel.run_each(models, work, jobs=args.jobs, on_done=done, group=reuse.shipped_group)
+        parallel.run_each(models, work, jobs=args.jobs, on_done=done, group=reuse.shipped_group,
+                          slow=reuse.shipped_slow)
     return failed
 
 

@@ -37,9 +37,11 @@ class Outcome:
 
 def run_each(model_ids: Sequence[str], work: Callable[[str], Any], jobs: int = 1,
              on_done: Callable[[int, Outcome], None] | None = None, timeout_s: float | None = None,
-             group: Callable[[str], str] | None = None) -> list[Outcome]:
+             group: Callable[[str], str] | None = None,
+             slow: Callable[[str], bool] | None = None) -> list[Outcome]:
     """`work(model_id)` for every model, `jobs` processes at a time (1: here, in order), inside one
-    `reuse.session()` per process. `group(model_id)`: models with the same value share a process.
+    `reuse.session()` per process. `group(model_id)`: models with the same value share a process;
+    `slow(model_id)`: a unit holding such a model starts before the others (`units`).
     `on_done(index, outcome)` hears each model as it finishes; the list is in `model_ids` order."""
     done = on_done or (lambda index, outcome: None)
     if jobs <= 1 or len(model_ids) <= 1:
@@ -50,17 +52,23 @@ def run_each(model_ids: Sequence[str], work: Callable[[str], Any], jobs: int = 1
                 done(index, outcome)
                 outcomes.append(outcome)
         return outcomes
-    return _run_forked(list(model_ids), units(model_ids, group), work, jobs, done, timeout_s)
+    return _run_forked(list(model_ids), units(model_ids, group, slow), work, jobs, done, timeout_s)
 
 
-def units(model_ids: Sequence[str], group: Callable[[str], str] | None) -> list[list[int]]:
-    """The models' indices by process: one unit per `group` value, the largest units first (stable).
-    `--all` names the diffusers models last, and their VAE group (eight models, one process) ran alone at
-    the end of the run when units started in model order."""
+def units(model_ids: Sequence[str], group: Callable[[str], str] | None,
+          slow: Callable[[str], bool] | None = None) -> list[list[int]]:
+    """The models' indices by process: one unit per `group` value; units with a `slow` model first, then
+    the largest units first (stable). `--all` names the diffusers models last, and their VAE group (eight
+    models, one process) ran alone at the end of the run when units started in model order; then Wan2.2,
+    the last model named, ran alone for its last 81 s. Started first, a long unit overlaps the short ones."""
     found: dict[str, list[int]] = {}
     for index, model_id in enumerate(model_ids):
         found.setdefault(group(model_id) if group else model_id, []).append(index)
-    return sorted(found.values(), key=len, reverse=True)
+
+    def order(unit: list[int]) -> tuple[bool, int]:
+        return (not (slow and any(slow(model_ids[i]) for i in unit)), -len(unit))
+
+    return sorted(found.values(), key=order)
 
 
 def _run_here(model_id: str, work: Callable[[str], Any]) -> Outcome:

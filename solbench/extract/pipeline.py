@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
-from solbench.extract import configs, emit, reuse
+from solbench.extract import configs, copies, emit, reuse
 from solbench.extract.draft import Draft
 from solbench.extract.families import drafts_for
 from solbench.extract.trace import trace
@@ -66,7 +66,10 @@ def extract_model(model_id: str, config_path: str | Path | None = None, *, valid
                            rope_inside=rope_inside)
     result = reuse.lookup(result_key, config)
     if result is None:
-        result = _extract(config, validate, dtype, generic, tell, start, reach)
+        try:
+            result = _extract(config, validate, dtype, generic, tell, start, reach)
+        finally:
+            copies.release_weights()  # the next model's blocks have other sizes
         reuse.remember(result_key, result)
     return result
 

@@ -77,6 +77,19 @@ def shipped_group(model_id: str, **options: Any) -> str:
     return shipped_key(model_id, **options)
 
 
+TEMPLATED_KINDS = ("dense LLM", "MoE")  # decoders whose layers family templates cover: seconds, not minutes
+
+
+def shipped_slow(model_id: str) -> bool:
+    """Whether a shipped model is likely a long one under `--jobs` (it starts first): every kind but the
+    decoder LLMs goes through the generic capture (diffusion, vision, VL, audio, SSM), 25-130 s a model
+    on 2 cores, against under 10 s for most templated decoders."""
+    from solbench.extract import configs
+
+    entry = configs.shipped_models().get(model_id) or {}
+    return bool(entry) and entry.get("kind", "") not in TEMPLATED_KINDS
+
+
 def lookup(result_key: str | None, config) -> Any:
     """An earlier model's result under `config`, or None. Its drafts are the earlier model's (they name it in
     their description; a problem shared by several models keeps the first model's draft either way)."""

@@ -65,3 +65,73 @@ def test_a_large_tensor_repeats_seeded_draws_with_no_two_rows_or_tensors_alike()
     assert abs(float(first.mean())) < 0.01 and abs(float(first.std()) - 1.0) < 0.01
     weight = realistic("proj.weight", shape, torch.float32, torch.Generator().manual_seed(3))
     assert torch.equal(weight, first * shape[1] ** -0.5)  # the recipe's scale on the same draws
+
+
+class Other(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.up = nn.Linear(32, 64)
+        self.down = nn.Linear(64, 16, bias=False)
+        self.register_buffer("scale", torch.ones(16))
+
+
+def _values(module: nn.Module) -> dict[str, torch.Tensor]:
+    return {name: t.clone() for name, t in [*module.named_parameters(), *module.named_buffers()]}
+
+
+def test_copies_reuse_one_buffer_per_dtype_and_hold_what_a_fresh_copy_holds():
+    """A copy's tensors are placed in memory kept from the previous copy of its dtype (the kernel zeroed
+    every fresh page of every copy before): a block copied after another holds exactly what it holds when
+    copied first, and the float32 draws the bfloat16 copy casts are not overwritten by that copy."""
+    from solbench.extract import copies
+
+    block, other = (m.to(torch.bfloat16).to("meta") for m in (Block(), Other()))  # as models load, in bf16
+    copies.release_weights()
+    first = _values(cpu_copy(other, torch.float32))
+    first_bf16 = _values(cpu_copy(other, torch.bfloat16))
+    copies.release_weights()
+    a32 = cpu_copy(block, torch.float32)
+    a16 = cpu_copy(block, torch.bfloat16)
+    assert torch.equal(a16.proj.weight, a32.proj.weight.to(torch.bfloat16))  # cast from intact float32 draws
+    b32 = cpu_copy(other, torch.float32)  # into a32's memory: a32 is done with
+    assert b32.up.weight.untyped_storage().data_ptr() == a32.proj.weight.untyped_storage().data_ptr()
+    for name, value in _values(b32).items():
+        assert torch.equal(value, first[name]), name
+    b16 = cpu_copy(other, torch.bfloat16)
+    for name, value in _values(b16).items():
+        assert value.dtype == first_bf16[name].dtype and torch.equal(value, first_bf16[name]), name
+    assert b16.up.weight.untyped_storage().data_ptr() != b32.up.weight.untyped_storage().data_ptr()
+    copies.release_weights()
+    assert cpu_copy(other, torch.float32).up.weight.untyped_storage().data_ptr() != \
+        b32.up.weight.untyped_storage().data_ptr()  # released: b32 still holds its own memory
+
+
+def test_a_forked_process_copies_into_memory_of_its_own():
+    """Writing into memory the parent placed copies in would copy every page in the child: a forked process
+    starts with no kept buffers."""
+    import os
+
+    from solbench.extract import copies
+
+    meta = Other().to("meta")
+    parent = cpu_copy(meta, torch.float32)
+    parent_ptr = parent.up.weight.untyped_storage().data_ptr()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report whether its copy landed in the parent's buffer, then leave at once
+        try:
+            torch.set_num_threads(1)  # no OpenMP region in a forked child (the parent's pool does not survive)
+            child = cpu_copy(meta, torch.float32)
+            same = child.up.weight.untyped_storage().data_ptr() == parent_ptr
+            os.write(write, b"same" if same else b"own")
+        finally:
+            os._exit(0)
+    os.close(write)
+    import select
+
+    if not select.select([read], [], [], 300)[0]:  # a loaded machine is slow, a hung child is a failure
+        os.kill(pid, 9)
+    answer = os.read(read, 16) if select.select([read], [], [], 0)[0] else b"no answer"
+    os.waitpid(pid, 0)
+    assert answer == b"own"
+    assert copies._ARENA.slots[torch.float32].data_ptr() == parent_ptr  # the parent's buffer is still its own

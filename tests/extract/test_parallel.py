@@ -44,6 +44,18 @@ def test_the_largest_units_start_first():
     assert parallel.units(ids[:3], None) == [[0], [1], [2]]
 
 
+def test_units_with_a_slow_model_start_first_then_the_largest():
+    ids = ["s1", "g1", "s2", "g2", "g3", "h1", "h2", "w1"]
+    by_letter = lambda m: m[0] if m[0] in "gh" else m  # noqa: E731
+    assert parallel.units(ids, by_letter, slow=lambda m: m in ("w1", "h2")) == [[5, 6], [7], [1, 3, 4], [0], [2]]
+
+
+def test_shipped_diffusion_and_hybrid_models_are_slow_and_decoders_are_not():
+    assert reuse.shipped_slow("Wan-AI/Wan2.2-T2V-A14B") and reuse.shipped_slow("syscv-community/sam-hq-vit-base")
+    assert reuse.shipped_slow("ai21labs/AI21-Jamba-Large-1.7")
+    assert not reuse.shipped_slow("Qwen/Qwen3-8B") and not reuse.shipped_slow("not/a-shipped-model")
+
+
 def test_models_with_the_same_facts_are_extracted_once_per_session(monkeypatch):
     """Qwen3-4B and Qwen3-4B-Instruct-2507 ship the same facts: the second reuses the first in a session."""
     calls: list[str] = []
