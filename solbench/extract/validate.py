@@ -25,6 +25,7 @@ from torch import nn
 
 from solbench.extract import block_pool
 from solbench.extract import workloads as wl
+from solbench.extract.copies import standard_normal
 from solbench.extract.draft import Draft
 from solbench.extract.trace import TracedModel, find_layers, hf_config, instantiate, parameter_count
 
@@ -298,7 +299,10 @@ def _get(module: nn.Module, path: str):
 def _init_(name: str, p: torch.Tensor, gen: torch.Generator) -> None:
     """Fill a parameter in place at a realistic scale (norm weights near 1, weights ~ N(0, 1/fan_in))."""
     leaf = name.rsplit(".", 1)[-1]
-    p.normal_(generator=gen)
+    if p.dtype == torch.float32 and p.is_contiguous():  # a large one from the seeded pool (`copies`): 10x faster
+        standard_normal(tuple(p.shape), gen, out=p.detach())
+    else:
+        p.normal_(generator=gen)
     if "norm" in name and leaf == "weight":
         p.mul_(0.1).add_(1.0)
     elif leaf.endswith("bias") or leaf == "sinks" or p.dim() == 1:

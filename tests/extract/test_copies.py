@@ -135,3 +135,19 @@ def test_a_forked_process_copies_into_memory_of_its_own():
     os.waitpid(pid, 0)
     assert answer == b"own"
     assert copies._ARENA.slots[torch.float32].data_ptr() == parent_ptr  # the parent's buffer is still its own
+
+
+def test_the_template_validation_draws_its_large_weights_from_the_same_pool():
+    """The reduced decoder the templates are validated on fills a large float32 weight from the seeded pool
+    (drawing each of a vocabulary table's values took most of a small model's weight setup), at its scale."""
+    from solbench.extract import copies
+    from solbench.extract.validate import _init_
+
+    shape = (1024, 1100)  # past TILE_FROM
+    weight = torch.empty(shape)
+    _init_("model.layers.0.mlp.up_proj.weight", weight, torch.Generator().manual_seed(5))
+    pooled = copies.standard_normal(shape, torch.Generator().manual_seed(5))
+    assert torch.equal(weight, pooled * shape[1] ** -0.5)
+    table = torch.empty(shape)
+    _init_("model.embed_tokens.weight", table, torch.Generator().manual_seed(5))
+    assert torch.equal(table, pooled)  # an embedding keeps N(0, 1)
