@@ -55,15 +55,17 @@ _LAST_DRAWN: tuple | None = None  # (the module, its float32 draws): the next co
 
 
 class WeightArena:
-    """Memory for validation copies' parameters and buffers, kept from one copy to the next.
+    """Memory for validation copies' parameters, kept from one copy to the next.
 
     `to_empty` gave every copy fresh memory: glibc maps each tensor over 32 MiB anew, and the kernel zeroes
     every page at its first touch (a minor fault). Copies were 84% of FLUX.2-dev's page faults (5.2 of 6.3
     M, 21.8 GB of weights over 136 copies) and most of its system time. Here each requested dtype (one
-    slot each: a float32 copy's draws are read while its bfloat16 copy is filled) places its tensors in one
-    buffer, reused by the next copy of that dtype once the earlier one is done with. Every tensor placed is
-    then written by `cpu_copy` before use, as after `to_empty`. A forked process starts with no buffers
-    (writing the parent's would copy every page) and `release` hands them back between models."""
+    slot each: a float32 copy's draws are read while its bfloat16 copy is filled) places its parameters in
+    one buffer, reused by the next copy of that dtype once the earlier one is done with. Every tensor placed
+    is then written by `cpu_copy` before use, as after `to_empty`. Buffers keep memory of their own: a
+    `deepcopy` of a plain tensor copies its whole storage (the float64 check copies a module), where a
+    parameter's clones its own elements. A forked process starts with no buffers (writing the parent's
+    would copy every page) and `release` hands them back between models."""
 
     ALIGN_BYTES = 4096
 
@@ -72,20 +74,19 @@ class WeightArena:
         self.pid = os.getpid()
 
     def placer(self, block: nn.Module, slot: torch.dtype):
-        """A function for `Module._apply` that gives each meta tensor of `block` CPU memory in `slot`'s
-        buffer (contiguous tensors; any other gets its own, as `to_empty` gives it)."""
-        tensors = [t for m in block.modules() for t in (*m._parameters.values(), *m._buffers.values())
-                   if t is not None]
-        region = self._region(slot, sum(self._span(t) for t in tensors))
+        """A function for `Module._apply` that gives each contiguous meta parameter of `block` CPU memory in
+        `slot`'s buffer, and any other tensor its own, as `to_empty` does."""
+        params = [t for m in block.modules() for t in m._parameters.values() if t is not None]
+        region = self._region(slot, sum(self._span(t) for t in params))
         offset = 0
 
         def place(tensor: torch.Tensor) -> torch.Tensor:
             nonlocal offset
-            if not tensor.is_contiguous() or offset + self._span(tensor) > region.numel():
+            span = self._span(tensor)
+            if not isinstance(tensor, nn.Parameter) or not tensor.is_contiguous() or offset + span > region.numel():
                 return torch.empty_like(tensor, device="cpu")
-            nbytes = tensor.numel() * tensor.element_size()
-            placed = region[offset:offset + nbytes].view(tensor.dtype).view(tensor.shape)
-            offset += self._span(tensor)
+            placed = region[offset:offset + tensor.nbytes].view(tensor.dtype).view(tensor.shape)
+            offset += span
             return placed
 
         return place
@@ -94,8 +95,7 @@ class WeightArena:
         self.slots.clear()
 
     def _span(self, tensor: torch.Tensor) -> int:
-        nbytes = tensor.numel() * tensor.element_size()
-        return -(-max(nbytes, 1) // self.ALIGN_BYTES) * self.ALIGN_BYTES
+        return -(-max(tensor.nbytes, 1) // self.ALIGN_BYTES) * self.ALIGN_BYTES
 
     def _region(self, slot: torch.dtype, nbytes: int) -> torch.Tensor:
         if os.getpid() != self.pid:

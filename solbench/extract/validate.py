@@ -299,7 +299,7 @@ def _get(module: nn.Module, path: str):
 def _init_(name: str, p: torch.Tensor, gen: torch.Generator) -> None:
     """Fill a parameter in place at a realistic scale (norm weights near 1, weights ~ N(0, 1/fan_in))."""
     leaf = name.rsplit(".", 1)[-1]
-    if p.dtype == torch.float32 and p.is_contiguous():  # a large one from the seeded pool (`copies`): 10x faster
+    if p.dtype == torch.float32 and p.is_contiguous():  # 1 M elements or more: the seeded pool, 10x faster
         standard_normal(tuple(p.shape), gen, out=p.detach())
     else:
         p.normal_(generator=gen)

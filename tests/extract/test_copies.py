@@ -3,6 +3,8 @@ and the bfloat16 copy casts those same draws."""
 
 from __future__ import annotations
 
+import copy
+
 import torch
 from torch import nn
 
@@ -104,6 +106,9 @@ def test_copies_reuse_one_buffer_per_dtype_and_hold_what_a_fresh_copy_holds():
     copies.release_weights()
     assert cpu_copy(other, torch.float32).up.weight.untyped_storage().data_ptr() != \
         b32.up.weight.untyped_storage().data_ptr()  # released: b32 still holds its own memory
+    copied = copy.deepcopy(b32)  # as the float64 check copies a module: no more than the block's own
+    assert copied.scale.untyped_storage().nbytes() == b32.scale.nbytes
+    assert copied.up.weight.untyped_storage().nbytes() == b32.up.weight.nbytes
 
 
 def test_a_forked_process_copies_into_memory_of_its_own():
