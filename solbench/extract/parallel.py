@@ -1,12 +1,14 @@
-"""Extract several models at once, one forked process per model, results handed back in model order.
+"""Extract several models at once in `--jobs` kept worker processes, results handed back in model order.
 
 Each model's extraction is independent (its own build, capture and seeded validation), so models can run
 side by side; what is written stays byte-identical because the results are merged in the order the models
-were asked for, never in the order they finish. Processes are forked from the caller, which has already
-imported torch and the libraries, so a model pays no import time. Models with the same architecture facts,
-and diffusers models with the same VAE, go to one process (`reuse.shipped_group`), in their order, so the
-later ones reuse the first's result or its blocks. A
-process that dies (out of memory, a signal) is reported for its models; the others go on.
+were asked for, never in the order they finish. Models with the same architecture facts, and diffusers
+models with the same VAE, form one unit (`reuse.shipped_group`), run in their order in one process inside
+one `reuse.session()`, so the later ones reuse the first's result or its blocks. Workers are forked from
+the caller (torch already imported) and kept across units: a process forked per unit imported again what
+the models import lazily (transformers' and diffusers' modeling code, `torch.export`'s machinery), 2-3 s
+of a small model's 3 s. A worker that dies (out of memory, a signal) is reported for its unit's models
+not yet done and replaced; the others go on.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import pickle
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
@@ -84,12 +86,27 @@ def _run_here(model_id: str, work: Callable[[str], Any]) -> Outcome:
     return outcome
 
 
-def _child(model_ids: list[str], work: Callable[[str], Any], conn: Connection) -> None:
-    """Run a unit's models in order, sending each outcome as soon as it is known; on one intra-op thread, as
-    the other processes share the cores (`threads`)."""
+def _worker(model_ids: list[str], work: Callable[[str], Any], tasks: Connection, conn: Connection) -> None:
+    """Run the units the parent sends (lists of indices into `model_ids`) until it sends None; on one intra-op
+    thread, as the other processes share the cores (`threads`). The process is kept across units: what a
+    model imports lazily (transformers' modeling code, diffusers' models, `torch.export`'s machinery: 2-3 s
+    a model) is imported once per worker, not once per unit."""
     import torch
 
     torch.set_num_threads(1)
+    while True:
+        try:
+            indices = tasks.recv()
+        except (EOFError, OSError):
+            break
+        if indices is None:
+            break
+        _run_unit([model_ids[i] for i in indices], work, conn)
+    conn.close()
+
+
+def _run_unit(model_ids: list[str], work: Callable[[str], Any], conn: Connection) -> None:
+    """A unit's models in order, inside one `reuse.session()`, each outcome sent as soon as it is known."""
     with reuse.session():
         for model_id in model_ids:
             try:
@@ -104,55 +121,77 @@ def _child(model_ids: list[str], work: Callable[[str], Any], conn: Connection) -
             except Exception as exc:  # noqa: BLE001 - an unpicklable result is reported, not lost silently
                 payload = pickle.dumps(Outcome(model_id, error=f"its result cannot be sent back: {exc}"))
             conn.send_bytes(payload)
-    conn.close()
 
 
 @dataclass
-class _Running:
+class _Kept:
+    """A worker process and the unit it is running (`indices`: its models not yet reported; empty when idle)."""
+
     process: Any
-    indices: list[int]  # the unit's models not yet reported
-    started: float
-    deadline: float | None
+    tasks: Connection  # the parent's end: units to run, None to stop
+    indices: list[int] = field(default_factory=list)
+    started: float = 0.0
+    deadline: float | None = None
 
 
 def _run_forked(model_ids: list[str], units: list[list[int]], work: Callable[[str], Any], jobs: int,
                 done: Callable[[int, Outcome], None], timeout_s: float | None) -> list[Outcome]:
+    """Up to `jobs` kept workers, each given the next unit when it has reported its last; a worker that dies
+    or runs past its unit's deadline has that unit's unreported models named and is replaced."""
     context = multiprocessing.get_context("fork")
     outcomes: list[Outcome | None] = [None] * len(model_ids)
-    running: dict[Connection, _Running] = {}
+    workers: dict[Connection, _Kept] = {}
 
     def finish(index: int, outcome: Outcome) -> None:
         outcomes[index] = outcome
         done(index, outcome)
 
-    while units or running:
-        while units and len(running) < jobs:
-            indices = units.pop(0)
+    def assign(worker: _Kept) -> None:
+        worker.indices = units.pop(0)
+        worker.started = time.perf_counter()
+        worker.deadline = worker.started + timeout_s * len(worker.indices) if timeout_s else None
+        worker.tasks.send(list(worker.indices))
+
+    while units or workers:
+        for worker in [w for w in workers.values() if not w.indices and units]:
+            assign(worker)
+        while units and len(workers) < jobs:
             receive, send = context.Pipe(duplex=False)
-            process = context.Process(target=_child, args=([model_ids[i] for i in indices], work, send), daemon=True)
+            tasks_receive, tasks_send = context.Pipe(duplex=False)
+            process = context.Process(target=_worker, args=(model_ids, work, tasks_receive, send), daemon=True)
             process.start()
             send.close()
-            now = time.perf_counter()
-            running[receive] = _Running(process, list(indices), now,
-                                        now + timeout_s * len(indices) if timeout_s else None)
-        ready = wait(list(running), timeout=1.0)
-        for conn, unit in list(running.items()):
+            tasks_receive.close()
+            workers[receive] = worker = _Kept(process, tasks_send)
+            assign(worker)
+        ready = wait(list(workers), timeout=1.0)
+        for conn, worker in list(workers.items()):
             ended = ""
             if conn in ready:
                 try:
                     outcome = pickle.loads(conn.recv_bytes())
-                    finish(unit.indices.pop(0), outcome)
+                    finish(worker.indices.pop(0), outcome)
                 except (EOFError, OSError):
-                    unit.process.join()
-                    ended = f"its process died (exit {unit.process.exitcode})"
-            elif unit.deadline is not None and time.perf_counter() > unit.deadline:
-                unit.process.kill()
+                    worker.process.join()
+                    ended = f"its process died (exit {worker.process.exitcode})"
+            elif worker.deadline is not None and time.perf_counter() > worker.deadline:
+                worker.process.kill()
                 ended = f"timed out after {timeout_s:.0f} s"
-            if not ended and unit.indices:
+            if not ended and (worker.indices or units):
                 continue
-            for index in unit.indices:
-                finish(index, Outcome(model_ids[index], error=ended, wall_s=time.perf_counter() - unit.started))
-            del running[conn]
-            conn.close()
-            unit.process.join()
+            for index in worker.indices:
+                finish(index, Outcome(model_ids[index], error=ended, wall_s=time.perf_counter() - worker.started))
+            _stop(worker, conn)
+            del workers[conn]
     return [o for o in outcomes if o is not None]
+
+
+def _stop(worker: _Kept, conn: Connection) -> None:
+    """Tell an idle worker to end (a dead or killed one has already), and reap it."""
+    try:
+        worker.tasks.send(None)
+    except (OSError, ValueError):  # its end is gone: it died
+        pass
+    worker.tasks.close()
+    conn.close()
+    worker.process.join()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,8 @@ def _work(model_id: str):
         raise SpecError("bad: no such model")
     if model_id == "dies":
         os._exit(3)
+    if model_id == "hangs":
+        time.sleep(120)
     return (model_id, os.getpid())
 
 
@@ -29,7 +32,26 @@ def test_results_come_back_in_order_with_failures_named():
     assert [o.result[0] for o in outcomes if o.result] == ["a", "b", "c"]
     assert outcomes[1].bad_input and outcomes[1].error == "bad: no such model"
     assert "died (exit 3)" in outcomes[2].error and not outcomes[2].bad_input
-    assert len({o.result[1] for o in outcomes if o.result} | {os.getpid()}) == 4  # a process per model
+    assert os.getpid() not in {o.result[1] for o in outcomes if o.result}  # never in the caller
+
+
+def test_workers_are_kept_across_units_and_one_that_dies_is_replaced():
+    """Two workers run six units (a process forked per unit imported again what its models import lazily);
+    after one dies, a new worker takes the units left."""
+    outcomes = parallel.run_each(list("abcdef"), _work, jobs=2)
+    assert [o.result[0] for o in outcomes] == list("abcdef") and len({o.result[1] for o in outcomes}) <= 2
+    outcomes = parallel.run_each(["a", "b", "dies", "c", "d", "e"], _work, jobs=2)
+    assert "died (exit 3)" in outcomes[2].error
+    assert [o.result[0] for o in outcomes if o.result] == list("abcde")
+    assert len({o.result[1] for o in outcomes if o.result}) <= 3
+
+
+def test_a_unit_past_its_deadline_is_named_and_the_rest_go_on():
+    started = time.perf_counter()
+    outcomes = parallel.run_each(["a", "hangs", "b", "c"], _work, jobs=2, timeout_s=5)
+    assert "timed out after 5 s" in outcomes[1].error
+    assert [o.result[0] for o in outcomes if o.result] == ["a", "b", "c"]
+    assert time.perf_counter() - started < 100  # the hanging worker was killed, not waited for
 
 
 def test_a_group_shares_one_process_in_its_order():
