@@ -62,10 +62,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "RoPE takes them)")
     parser.add_argument("--check", action="store_true",
                         help="verify the problems on disk are exactly what this code extracts (writes nothing)")
-    parser.add_argument("--jobs", "-j", type=int, default=1, metavar="N",
+    parser.add_argument("--jobs", "-j", type=int, default=None, metavar="N",
                         help="processes at once: several models side by side (each holds one model's CPU "
                              "validation copies), or one model's blocks (as many workers as the memory available "
-                             "holds); the output is the same for any N")
+                             "holds); the output is the same for any N (default: the cores this command may use, "
+                             "for several models also no more than the memory available holds at 8 GiB each)")
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -84,7 +85,7 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, console) -> int:
-    from solbench.extract import emit, hub, pipeline, reuse
+    from solbench.extract import emit, hub, parallel, pipeline, reuse
 
     problems_root = args.output / emit.PROBLEMS_FOLDER  # -o DIR mirrors a checkout: DIR/problem_defs/hf, ...
     references_root = args.references if args.references is not None else args.output / emit.REFERENCES_FOLDER
@@ -93,6 +94,7 @@ def _run(args: argparse.Namespace, console) -> int:
         return 0
     started = time.perf_counter()
     if args.module:
+        args.jobs = args.jobs if args.jobs is not None else parallel.default_jobs(1)
         return _run_module(args, console, started, problems_root, references_root)
     models = _selected_models(args.model, console) if args.model else []
     if args.config is not None and len(models) != 1:
@@ -109,6 +111,7 @@ def _run(args: argparse.Namespace, console) -> int:
     else:
         console.print("[red]error:[/red] name a model with --model ID, or use --all, --list or --check")
         return 2
+    args.jobs = args.jobs if args.jobs is not None else parallel.default_jobs(len(models))
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     if use_hub and args.config is None:
         reach = hub.reach()

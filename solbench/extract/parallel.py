@@ -14,6 +14,7 @@ not yet done and replaced; the others go on.
 from __future__ import annotations
 
 import multiprocessing
+import os
 import pickle
 import time
 import traceback
@@ -22,7 +23,17 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from solbench.extract import reuse
+from solbench.extract import block_pool, reuse
+
+MODEL_PROCESS_BYTES = 8 << 30  # what one model's process may hold at once by default (SAM-HQ alone: 6.6 GB)
+
+
+def default_jobs(models: int) -> int:
+    """`--jobs` when it is not given: the cores this process may run on. For several models also no more
+    processes than the memory available holds at MODEL_PROCESS_BYTES each; one model's block workers are
+    bounded by its largest block instead (`block_pool.wanted`). The files are the same for any count."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return cores if models <= 1 else block_pool.usable(cores, MODEL_PROCESS_BYTES)
 
 
 @dataclass
@@ -152,37 +163,43 @@ def _run_forked(model_ids: list[str], units: list[list[int]], work: Callable[[st
         worker.deadline = worker.started + timeout_s * len(worker.indices) if timeout_s else None
         worker.tasks.send(list(worker.indices))
 
-    while units or workers:
-        for worker in [w for w in workers.values() if not w.indices and units]:
-            assign(worker)
-        while units and len(workers) < jobs:
-            receive, send = context.Pipe(duplex=False)
-            tasks_receive, tasks_send = context.Pipe(duplex=False)
-            process = context.Process(target=_worker, args=(model_ids, work, tasks_receive, send), daemon=True)
-            process.start()
-            send.close()
-            tasks_receive.close()
-            workers[receive] = worker = _Kept(process, tasks_send)
-            assign(worker)
-        ready = wait(list(workers), timeout=1.0)
-        for conn, worker in list(workers.items()):
-            ended = ""
-            if conn in ready:
-                try:
-                    outcome = pickle.loads(conn.recv_bytes())
-                    finish(worker.indices.pop(0), outcome)
-                except (EOFError, OSError):
-                    worker.process.join()
-                    ended = f"its process died (exit {worker.process.exitcode})"
-            elif worker.deadline is not None and time.perf_counter() > worker.deadline:
+    try:
+        while units or workers:
+            for worker in [w for w in workers.values() if not w.indices and units]:
+                assign(worker)
+            while units and len(workers) < jobs:
+                receive, send = context.Pipe(duplex=False)
+                tasks_receive, tasks_send = context.Pipe(duplex=False)
+                process = context.Process(target=_worker, args=(model_ids, work, tasks_receive, send), daemon=True)
+                process.start()
+                send.close()
+                tasks_receive.close()
+                workers[receive] = worker = _Kept(process, tasks_send)
+                assign(worker)
+            ready = wait(list(workers), timeout=1.0)
+            for conn, worker in list(workers.items()):
+                ended = ""
+                if conn in ready:
+                    try:
+                        outcome = pickle.loads(conn.recv_bytes())
+                        finish(worker.indices.pop(0), outcome)
+                    except (EOFError, OSError):
+                        worker.process.join()
+                        ended = f"its process died (exit {worker.process.exitcode})"
+                elif worker.deadline is not None and time.perf_counter() > worker.deadline:
+                    worker.process.kill()
+                    ended = f"timed out after {timeout_s:.0f} s"
+                if not ended and (worker.indices or units):
+                    continue
+                for index in worker.indices:
+                    finish(index, Outcome(model_ids[index], error=ended, wall_s=time.perf_counter() - worker.started))
+                _stop(worker, conn)
+                del workers[conn]
+    finally:  # an interrupt or an error here: no worker outlives the run (a busy one is killed, an idle one told)
+        for conn, worker in workers.items():
+            if worker.indices:
                 worker.process.kill()
-                ended = f"timed out after {timeout_s:.0f} s"
-            if not ended and (worker.indices or units):
-                continue
-            for index in worker.indices:
-                finish(index, Outcome(model_ids[index], error=ended, wall_s=time.perf_counter() - worker.started))
             _stop(worker, conn)
-            del workers[conn]
     return [o for o in outcomes if o is not None]
 
 

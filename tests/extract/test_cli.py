@@ -84,7 +84,7 @@ def test_progress_names_the_model_and_problem_on_a_terminal(tmp_path):
     os.close(leader)
     assert process.wait(timeout=600) == 0
     screen = b"".join(chunks).decode(errors="replace")
-    shown = set(re.findall(r"Qwen/Qwen3-0\.6B: validating (\w+) \((?:float32|bfloat16), \d+/\d+\)", screen))
+    shown = set(re.findall(r"Qwen/Qwen3-0\.6B: validat(?:ing|ed) (\w+) \((?:float32|bfloat16), \d+/\d+\)", screen))
     assert len(shown) >= 2, screen[-2000:]
     assert shown <= {p.name for p in (tmp_path / "defs" / "problem_defs" / "hf").iterdir()}
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from solbench.cli import extract as extract_cli
-from solbench.extract import parallel, pipeline, reuse
+from solbench.extract import block_pool, parallel, pipeline, reuse
 from solbench.spec.errors import SpecError
 
 
@@ -124,9 +124,18 @@ def test_jobs_write_the_same_files_as_one_process(tmp_path, models, monkeypatch)
     parser = argparse.ArgumentParser()
     extract_cli.add_arguments(parser)
     trees = []
-    for jobs in ("1", "3"):
-        out = tmp_path / jobs
-        argv = [a for m in models for a in ("--model", m)] + ["--no-validate", "-o", str(out), "--jobs", jobs]
-        assert extract_cli.handle(parser.parse_args(argv)) == 0
+    for jobs in ("1", "3", None):  # None: the default (the cores, bounded by memory)
+        out = tmp_path / str(jobs)
+        argv = [a for m in models for a in ("--model", m)] + ["--no-validate", "-o", str(out)]
+        assert extract_cli.handle(parser.parse_args(argv + (["--jobs", jobs] if jobs else []))) == 0
         trees.append(_tree(out))
-    assert trees[0] and trees[0] == trees[1]
+    assert trees[0] and trees[0] == trees[1] == trees[2]
+
+
+def test_jobs_default_to_the_cores_and_for_several_models_to_what_memory_holds(monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)), raising=False)
+    monkeypatch.setattr(block_pool, "_available_bytes", lambda: 20 << 30)
+    assert parallel.default_jobs(1) == 8  # one model: its block workers are bounded per block (block_pool.wanted)
+    assert parallel.default_jobs(5) == 2  # 20 GiB hold two model processes of 8 GiB
+    monkeypatch.setattr(block_pool, "_available_bytes", lambda: 4 << 30)
+    assert parallel.default_jobs(5) == 1
