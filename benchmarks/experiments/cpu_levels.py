@@ -11,7 +11,7 @@ solbench's two workers, nothing of solbench's between calls) each load the probl
 themselves to one core (the same one, as solbench's workers do), run one intra-op thread with the workers'
 allocator settings, and time single calls on inputs redrawn in place before each (`normal_`), by solbench's
 CPU clock (the process's CPU time over the call, or its wall time if less). The parent alternates them in
-6 rounds per side of `--round-ms` of calls each (solbench's CPU rounds), and takes solbench's paired speedup:
+solbench's CPU rounds per side (6) of `--round-ms` of calls each, and takes solbench's paired speedup:
 the median over the rounds of A's round median over B's. Repeated `--repeats` times per workload, one
 right after the other. It prints, per workload, the speedups (A and B run the same code), how many fall
 outside 0.8-1.25x, and the spread of A's pooled median over the repeats: how far one measurement of the
@@ -30,9 +30,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-ROUNDS = 6  # solbench's CPU rounds per side (orchestrator/timed.py: CPU_ROUNDS)
-WORKER_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(1 << 30), "MALLOC_TRIM_THRESHOLD_": str(1 << 30)}
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+from cpu_timing_check import allocate_as_workers_do  # noqa: E402
+
+from solbench.orchestrator.timed import CPU_ROUNDS  # noqa: E402 - solbench's CPU rounds per side
+from solbench.timing.stats import paired_speedup  # noqa: E402
 
 
 def timer_process(connection, problem_dir: str, workload_index: int, core: int) -> None:
@@ -72,13 +74,12 @@ def timer_process(connection, problem_dir: str, workload_index: int, core: int) 
 def one_measurement(sides, round_ms: float) -> tuple[float, float, float]:
     """Six alternating rounds per side: (paired speedup A/B, A's pooled median, B's pooled median)."""
     rounds: list[list[list[float]]] = [[], []]
-    for _ in range(ROUNDS):
+    for _ in range(CPU_ROUNDS):
         for k, side in enumerate(sides):
             side.send(round_ms)
             rounds[k].append(side.recv())
-    ratios = [statistics.median(a) / statistics.median(b) for a, b in zip(*rounds)]
     pooled = [statistics.median([s for r in side_rounds for s in r]) for side_rounds in rounds]
-    return statistics.median(ratios), pooled[0], pooled[1]
+    return paired_speedup(rounds[0], rounds[1]), pooled[0], pooled[1]
 
 
 def short_workloads(problem_dir: str, below_ms: float) -> list[tuple[int, str, float]]:
@@ -107,8 +108,7 @@ def short_workloads(problem_dir: str, below_ms: float) -> list[tuple[int, str, f
 
 
 def main() -> int:
-    if any(os.environ.get(k) != v for k, v in WORKER_MALLOC.items()):  # glibc reads them at start-up only
-        os.execve(sys.executable, [sys.executable, *sys.argv], dict(os.environ, **WORKER_MALLOC))
+    allocate_as_workers_do()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("problems", nargs="*", default=[str(ROOT / "problem_defs/core/layernorm_fp32_h1024"),
                                                          str(ROOT / "problem_defs/core/rmsnorm_h4096")])
